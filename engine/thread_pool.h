@@ -10,7 +10,8 @@
 //     a noisy neighbour takes fewer tasks. Which thread runs a task never changes
 //     the result: each task must write disjoint outputs.
 //   - Between loops the workers spin for a short while (spin_us) and then sleep
-//     on an atomic wait, so an idle server burns no CPU.
+//     on an atomic wait, so an idle server burns no CPU. The caller likewise
+//     spins, then sleeps, while waiting for the last task of a loop.
 #pragma once
 
 #include <atomic>
@@ -52,6 +53,8 @@ class thread_pool {
   alignas(64) std::atomic<int64_t> next_task_{0};
   alignas(64) std::atomic<int> n_busy_{0};
   alignas(64) std::atomic<uint32_t> generation_{0};
+  std::atomic<int> n_sleeping_{0};      // workers blocked in generation_.wait
+  std::atomic<bool> main_waiting_{false};  // caller blocked in n_busy_.wait
   std::atomic<bool> stop_{false};
 };
 

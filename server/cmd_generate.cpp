@@ -1,17 +1,168 @@
-#include <cstdio>
+// `spate generate`: offline batched inference, like vLLM's LLM.generate.
+// Reads JSONL requests from stdin, runs them together, writes one JSONL result
+// per input line, in input order, to stdout. Logs go to stderr.
+#include <boost/json.hpp>
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <spdlog/spdlog.h>
+#include <string>
+#include <vector>
 
+#include "engine/byte_size.h"
+#include "engine/generate_loop.h"
+#include "engine/model_loader.h"
+#include "server/cli_options.h"
 #include "server/commands.h"
+#include "server/sampling_json.h"
 
 namespace spate::cli {
+namespace {
 
-int run_tokenize(int, char**) {
-  std::fprintf(stderr, "spate tokenize: unavailable in this build\n");
-  return 1;
+namespace po = boost::program_options;
+namespace json = boost::json;
+
+constexpr size_t k_max_line_bytes = 16u << 20;  // one JSONL request line
+constexpr size_t k_max_requests = 65536;
+
+// Parses one JSONL request. Returns "" or the problem (without the line number).
+std::string parse_request(const std::string& line, const loaded_model& m, int32_t max_model_len, offline_request& out) {
+  if (line.size() > k_max_line_bytes) return "line is longer than " + std::to_string(k_max_line_bytes) + " bytes";
+  boost::system::error_code ec;
+  json::value v = json::parse(line, ec);
+  if (ec) return "malformed JSON: " + ec.message();
+  if (!v.is_object()) return "expected a JSON object";
+  const json::object& o = v.as_object();
+  if (auto err = parse_sampling_json(o, out.params); !err.empty()) return err;
+  const json::value* prompt = o.if_contains("prompt");
+  const json::value* ids = o.if_contains("prompt_token_ids");
+  if (prompt && prompt->is_string()) {
+    const auto& s = prompt->as_string();
+    try {
+      out.prompt = m.tok->encode(std::string_view(s.data(), s.size()), true);
+    } catch (const std::exception& e) {
+      return std::string("'prompt': ") + e.what();
+    }
+  } else if ((prompt && prompt->is_array()) || (ids && ids->is_array())) {
+    for (const auto& e : (prompt && prompt->is_array() ? prompt : ids)->as_array()) {
+      if (!e.is_int64() || e.as_int64() < 0 || e.as_int64() >= m.config.n_vocab) {
+        return "'prompt' token ids must be integers in [0, " + std::to_string(m.config.n_vocab) + ")";
+      }
+      out.prompt.push_back(static_cast<int32_t>(e.as_int64()));
+    }
+  } else if (prompt) {
+    return "'prompt' must be a string or a list of token ids";
+  } else {
+    return "missing 'prompt'";
+  }
+  if (out.prompt.empty()) return "'prompt' is empty";
+  const auto n_prompt = static_cast<int32_t>(out.prompt.size());
+  if (n_prompt >= max_model_len) {
+    return "prompt has " + std::to_string(n_prompt) + " tokens, which is more than the model length of " +
+           std::to_string(max_model_len) + " leaves room for";
+  }
+  if (!out.params.max_tokens) out.params.max_tokens = std::min(16, max_model_len - n_prompt);
+  if (auto err = validate(out.params, m.config.n_vocab); !err.empty()) return err;
+  if (n_prompt + *out.params.max_tokens > max_model_len) {
+    return "prompt (" + std::to_string(n_prompt) + " tokens) plus max_tokens (" + std::to_string(*out.params.max_tokens) +
+           ") exceeds the model length of " + std::to_string(max_model_len);
+  }
+  for (const auto& kv : o) {
+    const std::string_view k = kv.key();
+    if (k != "prompt" && k != "prompt_token_ids" && !is_sampling_field(k)) spdlog::debug("ignoring unknown field '{}'", k);
+  }
+  return "";
 }
 
-int run_generate(int, char**) {
-  std::fprintf(stderr, "spate generate: unavailable in this build\n");
-  return 1;
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  model_options mo;
+  int32_t max_num_seqs = 256;
+  po::options_description desc("spate generate: JSONL prompts on stdin -> JSONL results on stdout");
+  add_model_options(desc, mo);
+  desc.add_options()("max-num-seqs", po::value(&max_num_seqs)->default_value(256), "sequences decoded together per step")
+      ("help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "spate generate: " << e.what() << "\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  if (auto err = finish_model_options(mo); !err.empty()) {
+    std::cerr << "spate generate: " << err << "\n";
+    return 2;
+  }
+  if (max_num_seqs < 1) {
+    std::cerr << "spate generate: --max-num-seqs must be >= 1\n";
+    return 2;
+  }
+  std::unique_ptr<loaded_model> model;
+  try {
+    model = load_model(mo.model_path, kernels::active_isa());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    std::cerr << "spate generate: " << e.what() << "\n";
+    return 1;
+  }
+  const int32_t max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
+
+  std::vector<offline_request> requests;
+  std::string line;
+  size_t line_no = 0;
+  int n_errors = 0;
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are skipped
+    if (requests.size() >= k_max_requests) {
+      std::cerr << "spate generate: more than " << k_max_requests << " requests\n";
+      return 1;
+    }
+    offline_request r;
+    r.line_no = line_no;
+    if (auto err = parse_request(line, *model, max_model_len, r); !err.empty()) {
+      std::cerr << "spate generate: line " << line_no << ": " << err << "\n";
+      ++n_errors;
+      continue;
+    }
+    requests.push_back(std::move(r));
+  }
+  if (n_errors > 0) return 1;
+
+  generate_config gc;
+  gc.n_threads = mo.n_threads;
+  gc.block_size = mo.block_size;
+  gc.kv_cache_bytes = *parse_byte_size(mo.kv_cache_memory);
+  gc.kv_dtype = parse_kv_dtype(mo.kv_cache_dtype);
+  gc.max_model_len = max_model_len;
+  gc.max_num_seqs = max_num_seqs;
+  gc.seed = mo.seed;
+  std::vector<offline_result> results;
+  try {
+    results = run_offline_batch(*model, gc, requests);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    std::cerr << "spate generate: " << e.what() << "\n";
+    return 1;
+  }
+  for (const auto& r : results) {
+    json::object o;
+    o["text"] = r.text;
+    json::array ids;
+    for (int32_t t : r.token_ids) ids.push_back(t);
+    o["token_ids"] = std::move(ids);
+    o["finish_reason"] = r.finish_reason;
+    o["prompt_tokens"] = r.prompt_tokens;
+    o["completion_tokens"] = r.completion_tokens;
+    std::cout << json::serialize(o) << "\n";
+  }
+  std::cout.flush();
+  return 0;
 }
 
 }  // namespace spate::cli

@@ -1,0 +1,73 @@
+// One request's generation state: its tokens, sampler, stop handling,
+// streaming detokenizer and KV block table. Owned and touched only by the
+// thread that runs the generation loop (the engine thread).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/block_pool.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/stop_matcher.h"
+#include "engine/tokenizer.h"
+
+namespace spate {
+
+enum class finish_reason { none, stop, length, abort, error };
+const char* finish_reason_name(finish_reason r);  // "stop", "length", "abort", "error", or "" for none
+
+class sequence {
+ public:
+  // Preconditions: params validated; prompt non-empty; max_tokens >= 1.
+  sequence(int64_t id, std::vector<int32_t> prompt, const sampling_params& params, int32_t max_tokens,
+           uint64_t default_seed, const tokenizer& tok, block_pool& pool);
+
+  int64_t id() const { return id_; }
+  // All tokens, prompt then generated, in one contiguous vector.
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  std::span<const int32_t> prompt() const { return {tokens_.data(), static_cast<size_t>(n_prompt_)}; }
+  std::span<const int32_t> generated() const { return std::span<const int32_t>(tokens_).subspan(static_cast<size_t>(n_prompt_)); }
+  int32_t n_prompt() const { return n_prompt_; }
+  int32_t n_generated() const { return n_tokens() - n_prompt_; }
+  const sampling_params& params() const { return params_; }
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens_.size()); }
+  bool finished() const { return finish_ != finish_reason::none; }
+  finish_reason finish() const { return finish_; }
+  const std::string& text() const { return text_; }
+  block_table& blocks() { return blocks_; }
+  const block_table& blocks() const { return blocks_; }
+
+  // Positions whose KV is already in the cache.
+  int32_t n_cached() const { return n_cached_; }
+  void set_n_cached(int32_t n) { n_cached_ = n; }
+
+  // Samples the next token from this step's logits and appends it. Returns the
+  // text delta that is now safe to emit (UTF-8 complete, no partial stop string).
+  sample_result sample_next(std::span<float> logits, std::string& delta);
+  void finish_with(finish_reason r) { finish_ = r; }
+
+ private:
+  // Appends a token and updates finish state and text; returns the emitted delta.
+  std::string append(int32_t token);
+
+  int64_t id_;
+  std::vector<int32_t> tokens_;
+  int32_t n_prompt_;
+  sampling_params params_;
+  int32_t max_tokens_;
+  const tokenizer& tok_;
+  sampler sampler_;
+  stop_matcher stops_;
+  incremental_decoder detok_;
+  eos_set eog_;
+  block_table blocks_;
+  int32_t n_cached_ = 0;
+  std::string text_;
+  finish_reason finish_ = finish_reason::none;
+};
+
+}  // namespace spate

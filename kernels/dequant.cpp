@@ -1,0 +1,116 @@
+#include "kernels/dequant.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace spate::kernels {
+namespace {
+
+template <class Block>
+const Block* blocks(const void* src) { return static_cast<const Block*>(src); }
+
+}  // namespace
+
+void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
+  const auto traits = traits_of(static_cast<uint32_t>(type));
+  if (!traits) throw std::invalid_argument("dequantize_row: unknown type id " + std::to_string(uint32_t(type)));
+  if (n < 0 || n % traits->block_elems != 0)
+    throw std::invalid_argument(std::string("dequantize_row: n not a multiple of the block size of ") + traits->name);
+  const int64_t nb = n / traits->block_elems;
+  switch (type) {
+    case ggml_type::f32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
+    case ggml_type::f16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(h[i]);
+      return;
+    }
+    case ggml_type::bf16: {
+      const auto* h = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
+      return;
+    }
+    case ggml_type::q4_0:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q4_0>(src)[b];
+        const float d = fp16_to_f32(blk.d);
+        for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(q4_quant(blk.qs, e) - 8);
+      }
+      return;
+    case ggml_type::q4_1:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q4_1>(src)[b];
+        const float d = fp16_to_f32(blk.d), m = fp16_to_f32(blk.m);
+        for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(q4_quant(blk.qs, e)) + m;
+      }
+      return;
+    case ggml_type::q5_0:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q5_0>(src)[b];
+        const float d = fp16_to_f32(blk.d);
+        for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(q5_quant(blk.qs, blk.qh, e) - 16);
+      }
+      return;
+    case ggml_type::q5_1:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q5_1>(src)[b];
+        const float d = fp16_to_f32(blk.d), m = fp16_to_f32(blk.m);
+        for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(q5_quant(blk.qs, blk.qh, e)) + m;
+      }
+      return;
+    case ggml_type::q8_0:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q8_0>(src)[b];
+        const float d = fp16_to_f32(blk.d);
+        for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(blk.qs[e]);
+      }
+      return;
+    case ggml_type::q4_k:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q4_k>(src)[b];
+        const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+        for (int s = 0; s < 8; ++s) {
+          int sc = 0, mn = 0;
+          unpack_k4_scale_min(blk.scales, s, sc, mn);
+          const float ds = d * float(sc), ms = dmin * float(mn);
+          for (int l = 0; l < 32; ++l) {
+            const int e = 32 * s + l;
+            dst[b * qk_k + e] = ds * float(q4_k_quant(blk, e)) - ms;
+          }
+        }
+      }
+      return;
+    case ggml_type::q5_k:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q5_k>(src)[b];
+        const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+        for (int s = 0; s < 8; ++s) {
+          int sc = 0, mn = 0;
+          unpack_k4_scale_min(blk.scales, s, sc, mn);
+          const float ds = d * float(sc), ms = dmin * float(mn);
+          for (int l = 0; l < 32; ++l) {
+            const int e = 32 * s + l;
+            dst[b * qk_k + e] = ds * float(q5_k_quant(blk, e)) - ms;
+          }
+        }
+      }
+      return;
+    case ggml_type::q6_k:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q6_k>(src)[b];
+        const float d = fp16_to_f32(blk.d);
+        for (int e = 0; e < qk_k; ++e)
+          dst[b * qk_k + e] = d * float(blk.scales[e / 16]) * float(q6_k_quant(blk, e) - 32);
+      }
+      return;
+    default:
+      throw std::invalid_argument(std::string("dequantize_row: unsupported type ") + traits->name);
+  }
+}
+
+}  // namespace spate::kernels

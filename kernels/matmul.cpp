@@ -1,0 +1,106 @@
+// pack_weight validation and the isa dispatch of the matmul entry points.
+#include "kernels/matmul.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/matmul_internal.h"
+
+namespace spate::kernels {
+
+void packed_weight::free_deleter::operator()(uint8_t* p) const noexcept { std::free(p); }
+
+namespace {
+
+bool supported(ggml_type t) {
+  switch (t) {
+    case ggml_type::f32: case ggml_type::f16: case ggml_type::bf16: case ggml_type::q8_0:
+    case ggml_type::q4_0: case ggml_type::q4_1: case ggml_type::q5_0: case ggml_type::q5_1:
+    case ggml_type::q4_k: case ggml_type::q5_k: case ggml_type::q6_k:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level) {
+  const std::string name = type_name(static_cast<uint32_t>(type));
+  if (!supported(type)) throw std::invalid_argument("pack_weight: unsupported weight type " + name);
+  const auto traits = *traits_of(static_cast<uint32_t>(type));
+  if (n_in < 1 || n_in % traits.block_elems != 0 || (detail::is_quantized(type) && n_in % 32 != 0))
+    throw std::invalid_argument("pack_weight: n_in=" + std::to_string(n_in) + " is not a positive multiple of the " +
+                                name + " block size " + std::to_string(traits.block_elems));
+  if (n_out < 1) throw std::invalid_argument("pack_weight: n_out must be positive for " + name);
+  if (data == nullptr) throw std::invalid_argument("pack_weight: null data for " + name);
+  if (level != isa_level::scalar && level != isa_level::avx2)
+    throw std::invalid_argument("pack_weight: unknown isa level for " + name);
+  if (level == isa_level::avx2 && detect_isa() != isa_level::avx2)
+    throw std::invalid_argument("pack_weight: avx2 kernels requested for " + name + " but the CPU lacks AVX2/FMA/F16C");
+
+  packed_weight w;
+  w.type_ = type;
+  w.n_out_ = n_out;
+  w.n_in_ = n_in;
+  w.isa_ = level;
+  if (level == isa_level::scalar) {
+    w.data_ = static_cast<const uint8_t*>(data);
+    w.stride_ = row_bytes(traits, n_in);
+    w.bytes_ = 0;
+    return w;
+  }
+  const detail::group_layout L = detail::layout_of(type, n_in);
+  const int64_t n_groups = (n_out + detail::group_cols - 1) / detail::group_cols;
+  const size_t size = size_t(L.stride) * size_t(n_groups);
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, size));
+  if (buf == nullptr) throw std::bad_alloc();
+  std::memset(buf, 0, size);
+  w.owned_.reset(buf);
+  detail::repack_groups(type, data, n_out, n_in, buf);
+  w.data_ = buf;
+  w.stride_ = L.stride;
+  w.bytes_ = size;
+  return w;
+}
+
+int act_format_id(const packed_weight& w) { return detail::is_quantized(w.type()) ? 1 : 0; }
+
+size_t act_bytes(const packed_weight& w, int64_t n_rows) {
+  if (n_rows <= 0) return 0;
+  if (act_format_id(w) == 1) return size_t(detail::q8_act_row_bytes(w.n_in())) * size_t(n_rows);
+  return size_t(w.n_in()) * 4 * size_t(n_rows);
+}
+
+void quantize_act(const packed_weight& w, const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, void* act) {
+  if (row_end <= row_begin) return;
+  if (act_format_id(w) == 0) {
+    auto* out = static_cast<float*>(act);
+    for (int64_t r = row_begin; r < row_end; ++r)
+      std::memcpy(out + r * w.n_in(), x + r * ldx, size_t(w.n_in()) * 4);
+    return;
+  }
+  if (w.isa() == isa_level::avx2)
+    detail::quantize_act_q8_avx2(x, ldx, w.n_in(), row_begin, row_end, act);
+  else
+    detail::quantize_act_q8_ref(x, ldx, w.n_in(), row_begin, row_end, act);
+}
+
+int64_t col_granularity(const packed_weight&) { return detail::group_cols; }
+
+void matmul(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+            int64_t col_end) {
+  if (n_rows <= 0) return;
+  if (col_end > w.n_out()) col_end = w.n_out();
+  if (col_begin < 0) col_begin = 0;
+  if (col_end <= col_begin) return;
+  if (w.isa() == isa_level::avx2)
+    detail::matmul_avx2(w, act, n_rows, y, ldy, col_begin, col_end);
+  else
+    detail::matmul_ref(w, act, n_rows, y, ldy, col_begin, col_end);
+}
+
+}  // namespace spate::kernels

@@ -1,0 +1,100 @@
+// Weight-matrix x activation products for the forward pass (all linear layers).
+//
+//   y[r][c] = sum_k W[c][k] * x[r][k]
+//
+// W is a GGUF tensor of n_out rows (output columns c) of n_in elements. It is
+// prepared once by pack_weight(); activations are converted once per batch by
+// quantize_act() into a buffer that every thread and every weight with the
+// same act_format_id() and n_in can share; matmul() then computes any column
+// range for any number of rows.
+//
+// Numerics (quantized weight types): activations are quantized per 32-element
+// block to int8 with an f32 scale (round-to-nearest-even of x * 127/amax), the
+// weight-block x activation-block dot product is exact in int32, and the f32
+// accumulation over blocks runs in block order with one fixed sequence of
+// multiplies/FMAs per output. Float weight types (F32/F16/BF16) use f32
+// activations and f32 FMA accumulation.
+//
+// Batch invariance (guaranteed, bitwise): y[r][c] depends only on W, on row r of
+// the activations and on the isa_level of the weight; never on n_rows, the
+// row's position in the batch, the column split or the thread.
+//
+// Thread-safety: a packed_weight is immutable after pack_weight(); matmul() and
+// quantize_act() may run concurrently on disjoint output ranges.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/ggml_type.h"
+#include "kernels/isa.h"
+
+namespace spate::kernels {
+
+// A weight matrix W prepared for matmul: n_out rows, each of n_in elements, in a GGUF type.
+// Move-only. May point into the caller's mmap (which must outlive it) or own a repacked copy.
+//
+// isa_level::scalar: points at the GGUF data as given (bytes() == 0).
+// isa_level::avx2  : owns a copy repacked into 8-column interleaved groups (see matmul_layout.h).
+class packed_weight {
+ public:
+  packed_weight() = default;
+  packed_weight(packed_weight&&) noexcept = default;
+  packed_weight& operator=(packed_weight&&) noexcept = default;
+  packed_weight(const packed_weight&) = delete;
+  packed_weight& operator=(const packed_weight&) = delete;
+  ~packed_weight() = default;
+
+  ggml_type type() const { return type_; }
+  int64_t n_out() const { return n_out_; }
+  int64_t n_in() const { return n_in_; }
+  isa_level isa() const { return isa_; }
+  // Resident bytes owned by this object (0 if it only points into the caller's data).
+  size_t bytes() const { return bytes_; }
+
+  // Internal (kernels only): the data the kernels read, and the byte stride
+  // between consecutive units (GGUF rows for scalar, 8-column groups for avx2).
+  const uint8_t* data() const { return data_; }
+  int64_t stride() const { return stride_; }
+
+ private:
+  friend packed_weight pack_weight(ggml_type, const void*, int64_t, int64_t, isa_level);
+  struct free_deleter { void operator()(uint8_t* p) const noexcept; };
+
+  ggml_type type_ = ggml_type::f32;
+  int64_t n_out_ = 0;
+  int64_t n_in_ = 0;
+  isa_level isa_ = isa_level::scalar;
+  size_t bytes_ = 0;
+  int64_t stride_ = 0;
+  const uint8_t* data_ = nullptr;
+  std::unique_ptr<uint8_t, free_deleter> owned_;
+};
+
+// Throws std::invalid_argument naming the type if unsupported or n_in is not a multiple of the block size
+// (also for n_out < 1, n_in < 1 or data == nullptr).
+// level picks the kernels used for this weight (normally active_isa()); avx2 requires detect_isa() == avx2.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+// data: n_out * row_bytes(type, n_in) bytes, GGUF layout, rows contiguous.
+packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level);
+
+// Activations: x is n_rows rows of n_in floats (row stride ldx floats). They are converted once
+// (e.g. quantized to Q8 blocks) into a buffer shared by all threads and by every weight with the same
+// activation format (same act_format_id and n_in), e.g. Q/K/V, or gate/up.
+//   id 0: f32 rows (F32/F16/BF16 weights); id 1: q8 blocks of 32 (all quantized weights).
+// The buffer needs no particular alignment; act_bytes(w, n) is the size for n rows.
+int act_format_id(const packed_weight& w);
+size_t act_bytes(const packed_weight& w, int64_t n_rows);
+// Converts rows [row_begin, row_end) of x into act (row r lands at its own offset in act, so
+// disjoint row ranges may be converted by different threads). The bytes produced do not depend
+// on the isa_level.
+void quantize_act(const packed_weight& w, const float* x, int64_t ldx, int64_t row_begin, int64_t row_end, void* act);
+
+// y[r*ldy + c] = sum_k W[c][k] * x[r][k]  for r in [0,n_rows), c in [col_begin, col_end).
+// Thread-splittable by column range; col_begin/col_end are multiples of col_granularity(w), except col_end may equal n_out.
+// Only y[r*ldy + c] for c in [col_begin, col_end) are written.
+int64_t col_granularity(const packed_weight& w);
+void matmul(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin, int64_t col_end);
+
+}  // namespace spate::kernels

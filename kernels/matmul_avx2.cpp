@@ -1,0 +1,391 @@
+// AVX2+FMA+F16C matmul kernels over the 8-column interleaved layout of
+// matmul_internal.h, and the AVX2 activation quantizer.
+//
+// Micro-kernel: one group of 8 output columns x R activation rows (R = 1..4).
+// Per 32-block the weight vectors are decoded ONCE and applied to all R rows;
+// lane c of every vector belongs to column c, so each row keeps a single f32
+// accumulator vector whose lane c is output column c: no horizontal reduction.
+// Per (row, block) the instruction sequence is fixed and independent of R:
+//   isum  = exact int32 dot (maddubs -> int16 partial sums -> madd by the
+//           int16 multipliers [1 or sub-block scales])
+//   acc   = fma(cvt(isum), d_w * d_a, acc)
+//   acc   = fma(m_w, s_a, acc)                 (types with a min term)
+// so results are bitwise independent of the row tiling (batch invariance).
+// Integer partial sums never overflow int16: |maddubs| pairs are bounded by
+// 2*15*127 (4-bit; 8 summed), 2*31*127 / 2*32*127 (5/6-bit; 4 summed),
+// 2*128*127 (8-bit; 1).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+
+namespace spate::kernels::detail {
+namespace {
+
+// Empty asm that pins v in a register at this point: stops GCC from
+// re-associating the int16/int32 partial-sum chains into wide trees (which
+// spills the 16 ymm registers). Pure scheduling hint; no instructions.
+inline void pin(__m256i& v) { __asm__("" : "+x"(v)); }
+
+inline __m256i bcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m128i load64(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
+
+// int16 pair (v, v) in each 32-bit lane from 8 int32 lanes.
+inline __m256i pair16(__m256i v32) {
+  return _mm256_or_si256(_mm256_and_si256(v32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(v32, 16));
+}
+
+// Bit J of each byte of H moved to bit 4 (other bits cleared).
+template <int J>
+inline __m256i q5_hbit(__m256i h) {
+  const __m256i hb = _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << J)));
+  if constexpr (J < 4) return _mm256_slli_epi16(hb, 4 - J);
+  else if constexpr (J == 4) return hb;
+  else return _mm256_srli_epi16(hb, J - 4);
+}
+// Bits 2T..2T+1 of each byte of H moved to bits 4..5 (other bits cleared).
+template <int T>
+inline __m256i q6_hbits(__m256i h) {
+  const __m256i m = _mm256_set1_epi8(0x30);
+  if constexpr (T == 0) return _mm256_and_si256(_mm256_slli_epi16(h, 4), m);
+  else if constexpr (T == 1) return _mm256_and_si256(_mm256_slli_epi16(h, 2), m);
+  else if constexpr (T == 2) return _mm256_and_si256(h, m);
+  else return _mm256_and_si256(_mm256_srli_epi16(h, 2), m);
+}
+
+// Decoders: one per weight type, over one column group g laid out per L.
+//   vec<J>(b)       : weight vector J (0..7) of block b (unsigned quants, or
+//                     signed for is_signed decoders), decoded on demand so that
+//                     only a couple of weight registers are live at a time.
+//   mult(b, h)      : int16 multipliers for vectors 4h..4h+3 (1 or the scales).
+//   scales(b,vd,vm) : per-column f32 scale and min of block b.
+template <int J>
+inline __m256i nibble_vec(const uint8_t* qs) {
+  const __m256i v = load256(qs + 32 * (J % 4));
+  if constexpr (J < 4) return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+  else return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
+}
+
+// Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region, otherwise
+// m = d * Min (Q4_0: -8, Q5_0: -16).
+template <int Bits, int Min>
+struct dec_legacy {
+  static constexpr bool is_signed = false;
+  static constexpr bool has_min = true;
+  static constexpr int chunk = Bits == 4 ? 8 : 4;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    __m256i w = nibble_vec<J>(g + L->qs + 128 * b);
+    if constexpr (Bits == 5) w = _mm256_or_si256(w, q5_hbit<J>(load256(g + L->qh + 32 * b)));
+    return w;
+  }
+  __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->d + 16 * b);
+    if constexpr (Min == 0) vm = load_f16x8(g + L->m + 16 * b);
+    else vm = _mm256_mul_ps(vd, _mm256_set1_ps(static_cast<float>(Min)));
+  }
+};
+
+struct dec_q8_0 {
+  static constexpr bool is_signed = true;
+  static constexpr bool has_min = false;
+  static constexpr int chunk = 1;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return load256(g + L->qs + 256 * b + 32 * J); }
+  __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->d + 16 * b);
+    vm = _mm256_setzero_ps();
+  }
+};
+
+// Q4_K / Q5_K: value = sd*(sc*q) + (-sm)*mn.
+template <int Bits>
+struct dec_k45 {
+  static constexpr bool is_signed = false;
+  static constexpr bool has_min = true;
+  static constexpr int chunk = Bits == 4 ? 8 : 4;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    __m256i w = nibble_vec<J>(g + L->qs + 128 * b);
+    if constexpr (Bits == 5) w = _mm256_or_si256(w, q5_hbit<J>(load256(g + L->qh + 32 * b)));
+    return w;
+  }
+  __m256i mult(int64_t b, int) const { return pair16(_mm256_cvtepu8_epi32(load64(g + L->sc + 8 * b))); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
+    const __m256 neg_dmin = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
+    vm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load64(g + L->mn + 8 * b))), neg_dmin);
+  }
+};
+
+// Q6_K: value = sd*(sc_half*(q-32)), signed quants, one scale per 16-half.
+struct dec_q6_k {
+  static constexpr bool is_signed = true;
+  static constexpr bool has_min = false;
+  static constexpr int chunk = 4;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
+    const __m256i hi = q6_hbits<J % 4>(load256(g + L->qh + 64 * b + 32 * (J / 4)));
+    return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+  }
+  __m256i mult(int64_t b, int h) const { return pair16(_mm256_cvtepi8_epi32(load64(g + L->sc + 16 * b + 8 * h))); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
+    vm = _mm256_setzero_ps();
+  }
+};
+
+// The register-tiled micro-kernel: 8 columns (one group) x R rows, all nb blocks.
+template <class Dec, int R>
+__attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a, __m256* out,
+                                                     const uint8_t* pf, int64_t pf_lines_per_block) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    // Software prefetch of a later group's record (pf == nullptr: none), spread over the blocks.
+    if (pf != nullptr)
+      for (int64_t i = 0; i < pf_lines_per_block; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + (b * pf_lines_per_block + i) * 64), _MM_HINT_T0);
+    __m256i s16[R], isum[R];
+    // One weight vector J: applied to all R rows (int16 partial sums), folded into int32 every chunk.
+    auto step = [&]<int J>() {
+      const __m256i w = dec.template vec<J>(b);
+      const __m256i wu = Dec::is_signed ? _mm256_abs_epi8(w) : w;
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        __m256i av = bcast32(a[r].qs + 32 * b + 4 * J);
+        if constexpr (Dec::is_signed) av = _mm256_sign_epi8(av, w);
+        const __m256i p = _mm256_maddubs_epi16(wu, av);
+        if constexpr (J % Dec::chunk == 0) s16[r] = p;
+        else s16[r] = _mm256_add_epi16(s16[r], p);
+        pin(s16[r]);
+      }
+      if constexpr ((J + 1) % Dec::chunk == 0) {
+        const __m256i m = dec.mult(b, J / 4);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) {
+          const __m256i t = _mm256_madd_epi16(s16[r], m);
+          if constexpr (J + 1 == Dec::chunk) isum[r] = t;
+          else isum[r] = _mm256_add_epi32(isum[r], t);
+          pin(isum[r]);
+        }
+      }
+    };
+    step.template operator()<0>();
+    step.template operator()<1>();
+    step.template operator()<2>();
+    step.template operator()<3>();
+    step.template operator()<4>();
+    step.template operator()<5>();
+    step.template operator()<6>();
+    step.template operator()<7>();
+    __m256 vd, vm;
+    dec.scales(b, vd, vm);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 scale = _mm256_mul_ps(vd, _mm256_set1_ps(a[r].d[b]));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), scale, acc[r]);
+      if constexpr (Dec::has_min) acc[r] = _mm256_fmadd_ps(vm, _mm256_set1_ps(a[r].s[b]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = acc[r];
+}
+
+// Writes the lanes of v that fall in [c_lo, c_hi) (group starts at column c0) to yrow.
+inline void store_cols(float* yrow, int64_t c0, int64_t c_lo, int64_t c_hi, __m256 v) {
+  if (c_lo == c0 && c_hi == c0 + 8) {
+    _mm256_storeu_ps(yrow + c0, v);
+    return;
+  }
+  alignas(32) float tmp[8];
+  _mm256_store_ps(tmp, v);
+  for (int64_t c = c_lo; c < c_hi; ++c) yrow[c] = tmp[c - c0];
+}
+
+template <class Dec, int R>
+__attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
+                                          float* y, int64_t ldy, int64_t c0, int64_t c_lo, int64_t c_hi,
+                                          const uint8_t* pf, int64_t pf_lines) {
+  q8_act_row a[R];
+  for (int i = 0; i < R; ++i) a[i] = q8_act_at(act, n_in, r + i);
+  __m256 out[R];
+  tile_quant<Dec, R>(dec, nb, a, out, pf, pf_lines);
+  for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, out[i]);
+}
+
+// Rows per cache chunk: activations of one chunk (~256 KiB) stay in L2 while
+// every column group in the range streams over them once.
+inline int64_t row_chunk(int64_t act_row_bytes) {
+  return std::max<int64_t>(4, (int64_t{256} * 1024 / std::max<int64_t>(act_row_bytes, 1)) & ~int64_t{3});
+}
+
+template <class Dec>
+void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+               int64_t col_end) {
+  const int64_t n_in = w.n_in();
+  const group_layout L = layout_of(w.type(), n_in);
+  const int64_t rc = row_chunk(q8_act_row_bytes(n_in));
+  // Prefetch distance (groups ahead) and lines of the record to prefetch per block.
+  constexpr int64_t pf_groups = 4;
+  const int64_t pf_lines = (w.stride() / 64 + L.nb - 1) / L.nb;
+  const int64_t g_end = (col_end + 7) / 8;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
+    const int64_t r1 = std::min(n_rows, r0 + rc);
+    for (int64_t g = col_begin / 8; g < g_end; ++g) {
+      const Dec dec{w.data() + g * w.stride(), &L};
+      const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
+      // Only the first row tile of a group streams it from memory; later tiles hit the cache.
+      const uint8_t* pf = g + pf_groups < g_end ? w.data() + (g + pf_groups) * w.stride() : nullptr;
+      int64_t r = r0;
+      for (; r + 4 <= r1; r += 4, pf = nullptr)
+        rows_quant<Dec, 4>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines);
+      switch (r1 - r) {
+        case 3: rows_quant<Dec, 3>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 2: rows_quant<Dec, 2>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 1: rows_quant<Dec, 1>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        default: break;
+      }
+    }
+  }
+}
+
+// ---- float weights: [n_in][8] per group, two FMA chains (even / odd k) per row ----
+template <ggml_type T>
+inline __m256 load_w8(const uint8_t* g, int64_t k) {
+  if constexpr (T == ggml_type::f32) {
+    return _mm256_load_ps(reinterpret_cast<const float*>(g) + 8 * k);
+  } else if constexpr (T == ggml_type::f16) {
+    return load_f16x8(g + 16 * k);
+  } else {
+    const __m128i h = _mm_load_si128(reinterpret_cast<const __m128i*>(g + 16 * k));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+template <ggml_type T, int R>
+__attribute__((noinline)) void rows_float(const uint8_t* g, int64_t n_in, const float* act, int64_t r, float* y,
+                                          int64_t ldy, int64_t c0, int64_t c_lo, int64_t c_hi) {
+  const float* x[R];
+  for (int i = 0; i < R; ++i) x[i] = act + (r + i) * n_in;
+  __m256 acc0[R], acc1[R];
+  for (int i = 0; i < R; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 1 < n_in; k += 2) {
+    const __m256 w0 = load_w8<T>(g, k), w1 = load_w8<T>(g, k + 1);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      acc0[i] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x[i] + k), acc0[i]);
+      acc1[i] = _mm256_fmadd_ps(w1, _mm256_broadcast_ss(x[i] + k + 1), acc1[i]);
+    }
+  }
+  if (k < n_in) {
+    const __m256 w0 = load_w8<T>(g, k);
+    for (int i = 0; i < R; ++i) acc0[i] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x[i] + k), acc0[i]);
+  }
+  for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, _mm256_add_ps(acc0[i], acc1[i]));
+}
+
+template <ggml_type T>
+void run_float(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+               int64_t col_end) {
+  const int64_t n_in = w.n_in();
+  const auto* a = static_cast<const float*>(act);
+  const int64_t rc = row_chunk(n_in * 4);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
+    const int64_t r1 = std::min(n_rows, r0 + rc);
+    for (int64_t g = col_begin / 8; g * 8 < col_end; ++g) {
+      const uint8_t* grp = w.data() + g * w.stride();
+      const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
+      int64_t r = r0;
+      for (; r + 4 <= r1; r += 4) rows_float<T, 4>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi);
+      switch (r1 - r) {
+        case 3: rows_float<T, 3>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi); break;
+        case 2: rows_float<T, 2>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi); break;
+        case 1: rows_float<T, 1>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi); break;
+        default: break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+                 int64_t col_end) {
+  switch (w.type()) {
+    case ggml_type::q4_0: return run_quant<dec_legacy<4, -8>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q4_1: return run_quant<dec_legacy<4, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q5_0: return run_quant<dec_legacy<5, -16>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q5_1: return run_quant<dec_legacy<5, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q8_0: return run_quant<dec_q8_0>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::f32: return run_float<ggml_type::f32>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::f16: return run_float<ggml_type::f16>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::bf16: return run_float<ggml_type::bf16>(w, act, n_rows, y, ldy, col_begin, col_end);
+    default: return;
+  }
+}
+
+void quantize_act_q8_avx2(const float* x, int64_t ldx, int64_t n_in, int64_t row_begin, int64_t row_end, void* act) {
+  const int64_t nb = n_in / 32;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256i lim_hi = _mm256_set1_epi32(127), lim_lo = _mm256_set1_epi32(-127);
+  const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* xr = x + r * ldx;
+    auto* base = static_cast<uint8_t*>(act) + r * q8_act_row_bytes(n_in);
+    auto* d = reinterpret_cast<float*>(base + nb * 32);
+    auto* s = reinterpret_cast<float*>(base + nb * 36);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256 v[4];
+      for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xr + 32 * b + 8 * i);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs_mask), _mm256_and_ps(v[1], abs_mask)),
+                               _mm256_max_ps(_mm256_and_ps(v[2], abs_mask), _mm256_and_ps(v[3], abs_mask)));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+      const float amax = _mm_cvtss_f32(m4);
+      const float db = amax / 127.0f;
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i)
+        q[i] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid)), lim_hi), lim_lo);
+      __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+      __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+      s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+      const int isum = _mm_cvtsi128_si32(s4);
+      const __m256i p = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), perm);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(base + 32 * b), p);
+      d[b] = db;
+      s[b] = db * static_cast<float>(isum);
+    }
+  }
+}
+
+}  // namespace spate::kernels::detail

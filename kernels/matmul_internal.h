@@ -1,0 +1,118 @@
+// Internals shared by the matmul implementation files (matmul.cpp, repack.cpp,
+// matmul_ref.cpp, matmul_avx2.cpp) and their tests. Not part of the
+// forward-pass interface (that is matmul.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ggml_type.h"
+#include "kernels/matmul.h"
+
+namespace spate::kernels::detail {
+
+// ---------------------------------------------------------------------------
+// Activation format id 1 ("q8 blocks of 32"), used by every quantized weight.
+// One row of n_in floats (n_in % 32 == 0, nb = n_in / 32 blocks) becomes
+// q8_act_row_bytes(n_in) = 40 * nb bytes:
+//
+//   +---------------------------+-----------------+-----------------+
+//   | qs: nb * 32 int8          | d: nb f32       | s: nb f32       |
+//   +---------------------------+-----------------+-----------------+
+//     block b: qs[32b .. 32b+31]  d[b] = amax/127   s[b] = d[b] * sum(qs of block b)
+//
+//   q = clamp(round_half_even(x * (127/amax)), -127, 127)   (q = 0 when amax == 0)
+//   so x ~= d * q.  Row r starts at act + r * q8_act_row_bytes(n_in).
+//
+// Activation format id 0 ("f32"): row r = n_in floats at act + r * 4 * n_in.
+// ---------------------------------------------------------------------------
+inline int64_t q8_act_row_bytes(int64_t n_in) { return n_in / 32 * 40; }
+
+struct q8_act_row {
+  const int8_t* qs;
+  const float* d;
+  const float* s;
+};
+inline q8_act_row q8_act_at(const void* act, int64_t n_in, int64_t r) {
+  const int64_t nb = n_in / 32;
+  const auto* base = static_cast<const uint8_t*>(act) + r * q8_act_row_bytes(n_in);
+  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + nb * 32),
+          reinterpret_cast<const float*>(base + nb * 36)};
+}
+
+bool is_quantized(ggml_type t);
+
+// ---------------------------------------------------------------------------
+// Repacked weight layout (isa_level::avx2). Output columns are grouped by 8
+// (group g = columns 8g .. 8g+7; the last group is padded with all-zero
+// columns). Each group is one contiguous record of layout.stride bytes
+// (a multiple of 64; the buffer is 64-byte aligned), groups in order.
+//
+// Quantized types: the k axis is cut into nb = n_in/32 blocks ("sub-blocks"
+// for K-quants; super-block S = b/8 holds sub-blocks 8S..8S+7). Inside one
+// block, the 32x8 quants w[c][k] (c = column in group, k = 0..31) are seen
+// as 8 "vectors" j = 0..7 of 32 bytes, one 4-byte lane per column:
+//
+//   vector j :  | c0: k=4j..4j+3 | c1: k=4j..4j+3 | ... | c7: k=4j..4j+3 |
+//                 byte 0..3        byte 4..7              byte 28..31
+//
+// so that broadcasting activation bytes k=4j..4j+3 to all 8 lanes and
+// maddubs + madd gives per-column partial dots in the matching int32 lane.
+// These vectors are stored compactly, region by region (nb entries each):
+//
+//   qs  (4- 5- 6-bit types): 128 B per block = 4 x 32 B; packed vector p
+//        (p=0..3) holds vector p in its low nibbles, vector p+4 in its high
+//        nibbles (low 4 bits of the quant, unsigned).
+//   qs  (Q8_0): 256 B per block = vectors 0..7 as signed int8.
+//   qh  (Q5_0, Q5_1, Q5_K): 32 B per block; bit j of byte (4c+i) = bit 4 of
+//        the quant w[c][4j+i].
+//   qh  (Q6_K): 64 B per block = 2 x 32 B; in half h (vectors 4h..4h+3),
+//        bits 2t..2t+1 of byte (4c+i) = bits 4..5 of quant w[c][4(4h+t)+i].
+//   d   (legacy types): 16 B per block = 8 fp16 scales (column order).
+//   m   (Q4_1, Q5_1):   16 B per block = 8 fp16 mins.
+//   sc  (Q4_K, Q5_K): 8 B per block = 6-bit scale per column (u8).
+//       (Q6_K): 16 B per block = int8 scale of k 0..15 for columns 0..7,
+//               then int8 scale of k 16..31 for columns 0..7.
+//   mn  (Q4_K, Q5_K): 8 B per block = 6-bit min per column (u8).
+//   sd  (K-quants): 16 B per super-block = 8 fp16 super-block scales d.
+//   sm  (Q4_K, Q5_K): 16 B per super-block = 8 fp16 dmin.
+//
+// Quants are stored unsigned (as in GGUF) except Q8_0. The math per block:
+//   Q4_0/Q5_0: value = d*q + m with m = d*(-8) / d*(-16) computed in f32
+//   Q4_1/Q5_1: value = d*q + m
+//   Q4_K/Q5_K: value = sd*(sc*q) + (-sm)*mn
+//   Q6_K     : value = sd*(sc*(q-32))
+//   Q8_0     : value = d*q
+//
+// Float types: record = n_in entries of 8 values (one per column):
+//   F32: k-major [n_in][8] f32;  F16 / BF16: [n_in][8] uint16 (raw bits).
+// ---------------------------------------------------------------------------
+inline constexpr int group_cols = 8;
+
+struct group_layout {
+  int64_t nb = 0;       // 32-blocks per row (quantized types)
+  int64_t qs = -1, qs_block = 0;   // region offsets (bytes from group start, -1 = absent)
+  int64_t qh = -1, qh_block = 0;   // and bytes per block
+  int64_t d = -1, m = -1;          // 16 B per block
+  int64_t sc = -1, sc_block = 0;
+  int64_t mn = -1;                 // 8 B per block
+  int64_t sd = -1, sm = -1;        // 16 B per super-block
+  int64_t stride = 0;              // bytes per group (multiple of 64)
+};
+// Precondition: type supported and n_in a multiple of its block size.
+group_layout layout_of(ggml_type type, int64_t n_in);
+
+// Fills dst (layout_of(type, n_in).stride * ceil(n_out/8) bytes, zero-initialised by the caller)
+// from GGUF rows at src. Pure, single-threaded.
+void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in, uint8_t* dst);
+
+// Scalar reference implementations (matmul_ref.cpp).
+void quantize_act_q8_ref(const float* x, int64_t ldx, int64_t n_in, int64_t row_begin, int64_t row_end, void* act);
+void matmul_ref(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+                int64_t col_end);
+
+// AVX2+FMA+F16C implementations (matmul_avx2.cpp). Only call when detect_isa() == avx2.
+void quantize_act_q8_avx2(const float* x, int64_t ldx, int64_t n_in, int64_t row_begin, int64_t row_end, void* act);
+void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+                 int64_t col_end);
+
+}  // namespace spate::kernels::detail

@@ -1,0 +1,172 @@
+// Scalar reference matmul and activation quantization (isa_level::scalar).
+// Reads the GGUF layout directly (packed_weight points at the caller's data).
+// The per-output math is the one described in matmul_internal.h, in the same
+// order as the AVX2 kernels: per block an exact integer dot product, then
+//   acc = fma(float(isum), d_w * d_a, acc);  [acc = fma(m_w, s_a, acc);]
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/fp16.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/quant_blocks.h"
+
+namespace spate::kernels::detail {
+
+void quantize_act_q8_ref(const float* x, int64_t ldx, int64_t n_in, int64_t row_begin, int64_t row_end, void* act) {
+  const int64_t nb = n_in / 32;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const float* xr = x + r * ldx;
+    auto* base = static_cast<uint8_t*>(act) + r * q8_act_row_bytes(n_in);
+    auto* qs = reinterpret_cast<int8_t*>(base);
+    auto* d = reinterpret_cast<float*>(base + nb * 32);
+    auto* s = reinterpret_cast<float*>(base + nb * 36);
+    for (int64_t b = 0; b < nb; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xr[32 * b + i]));
+      const float db = amax / 127.0f;
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        int q = static_cast<int>(std::nearbyint(xr[32 * b + i] * id));
+        q = std::clamp(q, -127, 127);
+        qs[32 * b + i] = static_cast<int8_t>(q);
+        sum += q;
+      }
+      d[b] = db;
+      s[b] = db * static_cast<float>(sum);
+    }
+  }
+}
+
+namespace {
+
+// Exact dot of 32 unsigned/signed quants with 32 int8 activations.
+inline int dot32(const int* q, const int8_t* a) {
+  int s = 0;
+  for (int i = 0; i < 32; ++i) s += q[i] * a[i];
+  return s;
+}
+
+float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int64_t nb) {
+  float acc = 0.0f;
+  int q[32];
+  for (int64_t b = 0; b < nb; ++b) {
+    const int8_t* aq = a.qs + 32 * b;
+    const float da = a.d[b], sa = a.s[b];
+    switch (type) {
+      case ggml_type::q4_0: {
+        const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+        for (int e = 0; e < 32; ++e) q[e] = q4_quant(blk.qs, e);
+        const float d = fp16_to_f32(blk.d);
+        acc = std::fma(float(dot32(q, aq)), d * da, acc);
+        acc = std::fma(d * -8.0f, sa, acc);
+        break;
+      }
+      case ggml_type::q4_1: {
+        const auto& blk = reinterpret_cast<const block_q4_1*>(row)[b];
+        for (int e = 0; e < 32; ++e) q[e] = q4_quant(blk.qs, e);
+        acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
+        acc = std::fma(fp16_to_f32(blk.m), sa, acc);
+        break;
+      }
+      case ggml_type::q5_0: {
+        const auto& blk = reinterpret_cast<const block_q5_0*>(row)[b];
+        for (int e = 0; e < 32; ++e) q[e] = q5_quant(blk.qs, blk.qh, e);
+        const float d = fp16_to_f32(blk.d);
+        acc = std::fma(float(dot32(q, aq)), d * da, acc);
+        acc = std::fma(d * -16.0f, sa, acc);
+        break;
+      }
+      case ggml_type::q5_1: {
+        const auto& blk = reinterpret_cast<const block_q5_1*>(row)[b];
+        for (int e = 0; e < 32; ++e) q[e] = q5_quant(blk.qs, blk.qh, e);
+        acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
+        acc = std::fma(fp16_to_f32(blk.m), sa, acc);
+        break;
+      }
+      case ggml_type::q8_0: {
+        const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+        for (int e = 0; e < 32; ++e) q[e] = blk.qs[e];
+        acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
+        break;
+      }
+      case ggml_type::q4_k:
+      case ggml_type::q5_k: {
+        const int s = int(b % 8);
+        int sc = 0, mn = 0;
+        uint16_t dbits = 0, mbits = 0;
+        if (type == ggml_type::q4_k) {
+          const auto& blk = reinterpret_cast<const block_q4_k*>(row)[b / 8];
+          for (int e = 0; e < 32; ++e) q[e] = q4_k_quant(blk, 32 * s + e);
+          unpack_k4_scale_min(blk.scales, s, sc, mn);
+          dbits = blk.d;
+          mbits = blk.dmin;
+        } else {
+          const auto& blk = reinterpret_cast<const block_q5_k*>(row)[b / 8];
+          for (int e = 0; e < 32; ++e) q[e] = q5_k_quant(blk, 32 * s + e);
+          unpack_k4_scale_min(blk.scales, s, sc, mn);
+          dbits = blk.d;
+          mbits = blk.dmin;
+        }
+        const int isum = sc * dot32(q, aq);
+        acc = std::fma(float(isum), fp16_to_f32(dbits) * da, acc);
+        acc = std::fma(float(mn) * -fp16_to_f32(mbits), sa, acc);
+        break;
+      }
+      case ggml_type::q6_k: {
+        const int s = int(b % 8);
+        const auto& blk = reinterpret_cast<const block_q6_k*>(row)[b / 8];
+        int lo = 0, hi = 0;
+        for (int e = 0; e < 16; ++e) lo += (q6_k_quant(blk, 32 * s + e) - 32) * aq[e];
+        for (int e = 16; e < 32; ++e) hi += (q6_k_quant(blk, 32 * s + e) - 32) * aq[e];
+        const int isum = blk.scales[2 * s] * lo + blk.scales[2 * s + 1] * hi;
+        acc = std::fma(float(isum), fp16_to_f32(blk.d) * da, acc);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return acc;
+}
+
+inline float load_weight(ggml_type type, const uint8_t* row, int64_t k) {
+  if (type == ggml_type::f32) {
+    float v;
+    std::memcpy(&v, row + 4 * k, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, row + 2 * k, 2);
+  return type == ggml_type::f16 ? fp16_to_f32(h) : bf16_to_f32(h);
+}
+
+}  // namespace
+
+void matmul_ref(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+                int64_t col_end) {
+  const int64_t n_in = w.n_in();
+  const ggml_type type = w.type();
+  if (is_quantized(type)) {
+    const int64_t nb = n_in / 32;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const q8_act_row a = q8_act_at(act, n_in, r);
+      for (int64_t c = col_begin; c < col_end; ++c)
+        y[r * ldy + c] = dot_row_quant(type, w.data() + c * w.stride(), a, nb);
+    }
+    return;
+  }
+  // Float weights: two interleaved f32 FMA chains (even / odd k), summed at the end.
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const float* x = static_cast<const float*>(act) + r * n_in;
+    for (int64_t c = col_begin; c < col_end; ++c) {
+      const uint8_t* row = w.data() + c * w.stride();
+      float acc[2] = {0.0f, 0.0f};
+      for (int64_t k = 0; k < n_in; ++k) acc[k & 1] = std::fma(load_weight(type, row, k), x[k], acc[k & 1]);
+      y[r * ldy + c] = acc[0] + acc[1];
+    }
+  }
+}
+
+}  // namespace spate::kernels::detail

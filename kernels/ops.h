@@ -1,0 +1,64 @@
+// Non-matmul kernels of the forward pass: normalisation, rotary embedding,
+// activation, softmax, paged KV cache store and attention, residual add.
+//
+// Every op exists as a scalar reference (ops_ref.cpp) and an AVX2+FMA+F16C
+// version (ops_avx2.cpp); ops() returns the table for active_isa().
+//
+// Contracts shared by all ops:
+//  * Thread-safety: every function is pure with respect to its arguments (no
+//    global or thread-local state); concurrent calls on disjoint outputs are safe.
+//  * Batch invariance: a call's result depends only on its arguments' values,
+//    never on the calling thread, on buffer alignment, or on other calls.
+//    Reductions run in a fixed order that depends only on the sizes.
+//  * No alignment is required of any pointer beyond that of its element type.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.h"
+
+namespace spate::kernels {
+
+enum class rope_mode { normal, neox };  // normal: rotate pairs (2i, 2i+1); neox: rotate (i, i + n_rot/2)
+enum class kv_dtype { f16, f32 };
+
+// Paged KV cache layout for ONE layer, K and V pools separately:
+//   element (block b, kv head h, slot s, dim d) at index ((b * n_kv_heads + h) * block_size + s) * head_dim + d
+struct paged_kv_view {
+  void* k = nullptr; void* v = nullptr;   // pools for this layer (uint16_t halves if f16, floats if f32)
+  kv_dtype dtype = kv_dtype::f16;
+  int32_t block_size = 16, n_kv_heads = 0, head_dim = 0;
+};
+
+struct ops_table {
+  // y = x / sqrt(mean(x^2) + eps) * w ; n floats. x and y may alias. n >= 1.
+  void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
+  // Rotates, in place, n_heads heads of head_dim floats (contiguous) at position pos. Only the first n_rot
+  // dims of each head rotate; theta_i = pos * freq_base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null = 1).
+  // Preconditions: n_rot even, 0 <= n_rot <= head_dim; freq_factors (if set) has n_rot/2 entries.
+  // Angles and their cos/sin are computed in double, so precision holds for large pos.
+  void (*rope)(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, rope_mode mode);
+  // out[i] = silu(gate[i]) * up[i]
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // In-place numerically stable softmax over n floats (n >= 1).
+  void (*softmax)(float* x, int64_t n);
+  // Writes one token's K and V for kv head h (head_dim floats each) into slot `slot` of block `block`.
+  // f16 pools store round-to-nearest-even halves.
+  void (*kv_store)(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k, const float* v);
+  // Causal attention of n_group query heads sharing kv head `kv_head` (GQA group) for ONE query token that
+  // attends to positions [0, n_ctx). q: n_group * head_dim floats; out: n_group * head_dim floats.
+  // Position p lives in block block_table[p / block_size], slot p % block_size. scale = 1/sqrt(head_dim)
+  // normally. scratch: at least attention_scratch_floats(n_group, n_ctx) floats.
+  // n_ctx == 0 writes zeros. out must not alias q or scratch; concurrent calls need their own scratch.
+  void (*attention)(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch);
+  // y[i] += x[i] (residual add)
+  void (*add)(float* y, const float* x, int64_t n);
+};
+
+// Floats of scratch that attention needs (same for every ISA level).
+int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx);
+
+const ops_table& ops();                       // for active_isa()
+const ops_table& ops_for(isa_level level);    // for tests; avx2 requires detect_isa() == avx2
+
+}  // namespace spate::kernels

@@ -1,0 +1,35 @@
+// Internals shared by the ops implementations (ops_ref.cpp, ops_avx2.cpp,
+// ops.cpp) and their tests. Not part of the forward-pass interface.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace spate::kernels::detail {
+
+const ops_table& ops_ref_table();
+const ops_table& ops_avx2_table();  // only call when detect_isa() == avx2
+
+// Scores stride (floats per query head) inside the attention scratch.
+inline int64_t attention_scores_stride(int32_t n_ctx) { return (static_cast<int64_t>(n_ctx) + 7) & ~int64_t{7}; }
+
+// Rotary angle table for one position, shared by every ISA so that both see
+// identical angles: for i in [0, n_rot/2): cos_out[i] = cos(theta_i),
+// sin_out[i] = sin(theta_i), theta_i computed and evaluated in double and
+// rounded once to float. Pure, thread-safe.
+void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_out, float* sin_out);
+
+// Element pointer helpers for the paged layout (see paged_kv_view).
+inline int64_t kv_row_index(const paged_kv_view& kv, int32_t block, int32_t kv_head, int32_t slot) {
+  return ((static_cast<int64_t>(block) * kv.n_kv_heads + kv_head) * kv.block_size + slot) * kv.head_dim;
+}
+
+// AVX2 helpers exposed for tests (defined in ops_avx2.cpp; require avx2).
+// F16C conversions of n values (round-to-nearest-even on narrowing).
+void f16c_to_f32(const uint16_t* h, float* f, int64_t n);
+void f16c_from_f32(const float* f, uint16_t* h, int64_t n);
+// Vectorised exp used by swiglu/softmax/attention: y[i] = exp(x[i]).
+void exp_avx2(const float* x, float* y, int64_t n);
+
+}  // namespace spate::kernels::detail

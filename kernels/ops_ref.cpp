@@ -1,0 +1,132 @@
+// Scalar reference implementations of the ops in kernels/ops.h.
+// Plain float arithmetic, sequential reductions; the baseline every faster
+// version is tested against and the path used when SPATE_FORCE_REFERENCE is set.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/fp16.h"
+#include "kernels/ops.h"
+#include "kernels/ops_internal.h"
+
+namespace spate::kernels {
+namespace {
+
+void rms_norm_ref(const float* x, const float* w, float* y, int64_t n, float eps) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(sum / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
+}
+
+void rope_ref(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float freq_base,
+              const float* freq_factors, rope_mode mode) {
+  const int32_t half = n_rot / 2;
+  if (half <= 0) return;
+  std::vector<float> c(half), s(half);
+  detail::rope_angles(n_rot, pos, freq_base, freq_factors, c.data(), s.data());
+  for (int32_t h = 0; h < n_heads; ++h) {
+    float* xh = x + static_cast<int64_t>(h) * head_dim;
+    for (int32_t i = 0; i < half; ++i) {
+      const int32_t i0 = mode == rope_mode::normal ? 2 * i : i;
+      const int32_t i1 = mode == rope_mode::normal ? 2 * i + 1 : i + half;
+      const float x0 = xh[i0], x1 = xh[i1];
+      xh[i0] = x0 * c[i] - x1 * s[i];
+      xh[i1] = x0 * s[i] + x1 * c[i];
+    }
+  }
+}
+
+void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void softmax_ref(float* x, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void kv_store_ref(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k,
+                  const float* v) {
+  const int64_t at = detail::kv_row_index(kv, block, kv_head, slot);
+  if (kv.dtype == kv_dtype::f32) {
+    std::memcpy(static_cast<float*>(kv.k) + at, k, sizeof(float) * kv.head_dim);
+    std::memcpy(static_cast<float*>(kv.v) + at, v, sizeof(float) * kv.head_dim);
+    return;
+  }
+  uint16_t* kh = static_cast<uint16_t*>(kv.k) + at;
+  uint16_t* vh = static_cast<uint16_t*>(kv.v) + at;
+  for (int32_t d = 0; d < kv.head_dim; ++d) {
+    kh[d] = f32_to_fp16(k[d]);
+    vh[d] = f32_to_fp16(v[d]);
+  }
+}
+
+// Element d of the K or V row at position p (converted to float).
+inline float kv_elem(const paged_kv_view& kv, const void* pool, int64_t row, int32_t d) {
+  if (kv.dtype == kv_dtype::f32) return static_cast<const float*>(pool)[row + d];
+  return fp16_to_f32(static_cast<const uint16_t*>(pool)[row + d]);
+}
+
+void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
+                   const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
+  const int32_t hd = kv.head_dim;
+  if (n_ctx <= 0) {
+    std::memset(out, 0, sizeof(float) * n_group * hd);
+    return;
+  }
+  const int64_t stride = detail::attention_scores_stride(n_ctx);
+  for (int32_t g = 0; g < n_group; ++g) {
+    const float* qg = q + static_cast<int64_t>(g) * hd;
+    float* sc = scratch + g * stride;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int32_t p = 0; p < n_ctx; ++p) {
+      const int64_t row = detail::kv_row_index(kv, block_table[p / kv.block_size], kv_head, p % kv.block_size);
+      float dot = 0.0f;
+      for (int32_t d = 0; d < hd; ++d) dot += qg[d] * kv_elem(kv, kv.k, row, d);
+      sc[p] = dot * scale;
+      mx = std::fmax(mx, sc[p]);
+    }
+    float sum = 0.0f;
+    for (int32_t p = 0; p < n_ctx; ++p) {
+      sc[p] = std::exp(sc[p] - mx);
+      sum += sc[p];
+    }
+    float* og = out + static_cast<int64_t>(g) * hd;
+    for (int32_t d = 0; d < hd; ++d) og[d] = 0.0f;
+    for (int32_t p = 0; p < n_ctx; ++p) {
+      const int64_t row = detail::kv_row_index(kv, block_table[p / kv.block_size], kv_head, p % kv.block_size);
+      for (int32_t d = 0; d < hd; ++d) og[d] += sc[p] * kv_elem(kv, kv.v, row, d);
+    }
+    const float inv = 1.0f / sum;
+    for (int32_t d = 0; d < hd; ++d) og[d] *= inv;
+  }
+}
+
+void add_ref(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace
+
+namespace detail {
+
+const ops_table& ops_ref_table() {
+  static const ops_table table{rms_norm_ref, rope_ref,      swiglu_ref, softmax_ref,
+                               kv_store_ref, attention_ref, add_ref};
+  return table;
+}
+
+}  // namespace detail
+}  // namespace spate::kernels

@@ -1,0 +1,202 @@
+// Repacks GGUF weight rows into the 8-column interleaved groups read by the
+// AVX2 matmul kernels. The layout is documented in matmul_internal.h.
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/quant_blocks.h"
+
+namespace spate::kernels::detail {
+namespace {
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// The 32 quants of block b (a 32-element slice of the row) of one GGUF row,
+// unsigned as stored (Q8_0: signed), plus the per-block scale metadata.
+struct block_view {
+  int q[32];
+  uint16_t d = 0, m = 0;    // legacy fp16 scale / min bits
+  int sc[2] = {0, 0};       // K-quants: 6-bit scale (Q6_K: int8 scale of each 16-half)
+  int mn = 0;               // K-quants: 6-bit min
+  uint16_t sd = 0, sm = 0;  // K-quants: super-block d / dmin bits
+};
+
+void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
+  switch (type) {
+    case ggml_type::q4_0: {
+      const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
+      v.d = blk.d;
+      return;
+    }
+    case ggml_type::q4_1: {
+      const auto& blk = reinterpret_cast<const block_q4_1*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
+      v.d = blk.d;
+      v.m = blk.m;
+      return;
+    }
+    case ggml_type::q5_0: {
+      const auto& blk = reinterpret_cast<const block_q5_0*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = q5_quant(blk.qs, blk.qh, e);
+      v.d = blk.d;
+      return;
+    }
+    case ggml_type::q5_1: {
+      const auto& blk = reinterpret_cast<const block_q5_1*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = q5_quant(blk.qs, blk.qh, e);
+      v.d = blk.d;
+      v.m = blk.m;
+      return;
+    }
+    case ggml_type::q8_0: {
+      const auto& blk = reinterpret_cast<const block_q8_0*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = blk.qs[e];
+      v.d = blk.d;
+      return;
+    }
+    case ggml_type::q4_k: {
+      const auto& blk = reinterpret_cast<const block_q4_k*>(row)[b / 8];
+      const int s = int(b % 8);
+      for (int e = 0; e < 32; ++e) v.q[e] = q4_k_quant(blk, 32 * s + e);
+      unpack_k4_scale_min(blk.scales, s, v.sc[0], v.mn);
+      v.sd = blk.d;
+      v.sm = blk.dmin;
+      return;
+    }
+    case ggml_type::q5_k: {
+      const auto& blk = reinterpret_cast<const block_q5_k*>(row)[b / 8];
+      const int s = int(b % 8);
+      for (int e = 0; e < 32; ++e) v.q[e] = q5_k_quant(blk, 32 * s + e);
+      unpack_k4_scale_min(blk.scales, s, v.sc[0], v.mn);
+      v.sd = blk.d;
+      v.sm = blk.dmin;
+      return;
+    }
+    case ggml_type::q6_k: {
+      const auto& blk = reinterpret_cast<const block_q6_k*>(row)[b / 8];
+      const int s = int(b % 8);
+      for (int e = 0; e < 32; ++e) v.q[e] = q6_k_quant(blk, 32 * s + e);
+      v.sc[0] = blk.scales[2 * s];
+      v.sc[1] = blk.scales[2 * s + 1];
+      v.sd = blk.d;
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+}  // namespace
+
+bool is_quantized(ggml_type t) {
+  return t != ggml_type::f32 && t != ggml_type::f16 && t != ggml_type::bf16;
+}
+
+group_layout layout_of(ggml_type type, int64_t n_in) {
+  group_layout L;
+  if (type == ggml_type::f32) {
+    L.stride = round_up(n_in * 32, 64);
+    return L;
+  }
+  if (type == ggml_type::f16 || type == ggml_type::bf16) {
+    L.stride = round_up(n_in * 16, 64);
+    return L;
+  }
+  const int64_t nb = n_in / 32, ns = n_in / 256;
+  L.nb = nb;
+  int64_t off = 0;
+  auto region = [&](int64_t& at, int64_t per_block, int64_t count) {
+    at = off;
+    off += per_block * count;
+  };
+  const bool q5 = type == ggml_type::q5_0 || type == ggml_type::q5_1 || type == ggml_type::q5_k;
+  const bool kq = type == ggml_type::q4_k || type == ggml_type::q5_k || type == ggml_type::q6_k;
+  L.qs_block = type == ggml_type::q8_0 ? 256 : 128;
+  region(L.qs, L.qs_block, nb);
+  if (q5) {
+    L.qh_block = 32;
+    region(L.qh, 32, nb);
+  } else if (type == ggml_type::q6_k) {
+    L.qh_block = 64;
+    region(L.qh, 64, nb);
+  }
+  if (!kq) {
+    region(L.d, 16, nb);
+    if (type == ggml_type::q4_1 || type == ggml_type::q5_1) region(L.m, 16, nb);
+  } else {
+    L.sc_block = type == ggml_type::q6_k ? 16 : 8;
+    region(L.sc, L.sc_block, nb);
+    if (type != ggml_type::q6_k) region(L.mn, 8, nb);
+    region(L.sd, 16, ns);
+    if (type != ggml_type::q6_k) region(L.sm, 16, ns);
+  }
+  L.stride = round_up(off, 64);
+  return L;
+}
+
+void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in, uint8_t* dst) {
+  const auto traits = *traits_of(uint32_t(type));
+  const int64_t rb = row_bytes(traits, n_in);
+  const group_layout L = layout_of(type, n_in);
+  const auto* in = static_cast<const uint8_t*>(src);
+  const int64_t n_groups = (n_out + group_cols - 1) / group_cols;
+
+  if (!is_quantized(type)) {
+    const int64_t es = type == ggml_type::f32 ? 4 : 2;
+    for (int64_t col = 0; col < n_out; ++col) {
+      uint8_t* g = dst + (col / 8) * L.stride;
+      const int c = int(col % 8);
+      const uint8_t* row = in + col * rb;
+      for (int64_t k = 0; k < n_in; ++k) std::memcpy(g + (k * 8 + c) * es, row + k * es, size_t(es));
+    }
+    return;
+  }
+
+  block_view v;
+  for (int64_t col = 0; col < n_out; ++col) {
+    uint8_t* g = dst + (col / 8) * L.stride;
+    const int c = int(col % 8);
+    const uint8_t* row = in + col * rb;
+    for (int64_t b = 0; b < L.nb; ++b) {
+      read_block(type, row, b, v);
+      uint8_t* qs = g + L.qs + b * L.qs_block;
+      if (type == ggml_type::q8_0) {
+        for (int j = 0; j < 8; ++j)
+          for (int i = 0; i < 4; ++i) qs[32 * j + 4 * c + i] = uint8_t(int8_t(v.q[4 * j + i]));
+      } else {
+        for (int p = 0; p < 4; ++p)
+          for (int i = 0; i < 4; ++i)
+            qs[32 * p + 4 * c + i] = uint8_t((v.q[4 * p + i] & 15) | (v.q[4 * (p + 4) + i] & 15) << 4);
+      }
+      if (L.qh >= 0 && type != ggml_type::q6_k) {
+        uint8_t* qh = g + L.qh + b * 32;
+        for (int j = 0; j < 8; ++j)
+          for (int i = 0; i < 4; ++i) qh[4 * c + i] |= uint8_t(((v.q[4 * j + i] >> 4) & 1) << j);
+      } else if (type == ggml_type::q6_k) {
+        uint8_t* qh = g + L.qh + b * 64;
+        for (int h = 0; h < 2; ++h)
+          for (int t = 0; t < 4; ++t)
+            for (int i = 0; i < 4; ++i)
+              qh[32 * h + 4 * c + i] |= uint8_t(((v.q[4 * (4 * h + t) + i] >> 4) & 3) << (2 * t));
+      }
+      if (L.d >= 0) put_u16(g + L.d + b * 16 + 2 * c, v.d);
+      if (L.m >= 0) put_u16(g + L.m + b * 16 + 2 * c, v.m);
+      if (L.sc >= 0) {
+        if (type == ggml_type::q6_k) {
+          g[L.sc + b * 16 + c] = uint8_t(int8_t(v.sc[0]));
+          g[L.sc + b * 16 + 8 + c] = uint8_t(int8_t(v.sc[1]));
+        } else {
+          g[L.sc + b * 8 + c] = uint8_t(v.sc[0]);
+        }
+      }
+      if (L.mn >= 0) g[L.mn + b * 8 + c] = uint8_t(v.mn);
+      if (L.sd >= 0 && b % 8 == 0) put_u16(g + L.sd + (b / 8) * 16 + 2 * c, v.sd);
+      if (L.sm >= 0 && b % 8 == 0) put_u16(g + L.sm + (b / 8) * 16 + 2 * c, v.sm);
+    }
+  }
+  (void)n_groups;
+}
+
+}  // namespace spate::kernels::detail

@@ -1,0 +1,106 @@
+// Micro-benchmarks for kernels/ops.h: attention over a paged f16/f32 KV cache
+// and rms_norm, for the scalar reference and the AVX2 table.
+//   ./bench_ops --benchmark_filter=attention
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/fp16.h"
+#include "kernels/isa.h"
+#include "kernels/ops.h"
+
+namespace {
+
+using namespace spate::kernels;
+
+bool usable(isa_level l, benchmark::State& state) {
+  if (l == isa_level::avx2 && detect_isa() != isa_level::avx2) {
+    state.SkipWithError("no AVX2");
+    return false;
+  }
+  return true;
+}
+
+// args: isa (0 scalar, 1 avx2), kv dtype (0 f16, 1 f32), head_dim, n_group, n_ctx
+void bm_attention(benchmark::State& state) {
+  const auto isa = static_cast<isa_level>(state.range(0));
+  if (!usable(isa, state)) return;
+  const kv_dtype dt = state.range(1) == 0 ? kv_dtype::f16 : kv_dtype::f32;
+  const int32_t hd = static_cast<int32_t>(state.range(2));
+  const int32_t n_group = static_cast<int32_t>(state.range(3));
+  const int32_t n_ctx = static_cast<int32_t>(state.range(4));
+  const int32_t bs = 16, n_kv = 4;
+  const int32_t n_blocks = (n_ctx + bs - 1) / bs;
+  const size_t elems = static_cast<size_t>(2 * n_blocks) * n_kv * bs * hd;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> kf(elems), vf(elems);
+  for (auto& x : kf) x = dist(rng);
+  for (auto& x : vf) x = dist(rng);
+  std::vector<uint16_t> kh(elems), vh(elems);
+  for (size_t i = 0; i < elems; ++i) {
+    kh[i] = f32_to_fp16(kf[i]);
+    vh[i] = f32_to_fp16(vf[i]);
+  }
+  paged_kv_view kv;
+  kv.dtype = dt;
+  kv.block_size = bs;
+  kv.n_kv_heads = n_kv;
+  kv.head_dim = hd;
+  kv.k = dt == kv_dtype::f16 ? static_cast<void*>(kh.data()) : static_cast<void*>(kf.data());
+  kv.v = dt == kv_dtype::f16 ? static_cast<void*>(vh.data()) : static_cast<void*>(vf.data());
+  std::vector<int32_t> table(2 * n_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> q(static_cast<size_t>(n_group) * hd), out(q.size());
+  for (auto& x : q) x = dist(rng);
+  std::vector<float> scratch(attention_scratch_floats(n_group, n_ctx));
+  const ops_table& t = ops_for(isa);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (auto _ : state) {
+    t.attention(q.data(), n_group, kv, 1, table.data(), n_ctx, scale, out.data(), scratch.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  // K and V bytes read per call.
+  const int64_t elem_bytes = dt == kv_dtype::f16 ? 2 : 4;
+  state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(n_ctx) * hd * elem_bytes);
+  state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * 4.0 * n_group * n_ctx * hd,
+                                               benchmark::Counter::kIsRate);
+}
+BENCHMARK(bm_attention)
+    ->ArgNames({"isa", "f32kv", "hd", "group", "ctx"})
+    ->Args({1, 0, 64, 3, 512})
+    ->Args({1, 1, 64, 3, 512})
+    ->Args({1, 0, 128, 4, 512})
+    ->Args({1, 0, 64, 3, 4096})
+    ->Args({1, 0, 64, 1, 512})
+    ->Args({0, 0, 64, 3, 512});
+
+// args: isa, n
+void bm_rms_norm(benchmark::State& state) {
+  const auto isa = static_cast<isa_level>(state.range(0));
+  if (!usable(isa, state)) return;
+  const int64_t n = state.range(1);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(n), w(n), y(n);
+  for (auto& v : x) v = dist(rng);
+  for (auto& v : w) v = dist(rng);
+  const ops_table& t = ops_for(isa);
+  for (auto _ : state) {
+    t.rms_norm(x.data(), w.data(), y.data(), n, 1e-5f);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * n * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(bm_rms_norm)->ArgNames({"isa", "n"})->Args({1, 2048})->Args({1, 4096})->Args({0, 2048});
+
+}  // namespace
+
+BENCHMARK_MAIN();

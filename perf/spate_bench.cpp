@@ -1,0 +1,150 @@
+// spate's model benchmark, shaped like llama-bench / llama-batched-bench so the
+// figures line up with llama.cpp's in perf/bench_vs_llamacpp.sh:
+//   pp<N>   one forward pass over an N-token prompt (logits for the last token)
+//   tg<N>   N single-sequence decode steps from an empty cache
+//   bd<B>   B sequences decoding together (after a short prefill), aggregate tokens/s
+// Prints one JSON object per metric with the median over --reps repetitions.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <numeric>
+#include <vector>
+
+#include "engine/block_pool.h"
+#include "engine/gguf_file.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/model_runner.h"
+#include "engine/model_weights.h"
+#include "engine/thread_pool.h"
+#include "kernels/isa.h"
+#include "server/cli_options.h"
+
+namespace po = boost::program_options;
+using namespace spate;
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int32_t argmax(const float* x, int32_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+
+void report(const char* metric, const std::vector<double>& tok_s, int threads) {
+  std::printf("{\"engine\":\"spate\",\"metric\":\"%s\",\"tok_s\":%.2f,\"min\":%.2f,\"max\":%.2f,\"reps\":%zu,\"threads\":%d}\n", metric,
+              median(tok_s), *std::min_element(tok_s.begin(), tok_s.end()), *std::max_element(tok_s.begin(), tok_s.end()),
+              tok_s.size(), threads);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_path = cli::default_model_path();
+  int threads = 2, reps = 5, pp = 512, tg = 128, batch = 16, bd_prompt = 32, bd_gen = 64;
+  std::string only;
+  bool force_reference = false;
+  po::options_description desc("spate_bench");
+  desc.add_options()("model", po::value(&model_path))("threads", po::value(&threads))("reps", po::value(&reps))(
+      "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
+      "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")("reference", po::bool_switch(&force_reference));
+  po::variables_map vm;
+  po::store(po::parse_command_line(argc, argv, desc), vm);
+  po::notify(vm);
+  kernels::init_isa(force_reference);
+
+  auto file = gguf_file::open(model_path);
+  const model_config cfg = read_model_config(*file);
+  const model_weights w = load_model_weights(*file, cfg, kernels::active_isa());
+  const int32_t block_size = 16;
+  const int32_t max_ctx = std::max(pp, tg) + std::max(bd_prompt + bd_gen, 0) + 16;
+  const int32_t n_blocks = (max_ctx / block_size + 2) * std::max(batch, 1) + 64;
+  thread_pool pool(threads);
+  kv_cache kv(cfg, n_blocks, block_size, kernels::kv_dtype::f16);
+  block_pool blocks(n_blocks);
+  model_runner runner(cfg, w, kv, pool);
+  std::vector<float> logits(static_cast<size_t>(cfg.n_vocab) * std::max(batch, 1));
+  std::fprintf(stderr, "model %s, %d threads, kernels %s\n", model_path.c_str(), threads, kernels::isa_name(kernels::active_isa()));
+
+  // Deterministic pseudo-random prompt tokens.
+  auto prompt_tokens = [&](int n, uint32_t salt) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    uint32_t x = 2463534242u ^ salt;
+    for (auto& v : t) {
+      x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+      v = static_cast<int32_t>(x % static_cast<uint32_t>(cfg.n_vocab));
+    }
+    return t;
+  };
+
+  if (only.empty() || only == "pp") {
+    block_table bt(blocks);
+    bt.grow_to(pp, block_size);
+    const auto toks = prompt_tokens(pp, 1);
+    forward_batch b;
+    b.seqs.push_back({toks, 0, bt.ids(), 1});
+    runner.forward(b, logits.data());  // warm-up
+    std::vector<double> r;
+    for (int i = 0; i < reps; ++i) {
+      const double t0 = now_s();
+      runner.forward(b, logits.data());
+      r.push_back(pp / (now_s() - t0));
+    }
+    report(("pp" + std::to_string(pp)).c_str(), r, threads);
+  }
+  if (only.empty() || only == "tg") {
+    block_table bt(blocks);
+    bt.grow_to(tg + 1, block_size);
+    std::vector<double> r;
+    for (int i = 0; i <= reps; ++i) {
+      int32_t tok = 1;
+      const double t0 = now_s();
+      for (int p = 0; p < tg; ++p) {
+        forward_batch b;
+        b.seqs.push_back({std::span<const int32_t>(&tok, 1), p, bt.ids(), 1});
+        runner.forward(b, logits.data());
+        tok = argmax(logits.data(), cfg.n_vocab);
+      }
+      if (i > 0) r.push_back(tg / (now_s() - t0));  // the first run warms up
+    }
+    report(("tg" + std::to_string(tg)).c_str(), r, threads);
+  }
+  if ((only.empty() || only == "bd") && batch > 0) {
+    std::vector<double> r;
+    for (int i = 0; i <= reps; ++i) {
+      std::vector<block_table> bts;
+      std::vector<std::vector<int32_t>> prompts;
+      std::vector<int32_t> last(static_cast<size_t>(batch));
+      forward_batch b;
+      for (int s = 0; s < batch; ++s) {
+        bts.emplace_back(blocks);
+        bts.back().grow_to(bd_prompt + bd_gen + 1, block_size);
+        prompts.push_back(prompt_tokens(bd_prompt, 100 + s));
+      }
+      for (int s = 0; s < batch; ++s) b.seqs.push_back({prompts[static_cast<size_t>(s)], 0, bts[static_cast<size_t>(s)].ids(), 1});
+      runner.forward(b, logits.data());
+      for (int s = 0; s < batch; ++s) last[static_cast<size_t>(s)] = argmax(logits.data() + static_cast<size_t>(s) * cfg.n_vocab, cfg.n_vocab);
+      const double t0 = now_s();
+      for (int g = 0; g < bd_gen; ++g) {
+        b.seqs.clear();
+        for (int s = 0; s < batch; ++s) {
+          b.seqs.push_back({std::span<const int32_t>(&last[static_cast<size_t>(s)], 1), bd_prompt + g, bts[static_cast<size_t>(s)].ids(), 1});
+        }
+        runner.forward(b, logits.data());
+        for (int s = 0; s < batch; ++s) last[static_cast<size_t>(s)] = argmax(logits.data() + static_cast<size_t>(s) * cfg.n_vocab, cfg.n_vocab);
+      }
+      if (i > 0) r.push_back(static_cast<double>(batch) * bd_gen / (now_s() - t0));
+    }
+    report(("bd" + std::to_string(batch)).c_str(), r, threads);
+  }
+  return 0;
+}

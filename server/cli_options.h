@@ -1,0 +1,38 @@
+// Options shared by the subcommands that load a model, read once from the
+// command line (and, for the few SPATE_* variables, the environment) into a
+// typed struct. Nothing deeper reads the environment.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace spate::cli {
+
+struct model_options {
+  std::string model_path;         // --model; default: the cached SmolLM2-135M-Instruct Q4_1
+  int32_t n_threads = 0;          // --threads; 0 = physical cores
+  int32_t block_size = 16;        // --block-size
+  std::string kv_cache_memory;    // --kv-cache-memory, e.g. "2GiB"
+  std::string kv_cache_dtype = "f16";  // --kv-cache-dtype f16|f32
+  int32_t max_model_len = 0;      // --max-model-len; 0 = the model's trained context
+  uint64_t seed = 0;              // --seed: base of per-request seeds when a request sets none
+  std::string log_level = "info"; // --log-level
+  bool force_reference = false;   // SPATE_FORCE_REFERENCE=1: scalar reference kernels
+};
+
+// Adds the options above to desc, bound to opts.
+void add_model_options(boost::program_options::options_description& desc, model_options& opts);
+
+// Applies defaults that depend on the machine or environment, sets up logging
+// (stderr) and the kernel ISA. Returns "" or an error message.
+std::string finish_model_options(model_options& opts);
+
+// $HOME/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf
+std::string default_model_path();
+
+kernels::kv_dtype parse_kv_dtype(const std::string& s);
+
+}  // namespace spate::cli

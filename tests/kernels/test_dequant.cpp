@@ -1,0 +1,150 @@
+// Dequantization tests: hand-made blocks with known bytes, and blocks built by an
+// independent encoder of the GGUF bit layout from known quants/scales.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/dequant.h"
+#include "kernels/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace spate::kernels {
+namespace {
+
+TEST(Dequant, Q4_0KnownBytes) {
+  block_q4_0 b{};
+  b.d = f32_to_fp16(0.5f);
+  b.qs[0] = 0x21;  // element 0 -> 1, element 16 -> 2
+  b.qs[15] = 0xf0;  // element 15 -> 0, element 31 -> 15
+  float out[32];
+  dequantize_row(ggml_type::q4_0, &b, out, 32);
+  EXPECT_EQ(out[0], 0.5f * (1 - 8));
+  EXPECT_EQ(out[16], 0.5f * (2 - 8));
+  EXPECT_EQ(out[15], 0.5f * (0 - 8));
+  EXPECT_EQ(out[31], 0.5f * (15 - 8));
+  EXPECT_EQ(out[1], 0.5f * -8);
+}
+
+TEST(Dequant, Q8_0AndQ4_1KnownBytes) {
+  block_q8_0 b8{};
+  b8.d = f32_to_fp16(0.25f);
+  for (int i = 0; i < 32; ++i) b8.qs[i] = static_cast<int8_t>(i - 16);
+  float out[32];
+  dequantize_row(ggml_type::q8_0, &b8, out, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], 0.25f * float(i - 16));
+
+  block_q4_1 b{};
+  b.d = f32_to_fp16(2.0f);
+  b.m = f32_to_fp16(-1.0f);
+  b.qs[3] = 0x5a;
+  dequantize_row(ggml_type::q4_1, &b, out, 32);
+  EXPECT_EQ(out[3], 2.0f * 10 - 1.0f);
+  EXPECT_EQ(out[19], 2.0f * 5 - 1.0f);
+}
+
+TEST(Dequant, Q5KnownBits) {
+  block_q5_0 b{};
+  b.d = f32_to_fp16(1.0f);
+  b.qs[2] = 0x31;
+  b.qh[0] = 0x04;  // bit 2 -> element 2 gets +16
+  b.qh[2] = 0x04;  // bit 18 -> element 18 gets +16
+  float out[32];
+  dequantize_row(ggml_type::q5_0, &b, out, 32);
+  EXPECT_EQ(out[2], float(1 + 16 - 16));
+  EXPECT_EQ(out[18], float(3 + 16 - 16));
+  EXPECT_EQ(out[0], float(-16));
+}
+
+// Independent encoders of the K-quant layouts (written from the format description).
+void encode_q4_k(const int* q, const int* sc, const int* mn, float d, float dmin, block_q4_k& b) {
+  std::memset(&b, 0, sizeof b);
+  b.d = f32_to_fp16(d);
+  b.dmin = f32_to_fp16(dmin);
+  for (int s = 0; s < 8; ++s) {
+    if (s < 4) {
+      b.scales[s] |= uint8_t(sc[s] & 63);
+      b.scales[s + 4] |= uint8_t(mn[s] & 63);
+    } else {
+      b.scales[s + 4] |= uint8_t((sc[s] & 15) | ((mn[s] & 15) << 4));
+      b.scales[s - 4] |= uint8_t((sc[s] >> 4) << 6);
+      b.scales[s] |= uint8_t((mn[s] >> 4) << 6);
+    }
+  }
+  for (int c = 0; c < 4; ++c)
+    for (int l = 0; l < 32; ++l) b.qs[32 * c + l] = uint8_t((q[64 * c + l] & 15) | ((q[64 * c + 32 + l] & 15) << 4));
+}
+
+TEST(Dequant, Q4_KAndQ5_KFromEncoder) {
+  std::mt19937 rng(7);
+  int q[256], sc[8], mn[8];
+  for (int& v : q) v = int(rng() % 32);
+  for (int s = 0; s < 8; ++s) { sc[s] = int(rng() % 64); mn[s] = int(rng() % 64); }
+  const float d = fp16_to_f32(f32_to_fp16(0.01f)), dmin = fp16_to_f32(f32_to_fp16(0.003f));
+  int q4[256];
+  for (int i = 0; i < 256; ++i) q4[i] = q[i] & 15;
+  block_q4_k b4;
+  encode_q4_k(q4, sc, mn, d, dmin, b4);
+  float out[256];
+  dequantize_row(ggml_type::q4_k, &b4, out, 256);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(out[e], d * float(sc[e / 32]) * float(q4[e]) - dmin * float(mn[e / 32])) << e;
+
+  block_q5_k b5;
+  std::memset(&b5, 0, sizeof b5);
+  b5.d = b4.d;
+  b5.dmin = b4.dmin;
+  std::memcpy(b5.scales, b4.scales, 12);
+  std::memcpy(b5.qs, b4.qs, 128);
+  for (int e = 0; e < 256; ++e)
+    if (q[e] & 16) b5.qh[e % 32] |= uint8_t(1 << (e / 32));
+  dequantize_row(ggml_type::q5_k, &b5, out, 256);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(out[e], d * float(sc[e / 32]) * float(q[e]) - dmin * float(mn[e / 32])) << e;
+}
+
+TEST(Dequant, Q6_KFromEncoder) {
+  std::mt19937 rng(9);
+  int q[256], sc[16];
+  for (int& v : q) v = int(rng() % 64);
+  for (int& v : sc) v = int(rng() % 256) - 128;
+  block_q6_k b;
+  std::memset(&b, 0, sizeof b);
+  b.d = f32_to_fp16(0.02f);
+  for (int i = 0; i < 16; ++i) b.scales[i] = int8_t(sc[i]);
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const int* qq = q + 128 * h;
+      b.ql[64 * h + l] = uint8_t((qq[l] & 15) | ((qq[l + 64] & 15) << 4));
+      b.ql[64 * h + 32 + l] = uint8_t((qq[l + 32] & 15) | ((qq[l + 96] & 15) << 4));
+      b.qh[32 * h + l] = uint8_t((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) | ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
+    }
+  float out[256];
+  dequantize_row(ggml_type::q6_k, &b, out, 256);
+  const float d = fp16_to_f32(b.d);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(out[e], d * float(sc[e / 16]) * float(q[e] - 32)) << e;
+}
+
+TEST(Dequant, FloatTypes) {
+  const float v[3] = {1.5f, -2.25f, 65504.0f};
+  uint16_t h[3], bf[3];
+  for (int i = 0; i < 3; ++i) { h[i] = f32_to_fp16(v[i]); bf[i] = f32_to_bf16(v[i]); }
+  float out[3];
+  dequantize_row(ggml_type::f16, h, out, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], v[i]);
+  dequantize_row(ggml_type::bf16, bf, out, 3);
+  EXPECT_EQ(out[0], 1.5f);
+  EXPECT_EQ(out[1], -2.25f);
+  dequantize_row(ggml_type::f32, v, out, 3);
+  EXPECT_EQ(out[2], 65504.0f);
+}
+
+TEST(Dequant, RejectsBadArguments) {
+  float out[64];
+  block_q4_0 b[2]{};
+  EXPECT_THROW(dequantize_row(ggml_type::q4_0, b, out, 33), std::invalid_argument);
+  EXPECT_THROW(dequantize_row(ggml_type::q2_k, b, out, 256), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace spate::kernels
