@@ -260,6 +260,9 @@ void gguf_file::parse_all() {
     alignment_ = al;
   }
 
+  // Each tensor info takes at least 33 bytes (name length + 1 byte, n_dims, one dim, type, offset):
+  // reject counts the file cannot hold before reserving.
+  c.need(n_tensors * 33, "tensor infos");
   tensors_.reserve(n_tensors);
   for (uint64_t i = 0; i < n_tensors; ++i) {
     gguf_tensor_info t;

@@ -85,7 +85,9 @@ void thread_pool::run(int64_t n_tasks, task_fn fn, void* ctx) {
 }
 
 void thread_pool::worker_main(int tid) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // generation_ is 0 until the first run(); reading it here instead would race with
+  // a run() that starts before this thread does, and the worker would miss that job.
+  uint32_t seen = 0;
   for (;;) {
     // Spin for a while for the next loop, then sleep until the generation changes.
     const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);

@@ -10,7 +10,12 @@
 #   JOBS             parallel build jobs (default 2)
 #   PYTHON           python with pip (default python3)
 #
-# Idempotent: if all three binaries already exist it only prints the bin dir.
+# Builds llama-bench, llama-batched-bench, llama-server and llama-quantize (the
+# latter makes the requantized model variants, perf/make_variants.sh).
+#
+# Idempotent: if all binaries already exist it only prints the bin dir; if only
+# some are missing (e.g. llama-quantize added later) the existing build tree is
+# reused and only the missing targets are compiled.
 # On success the LAST line of stdout is the bin dir (everything else -> stderr).
 set -euo pipefail
 
@@ -25,7 +30,7 @@ BIN="$PREFIX/bin"
 SDIST_DIR="$HOME/.cache/spate/sdist"
 SRC="$PREFIX/src/llama.cpp"
 BUILD="$PREFIX/build"
-TARGETS=(llama-bench llama-batched-bench llama-server)
+TARGETS=(llama-bench llama-batched-bench llama-server llama-quantize)
 
 log() { echo "[build_llama_cpp] $*" >&2; }
 

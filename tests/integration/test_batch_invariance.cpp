@@ -1,0 +1,132 @@
+// Batch invariance on the real model: a sequence's logits are bitwise the same
+// whether it runs alone, batched with others, staggered (prefill next to
+// decodes), chunked, or on a different number of threads.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tests/integration/model_fixture.h"
+
+namespace spate::testing {
+namespace {
+
+struct seq_run {
+  std::vector<int32_t> tokens;        // prompt, then generated
+  int32_t n_prompt = 0;
+  int32_t n_cached = 0;
+  int32_t start_step = 0;             // step at which it joins
+  std::vector<std::vector<float>> logits;  // one row per sampled token
+};
+
+const std::vector<std::vector<int32_t>>& prompts(const tokenizer& tok) {
+  static const std::vector<std::vector<int32_t>> p = {
+      tok.encode("The capital of France is", true),
+      tok.encode("<|im_start|>user\nWrite a short poem about rain.<|im_end|>\n<|im_start|>assistant\n", true),
+      tok.encode("def quicksort(xs):\n    if len(xs) <= 1:\n        return xs\n", true),
+      tok.encode("1, 1, 2, 3, 5, 8, 13,", true),
+      tok.encode("Hello", true),
+  };
+  return p;
+}
+
+// Runs every sequence to n_gen greedy tokens. chunk: max prompt tokens fed per
+// step (0 = whole prompt); starts: step at which each sequence joins.
+std::vector<seq_run> run(runner_env& env, const std::vector<size_t>& which, int n_gen, int32_t chunk,
+                         const std::vector<int32_t>& starts) {
+  const auto& all = prompts(*env.model.tok);
+  const int32_t n_vocab = env.model.config.n_vocab;
+  std::vector<seq_run> seqs;
+  std::vector<block_table> tables;
+  for (size_t i = 0; i < which.size(); ++i) {
+    seq_run s;
+    s.tokens = all[which[i]];
+    s.n_prompt = static_cast<int32_t>(s.tokens.size());
+    s.start_step = starts.empty() ? 0 : starts[i];
+    seqs.push_back(std::move(s));
+    tables.emplace_back(env.blocks);
+    EXPECT_TRUE(tables.back().grow_to(seqs.back().n_prompt + n_gen + 1, env.kv.block_size()));
+  }
+  std::vector<float> logits;
+  for (int32_t step = 0;; ++step) {
+    forward_batch b;
+    std::vector<size_t> in_batch;
+    bool pending = false;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      auto& s = seqs[i];
+      if (static_cast<int>(s.logits.size()) >= n_gen) continue;
+      pending = true;
+      if (step < s.start_step) continue;
+      int32_t n_new = static_cast<int32_t>(s.tokens.size()) - s.n_cached;
+      if (chunk > 0) n_new = std::min(n_new, chunk);
+      const bool samples = s.n_cached + n_new == static_cast<int32_t>(s.tokens.size());
+      b.seqs.push_back({std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.n_cached), static_cast<size_t>(n_new)),
+                        s.n_cached, tables[i].ids(), samples ? 1 : 0});
+      in_batch.push_back(i);
+    }
+    if (!pending) break;
+    if (b.seqs.empty()) continue;
+    logits.assign(static_cast<size_t>(b.n_logit_rows()) * static_cast<size_t>(n_vocab), 0.0f);
+    env.runner.forward(b, logits.data());
+    size_t row = 0;
+    for (size_t k = 0; k < in_batch.size(); ++k) {
+      auto& s = seqs[in_batch[k]];
+      s.n_cached += static_cast<int32_t>(b.seqs[k].tokens.size());
+      if (b.seqs[k].n_logits == 0) continue;
+      const float* l = logits.data() + row++ * static_cast<size_t>(n_vocab);
+      s.logits.emplace_back(l, l + n_vocab);
+      s.tokens.push_back(static_cast<int32_t>(std::max_element(l, l + n_vocab) - l));
+    }
+  }
+  return seqs;
+}
+
+void expect_bitwise_equal(const seq_run& a, const seq_run& b, const char* what) {
+  ASSERT_EQ(a.tokens, b.tokens) << what;
+  ASSERT_EQ(a.logits.size(), b.logits.size()) << what;
+  for (size_t i = 0; i < a.logits.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(a.logits[i].data(), b.logits[i].data(), a.logits[i].size() * sizeof(float)))
+        << what << ": logits differ at generated position " << i;
+  }
+}
+
+constexpr int k_gen = 12;
+
+TEST(BatchInvariance, AloneVersusBatchedStaggeredChunkedAndThreads) {
+  runner_env env(1024);
+  std::vector<seq_run> alone;
+  for (size_t i = 0; i < 5; ++i) alone.push_back(run(env, {i}, k_gen, 0, {})[0]);
+
+  const auto together = run(env, {0, 1, 2, 3, 4}, k_gen, 0, {});
+  for (size_t i = 0; i < 5; ++i) expect_bitwise_equal(alone[i], together[i], "batched");
+
+  // Prefills join while others decode: mixed batches.
+  const auto staggered = run(env, {0, 1, 2, 3, 4}, k_gen, 0, {0, 3, 5, 6, 9});
+  for (size_t i = 0; i < 5; ++i) expect_bitwise_equal(alone[i], staggered[i], "staggered");
+
+  // Chunked prefill: at most 5 prompt tokens per step, mixed with decodes.
+  const auto chunked = run(env, {0, 1, 2, 3, 4}, k_gen, 5, {0, 1, 2, 3, 4});
+  for (size_t i = 0; i < 5; ++i) expect_bitwise_equal(alone[i], chunked[i], "chunked");
+
+  // Reversed order in the batch.
+  const auto reversed = run(env, {4, 3, 2, 1, 0}, k_gen, 0, {});
+  for (size_t i = 0; i < 5; ++i) expect_bitwise_equal(alone[4 - i], reversed[i], "reversed");
+}
+
+TEST(BatchInvariance, ThreadCountDoesNotChangeLogits) {
+  runner_env one(256, 16, 1);
+  runner_env two(256, 16, 2);
+  const auto a = run(one, {1, 3}, 6, 0, {});
+  const auto b = run(two, {1, 3}, 6, 0, {});
+  for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "threads");
+}
+
+TEST(BatchInvariance, BlockSizeDoesNotChangeLogits) {
+  runner_env small(2048, 4, 2);
+  runner_env large(256, 32, 2);
+  const auto a = run(small, {1, 2}, 6, 0, {});
+  const auto b = run(large, {1, 2}, 6, 0, {});
+  for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "block size");
+}
+
+}  // namespace
+}  // namespace spate::testing
