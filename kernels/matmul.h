@@ -13,7 +13,8 @@
 // weight-block x activation-block dot product is exact in int32, and the f32
 // accumulation over blocks runs in block order with one fixed sequence of
 // multiplies/FMAs per output. Float weight types (F32/F16/BF16) use f32
-// activations and f32 FMA accumulation.
+// activations and one f32 FMA chain per output in k order:
+//   acc = 0; for k = 0..n_in-1: acc = fma(float(W[c][k]), x[r][k], acc).
 //
 // Batch invariance (guaranteed, bitwise): y[r][c] depends only on W, on row r of
 // the activations and on the isa_level of the weight; never on n_rows, the

@@ -270,7 +270,12 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   }
 }
 
-// ---- float weights: [n_in][8] per group, two FMA chains (even / odd k) per row ----
+// ---- float weights: [n_in][8] per group ----
+// Register tile: R rows x G groups (8G columns), R*G accumulators. Per k the G
+// weight vectors are loaded/converted once and x[r][k] is broadcast once per row.
+// Every output is ONE f32 FMA chain in k order, acc = fma(w[c][k], x[r][k], acc)
+// for k = 0..n_in-1, starting from +0: bitwise independent of R, G, the row's
+// position and the column split (batch invariance).
 template <ggml_type T>
 inline __m256 load_w8(const uint8_t* g, int64_t k) {
   if constexpr (T == ggml_type::f32) {
@@ -283,27 +288,68 @@ inline __m256 load_w8(const uint8_t* g, int64_t k) {
   }
 }
 
-template <ggml_type T, int R>
-__attribute__((noinline)) void rows_float(const uint8_t* g, int64_t n_in, const float* act, int64_t r, float* y,
-                                          int64_t ldy, int64_t c0, int64_t c_lo, int64_t c_hi) {
+template <ggml_type T, int R, int G>
+__attribute__((noinline)) void tile_float(const uint8_t* g0, int64_t gstride, int64_t n_in, const float* act,
+                                          int64_t r, float* y, int64_t ldy, int64_t c0, int64_t col_begin,
+                                          int64_t col_end) {
   const float* x[R];
+#pragma GCC unroll 8
   for (int i = 0; i < R; ++i) x[i] = act + (r + i) * n_in;
-  __m256 acc0[R], acc1[R];
-  for (int i = 0; i < R; ++i) acc0[i] = acc1[i] = _mm256_setzero_ps();
-  int64_t k = 0;
-  for (; k + 1 < n_in; k += 2) {
-    const __m256 w0 = load_w8<T>(g, k), w1 = load_w8<T>(g, k + 1);
-#pragma GCC unroll 4
+  const uint8_t* gp[G];
+#pragma GCC unroll 8
+  for (int j = 0; j < G; ++j) gp[j] = g0 + j * gstride;
+  __m256 acc[R][G];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < G; ++j) acc[i][j] = _mm256_setzero_ps();
+  // Unrolled by 2 only to cut loop overhead in the narrow tiles; the per-output FMA chain is unchanged.
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < n_in; ++k) {
+    __m256 w[G];
+#pragma GCC unroll 8
+    for (int j = 0; j < G; ++j) w[j] = load_w8<T>(gp[j], k);
+#pragma GCC unroll 8
     for (int i = 0; i < R; ++i) {
-      acc0[i] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x[i] + k), acc0[i]);
-      acc1[i] = _mm256_fmadd_ps(w1, _mm256_broadcast_ss(x[i] + k + 1), acc1[i]);
+      const __m256 b = _mm256_broadcast_ss(x[i] + k);
+#pragma GCC unroll 8
+      for (int j = 0; j < G; ++j) acc[i][j] = _mm256_fmadd_ps(w[j], b, acc[i][j]);
     }
   }
-  if (k < n_in) {
-    const __m256 w0 = load_w8<T>(g, k);
-    for (int i = 0; i < R; ++i) acc0[i] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x[i] + k), acc0[i]);
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i)
+#pragma GCC unroll 8
+    for (int j = 0; j < G; ++j) {
+      const int64_t cg = c0 + 8 * j;
+      store_cols(y + (r + i) * ldy, cg, std::max(col_begin, cg), std::min(col_end, cg + 8), acc[i][j]);
+    }
+}
+
+// Rows per tile, and groups per tile by rows: fewer rows get wider column tiles
+// so that every tile keeps >= 6 independent FMA chains (FMA latency x 2 pipes)
+// within the 16 ymm registers (R*G accumulators + G weights + 1 broadcast).
+inline constexpr int float_rows = 6;
+inline constexpr int float_col_tile = 6;  // groups per column tile of the loop nest (multiple of every G)
+template <int R>
+inline constexpr int float_groups = R == 1 ? 6 : (R <= 3 ? 3 : 2);
+
+template <ggml_type T, int R>
+inline void tile_float_cols(const uint8_t* g0, int64_t gstride, int ng, int64_t n_in, const float* act, int64_t r,
+                            float* y, int64_t ldy, int64_t c0, int64_t col_begin, int64_t col_end) {
+  constexpr int GM = float_groups<R>;
+  for (int s = 0; s < ng; s += GM) {
+    const int n = std::min(GM, ng - s);
+    const uint8_t* gs = g0 + s * gstride;
+    const int64_t cs = c0 + 8 * s;
+#define SPATE_TILE_CASE(N) \
+  case N: if constexpr (GM >= N) tile_float<T, R, N>(gs, gstride, n_in, act, r, y, ldy, cs, col_begin, col_end); break;
+    switch (n) {
+      SPATE_TILE_CASE(8) SPATE_TILE_CASE(7) SPATE_TILE_CASE(6) SPATE_TILE_CASE(5)
+      SPATE_TILE_CASE(4) SPATE_TILE_CASE(3) SPATE_TILE_CASE(2)
+      default: tile_float<T, R, 1>(gs, gstride, n_in, act, r, y, ldy, cs, col_begin, col_end); break;
+    }
+#undef SPATE_TILE_CASE
   }
-  for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, _mm256_add_ps(acc0[i], acc1[i]));
 }
 
 template <ggml_type T>
@@ -311,18 +357,25 @@ void run_float(const packed_weight& w, const void* act, int64_t n_rows, float* y
                int64_t col_end) {
   const int64_t n_in = w.n_in();
   const auto* a = static_cast<const float*>(act);
-  const int64_t rc = row_chunk(n_in * 4);
+  // Rows per cache chunk: a multiple of the row tile, activations ~256 KiB.
+  const int64_t rc = std::max<int64_t>(float_rows, int64_t{256} * 1024 / (n_in * 4) / float_rows * float_rows);
+  constexpr int col_tile = float_col_tile;
+  const int64_t g_begin = col_begin / 8, g_end = (col_end + 7) / 8;
   for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
     const int64_t r1 = std::min(n_rows, r0 + rc);
-    for (int64_t g = col_begin / 8; g * 8 < col_end; ++g) {
+    for (int64_t g = g_begin; g < g_end; g += col_tile) {
+      const int ng = int(std::min<int64_t>(col_tile, g_end - g));
       const uint8_t* grp = w.data() + g * w.stride();
-      const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
+      const int64_t c0 = g * 8;
       int64_t r = r0;
-      for (; r + 4 <= r1; r += 4) rows_float<T, 4>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi);
+      for (; r + float_rows <= r1; r += float_rows)
+        tile_float_cols<T, float_rows>(grp, w.stride(), ng, n_in, a, r, y, ldy, c0, col_begin, col_end);
       switch (r1 - r) {
-        case 3: rows_float<T, 3>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi); break;
-        case 2: rows_float<T, 2>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi); break;
-        case 1: rows_float<T, 1>(grp, n_in, a, r, y, ldy, c0, c_lo, c_hi); break;
+        case 5: tile_float_cols<T, 5>(grp, w.stride(), ng, n_in, a, r, y, ldy, c0, col_begin, col_end); break;
+        case 4: tile_float_cols<T, 4>(grp, w.stride(), ng, n_in, a, r, y, ldy, c0, col_begin, col_end); break;
+        case 3: tile_float_cols<T, 3>(grp, w.stride(), ng, n_in, a, r, y, ldy, c0, col_begin, col_end); break;
+        case 2: tile_float_cols<T, 2>(grp, w.stride(), ng, n_in, a, r, y, ldy, c0, col_begin, col_end); break;
+        case 1: tile_float_cols<T, 1>(grp, w.stride(), ng, n_in, a, r, y, ldy, c0, col_begin, col_end); break;
         default: break;
       }
     }

@@ -157,14 +157,14 @@ void matmul_ref(const packed_weight& w, const void* act, int64_t n_rows, float* 
     }
     return;
   }
-  // Float weights: two interleaved f32 FMA chains (even / odd k), summed at the end.
+  // Float weights: one f32 FMA chain in k order (as the AVX2 kernel, per output lane).
   for (int64_t r = 0; r < n_rows; ++r) {
     const float* x = static_cast<const float*>(act) + r * n_in;
     for (int64_t c = col_begin; c < col_end; ++c) {
       const uint8_t* row = w.data() + c * w.stride();
-      float acc[2] = {0.0f, 0.0f};
-      for (int64_t k = 0; k < n_in; ++k) acc[k & 1] = std::fma(load_weight(type, row, k), x[k], acc[k & 1]);
-      y[r * ldy + c] = acc[0] + acc[1];
+      float acc = 0.0f;
+      for (int64_t k = 0; k < n_in; ++k) acc = std::fma(load_weight(type, row, k), x[k], acc);
+      y[r * ldy + c] = acc;
     }
   }
 }

@@ -144,13 +144,16 @@ void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in,
   const int64_t n_groups = (n_out + group_cols - 1) / group_cols;
 
   if (!is_quantized(type)) {
-    const int64_t es = type == ggml_type::f32 ? 4 : 2;
-    for (int64_t col = 0; col < n_out; ++col) {
-      uint8_t* g = dst + (col / 8) * L.stride;
-      const int c = int(col % 8);
-      const uint8_t* row = in + col * rb;
-      for (int64_t k = 0; k < n_in; ++k) std::memcpy(g + (k * 8 + c) * es, row + k * es, size_t(es));
-    }
+    // Record of group g: [n_in][8] elements (k-major, column c at lane c), raw bits.
+    auto transpose = [&]<int ES>() {
+      for (int64_t col = 0; col < n_out; ++col) {
+        uint8_t* g = dst + (col / 8) * L.stride + int(col % 8) * ES;
+        const uint8_t* row = in + col * rb;
+        for (int64_t k = 0; k < n_in; ++k) std::memcpy(g + k * 8 * ES, row + k * ES, ES);
+      }
+    };
+    if (type == ggml_type::f32) transpose.template operator()<4>();
+    else transpose.template operator()<2>();
     return;
   }
 

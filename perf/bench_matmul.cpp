@@ -70,6 +70,10 @@ KSHAPES(ggml_type::q4_k, Q4_K)
 KSHAPES(ggml_type::q6_k, Q6_K)
 SHAPES(ggml_type::q5_0, Q5_0)
 SHAPES(ggml_type::f16, F16)
+// 5 groups: the column chunk the engine gives the o / down projections (tail of one group per tile).
+BENCHMARK_CAPTURE(bm, F16_40x576, ggml_type::f16, 40, 576)->Arg(512)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm, BF16_1536x576, ggml_type::bf16, 1536, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm, F32_1536x576, ggml_type::f32, 1536, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm, Q8_0_49152x576, ggml_type::q8_0, 49152, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
 
 }  // namespace
@@ -111,6 +115,7 @@ void bm_model(benchmark::State& st, ggml_type t) {
 
 BENCHMARK_CAPTURE(bm_model, Q4_1, ggml_type::q4_1)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_model, Q8_0, ggml_type::q8_0)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_model, F16, ggml_type::f16)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -144,7 +144,8 @@ struct shape { int64_t n_out, n_in; };
 std::vector<shape> shapes_for(ggml_type t) {
   if (block_of(t) == 256) return {{1, 256}, {13, 512}, {40, 256}, {9, 768}};
   if (block_of(t) == 32) return {{1, 32}, {7, 64}, {13, 96}, {40, 576}, {17, 160}};
-  return {{1, 1}, {7, 37}, {13, 64}, {24, 33}, {9, 576}};
+  // Float types: {100, 40} has 13 column groups, so every row-tile / column-tile width occurs.
+  return {{1, 1}, {7, 37}, {13, 64}, {24, 33}, {9, 576}, {100, 40}};
 }
 
 TEST(Matmul, ReferenceMatchesFloatMath) {
@@ -223,7 +224,8 @@ void check_batch_invariance(isa_level level) {
   const int64_t total = 40;
   for (ggml_type t : k_all_types) {
     const int64_t n_in = block_of(t) == 256 ? 512 : (block_of(t) == 32 ? 96 : 45);
-    const int64_t n_out = 37;
+    // Float types: 101 columns (13 groups) so the widest column tiles are exercised too.
+    const int64_t n_out = block_of(t) == 1 ? 101 : 37;
     const auto wq = random_weight(t, n_out, n_in, rng);
     const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, level);
     const int64_t ldx = n_in + 2, ldy = n_out;
