@@ -1,6 +1,7 @@
 // The plain data a model runner consumes: which sequences run in this step,
 // which new tokens each brings, where its KV lives, and which logits to return.
-// Built by the scheduler (or by `spate generate`), never holds ownership.
+// Built by the scheduler (scheduler_output::to_batch), warmup or tests; never
+// holds ownership.
 #pragma once
 
 #include <cstdint>

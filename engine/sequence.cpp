@@ -33,9 +33,9 @@ eos_set make_eog(const tokenizer& tok, const sampling_params& p) {
 }  // namespace
 
 sequence::sequence(int64_t id, std::vector<int32_t> prompt, const sampling_params& params, int32_t max_tokens,
-                   uint64_t default_seed, const tokenizer& tok, block_pool& pool)
+                   uint64_t default_seed, const tokenizer& tok)
     : id_(id), tokens_(std::move(prompt)), n_prompt_(static_cast<int32_t>(tokens_.size())), params_(params), max_tokens_(max_tokens), tok_(tok),
-      sampler_(params, default_seed), stops_(params.stop), detok_(tok), eog_(make_eog(tok, params)), blocks_(pool) {
+      sampler_(params, default_seed), stops_(params.stop), detok_(tok), eog_(make_eog(tok, params)) {
   tokens_.reserve(tokens_.size() + static_cast<size_t>(max_tokens));
 }
 

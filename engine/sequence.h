@@ -1,6 +1,7 @@
-// One request's generation state: its tokens, sampler, stop handling,
-// streaming detokenizer and KV block table. Owned and touched only by the
-// thread that runs the generation loop (the engine thread).
+// One request's generation state: its tokens, sampler, stop handling and
+// streaming detokenizer. Its KV state (block table, cached positions) lives in
+// the scheduler's sched_seq. Owned and touched only by the engine thread once
+// submitted.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/block_pool.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/stop_matcher.h"
@@ -24,7 +24,7 @@ class sequence {
  public:
   // Preconditions: params validated; prompt non-empty; max_tokens >= 1.
   sequence(int64_t id, std::vector<int32_t> prompt, const sampling_params& params, int32_t max_tokens,
-           uint64_t default_seed, const tokenizer& tok, block_pool& pool);
+           uint64_t default_seed, const tokenizer& tok);
 
   int64_t id() const { return id_; }
   // All tokens, prompt then generated, in one contiguous vector.
@@ -38,12 +38,6 @@ class sequence {
   bool finished() const { return finish_ != finish_reason::none; }
   finish_reason finish() const { return finish_; }
   const std::string& text() const { return text_; }
-  block_table& blocks() { return blocks_; }
-  const block_table& blocks() const { return blocks_; }
-
-  // Positions whose KV is already in the cache.
-  int32_t n_cached() const { return n_cached_; }
-  void set_n_cached(int32_t n) { n_cached_ = n; }
 
   // Samples the next token from this step's logits and appends it. Returns the
   // text delta that is now safe to emit (UTF-8 complete, no partial stop string).
@@ -64,8 +58,6 @@ class sequence {
   stop_matcher stops_;
   incremental_decoder detok_;
   eos_set eog_;
-  block_table blocks_;
-  int32_t n_cached_ = 0;
   std::string text_;
   finish_reason finish_ = finish_reason::none;
 };

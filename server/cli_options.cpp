@@ -64,4 +64,83 @@ std::string finish_model_options(model_options& o) {
   return "";
 }
 
+namespace {
+
+// Reads SPATE_<name> as a positive integer into v (unchanged when unset).
+std::string read_env_int(const std::string& name, int32_t& v) {
+  const char* e = std::getenv(name.c_str());
+  if (!e || !*e) return "";
+  try {
+    size_t used = 0;
+    const long x = std::stol(e, &used);
+    if (used != std::string(e).size() || x < 1 || x > (1 << 30)) throw std::invalid_argument("range");
+    v = static_cast<int32_t>(x);
+  } catch (const std::exception&) {
+    return name + " must be a positive integer, got '" + e + "'";
+  }
+  return "";
+}
+
+std::string read_env_range(const std::string& prefix, bucket_range& r) {
+  for (auto [suffix, field] : {std::pair{"_MIN", &r.min}, {"_STEP", &r.step}, {"_MAX", &r.max}}) {
+    if (auto err = read_env_int(prefix + suffix, *field); !err.empty()) return err;
+  }
+  return validate(r, prefix.c_str());
+}
+
+bool env_true(const char* name) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return false;
+  const std::string s(e);
+  return s == "1" || s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on";
+}
+
+}  // namespace
+
+void add_engine_options(po::options_description& desc, engine_options& o) {
+  desc.add_options()
+      ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(256), "sequences scheduled together per step")
+      ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(8192), "token budget of one step")
+      ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill), "split long prompts into chunks that share steps with decodes")
+      ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
+      ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
+      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(1024), "requests waiting to run at most; more are rejected");
+}
+
+std::string finish_engine_options(engine_options& o) {
+  if (o.max_num_seqs < 1) return "--max-num-seqs must be >= 1";
+  if (o.max_num_batched_tokens < 1) return "--max-num-batched-tokens must be >= 1";
+  if (o.max_queued_requests < 1) return "--max-queued-requests must be >= 1";
+  if (o.enable_prefix_caching_flag && o.no_enable_prefix_caching_flag) {
+    return "--enable-prefix-caching and --no-enable-prefix-caching are mutually exclusive";
+  }
+  o.enable_prefix_caching = !o.no_enable_prefix_caching_flag;
+  for (auto [prefix, range] : {std::pair{"SPATE_PROMPT_BS_BUCKET", &o.buckets.prompt_bs},
+                               {"SPATE_PROMPT_SEQ_BUCKET", &o.buckets.prompt_seq},
+                               {"SPATE_DECODE_BS_BUCKET", &o.buckets.decode_bs},
+                               {"SPATE_DECODE_BLOCK_BUCKET", &o.buckets.decode_block}}) {
+    if (auto err = read_env_range(prefix, *range); !err.empty()) return err;
+  }
+  o.skip_warmup = env_true("SPATE_SKIP_WARMUP");
+  return "";
+}
+
+engine_config make_engine_config(const model_options& mo, const engine_options& eo, int32_t max_model_len) {
+  engine_config c;
+  c.n_threads = mo.n_threads;
+  c.block_size = mo.block_size;
+  c.kv_cache_bytes = *parse_byte_size(mo.kv_cache_memory);
+  c.kv_dtype = parse_kv_dtype(mo.kv_cache_dtype);
+  c.seed = mo.seed;
+  c.sched.max_model_len = max_model_len;
+  c.sched.max_num_seqs = eo.max_num_seqs;
+  c.sched.max_num_batched_tokens = eo.max_num_batched_tokens;
+  c.sched.enable_chunked_prefill = eo.enable_chunked_prefill;
+  c.enable_prefix_caching = eo.enable_prefix_caching;
+  c.max_queued_requests = eo.max_queued_requests;
+  c.buckets = eo.buckets;
+  c.skip_warmup = eo.skip_warmup;
+  return c;
+}
+
 }  // namespace spate::cli

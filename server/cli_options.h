@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/engine.h"
 #include "kernels/ops.h"
 
 namespace spate::cli {
@@ -22,6 +23,31 @@ struct model_options {
   std::string log_level = "info"; // --log-level
   bool force_reference = false;   // SPATE_FORCE_REFERENCE=1: scalar reference kernels
 };
+
+// Options of the serving engine (scheduler, prefix cache, queue), plus the
+// SPATE_{PROMPT,DECODE}_{BS,SEQ,BLOCK}_BUCKET_{MIN,STEP,MAX} and
+// SPATE_SKIP_WARMUP environment variables, read once by finish_engine_options().
+struct engine_options {
+  int32_t max_num_seqs = 256;             // --max-num-seqs
+  int32_t max_num_batched_tokens = 8192;  // --max-num-batched-tokens
+  bool enable_chunked_prefill = false;    // --enable-chunked-prefill
+  bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
+  bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
+  int32_t max_queued_requests = 1024;     // --max-queued-requests
+  // Filled by finish_engine_options():
+  bool enable_prefix_caching = true;
+  bucket_config buckets;
+  bool skip_warmup = false;
+};
+
+void add_engine_options(boost::program_options::options_description& desc, engine_options& opts);
+
+// Validates the flags and reads the bucket / warmup environment variables.
+// Returns "" or an error message.
+std::string finish_engine_options(engine_options& opts);
+
+// The engine configuration for a loaded model (max_model_len already resolved).
+engine_config make_engine_config(const model_options& mo, const engine_options& eo, int32_t max_model_len);
 
 // Adds the options above to desc, bound to opts.
 void add_model_options(boost::program_options::options_description& desc, model_options& opts);

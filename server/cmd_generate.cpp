@@ -3,13 +3,16 @@
 // per input line, in input order, to stdout. Logs go to stderr.
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
 #include <spdlog/spdlog.h>
 #include <string>
 #include <vector>
 
 #include "engine/byte_size.h"
-#include "engine/generate_loop.h"
+#include "engine/engine.h"
 #include "engine/model_loader.h"
 #include "server/cli_options.h"
 #include "server/commands.h"
@@ -73,6 +76,21 @@ std::string sanitize_utf8(const std::string& s) {
 // Parses one JSONL request. Returns "" or the problem (without the line number).
 // Raw bytes that are not valid UTF-8 are replaced by U+FFFD before parsing, so such a
 // prompt is accepted (as tokenizers do) instead of failing as malformed JSON.
+struct offline_request {
+  size_t line_no = 0;           // for messages
+  std::vector<int32_t> prompt;  // non-empty
+  sampling_params params;       // validated; max_tokens set
+};
+
+struct offline_result {
+  std::string text;
+  std::vector<int32_t> token_ids;  // generated tokens (including a final EOS, as vLLM reports)
+  std::string finish_reason;       // "stop" or "length"
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  std::string error;               // set when the engine failed the request
+};
+
 std::string parse_request(const std::string& raw_line, const loaded_model& m, int32_t max_model_len, offline_request& out) {
   if (raw_line.size() > k_max_line_bytes) return "line is longer than " + std::to_string(k_max_line_bytes) + " bytes";
   const std::string line = sanitize_utf8(raw_line);
@@ -126,11 +144,11 @@ std::string parse_request(const std::string& raw_line, const loaded_model& m, in
 
 int run_generate(int argc, char** argv) {
   model_options mo;
-  int32_t max_num_seqs = 256;
+  engine_options eo;
   po::options_description desc("spate generate: JSONL prompts on stdin -> JSONL results on stdout");
   add_model_options(desc, mo);
-  desc.add_options()("max-num-seqs", po::value(&max_num_seqs)->default_value(256), "sequences decoded together per step")
-      ("help,h", "show this help");
+  add_engine_options(desc, eo);
+  desc.add_options()("help,h", "show this help");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -147,8 +165,8 @@ int run_generate(int argc, char** argv) {
     std::cerr << "spate generate: " << err << "\n";
     return 2;
   }
-  if (max_num_seqs < 1) {
-    std::cerr << "spate generate: --max-num-seqs must be >= 1\n";
+  if (auto err = finish_engine_options(eo); !err.empty()) {
+    std::cerr << "spate generate: " << err << "\n";
     return 2;
   }
   std::unique_ptr<loaded_model> model;
@@ -183,21 +201,72 @@ int run_generate(int argc, char** argv) {
   }
   if (n_errors > 0) return 1;
 
-  generate_config gc;
-  gc.n_threads = mo.n_threads;
-  gc.block_size = mo.block_size;
-  gc.kv_cache_bytes = *parse_byte_size(mo.kv_cache_memory);
-  gc.kv_dtype = parse_kv_dtype(mo.kv_cache_dtype);
-  gc.max_model_len = max_model_len;
-  gc.max_num_seqs = max_num_seqs;
-  gc.seed = mo.seed;
-  std::vector<offline_result> results;
+  engine_config ec = make_engine_config(mo, eo, max_model_len);
+  // Offline: every request is queued at once.
+  ec.max_queued_requests = std::max<int32_t>(ec.max_queued_requests, static_cast<int32_t>(requests.size()));
+  std::vector<offline_result> results(requests.size());
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t n_done = 0;
   try {
-    results = run_offline_batch(*model, gc, requests);
+    engine eng(*model, ec);
+    std::vector<int64_t> ids;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      auto& req = requests[i];
+      offline_result& out = results[i];
+      out.prompt_tokens = static_cast<int32_t>(req.prompt.size());
+      engine_request er;
+      er.prompt = std::move(req.prompt);
+      er.params = req.params;
+      // Runs on the engine thread; each request writes only its own slot.
+      er.on_event = [&out, &mu, &cv, &n_done](const engine_event& ev) {
+        switch (ev.type) {
+          case engine_event::kind::tokens:
+            out.token_ids.insert(out.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
+            out.text += ev.text;
+            return;
+          case engine_event::kind::finished:
+            out.finish_reason = finish_reason_name(ev.reason);
+            out.completion_tokens = ev.usage.completion_tokens;
+            break;
+          case engine_event::kind::error:
+            out.error = ev.error.empty() ? "error" : ev.error;
+            break;
+        }
+        std::lock_guard lk(mu);
+        ++n_done;
+        cv.notify_one();
+      };
+      const submit_result sr = eng.submit(std::move(er));
+      if (!sr.ok()) {
+        spdlog::error("line {}: {}", req.line_no, sr.error);
+        std::cerr << "spate generate: line " << req.line_no << ": " << sr.error << "\n";
+        return 1;
+      }
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    eng.start();
+    {
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return n_done == results.size(); });
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    eng.wait_idle();  // the snapshot after the last step
+    const engine_stats st = eng.stats();
+    spdlog::info("Generated {} tokens for {} requests in {} steps, {:.2f} s ({:.1f} tokens/s), {} preemptions, "
+                 "prefix cache hits {}/{} tokens, padding waste {} tokens",
+                 st.generated_tokens, results.size(), st.n_steps, secs, secs > 0 ? static_cast<double>(st.generated_tokens) / secs : 0.0,
+                 st.n_preemptions, st.prefix_cache_hits, st.prefix_cache_queries, st.padding_waste_tokens);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     std::cerr << "spate generate: " << e.what() << "\n";
     return 1;
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].error.empty()) {
+      std::cerr << "spate generate: line " << requests[i].line_no << ": " << results[i].error << "\n";
+      return 1;
+    }
   }
   for (const auto& r : results) {
     json::object o;

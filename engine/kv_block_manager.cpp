@@ -1,0 +1,107 @@
+#include "engine/kv_block_manager.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace spate {
+namespace {
+
+constexpr uint64_t k_root_key = 0x5eed0fb10c4ca4e5ull;
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
+
+kv_block_manager::kv_block_manager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching)
+    : pool_(n_blocks), block_size_(block_size), prefix_caching_(enable_prefix_caching) {
+  if (block_size < 1) throw std::invalid_argument("kv_block_manager: block_size must be >= 1");
+}
+
+uint64_t kv_block_manager::block_key(uint64_t parent, std::span<const int32_t> tokens) const {
+  uint64_t h = mix(parent, static_cast<uint64_t>(tokens.size()));
+  for (int32_t t : tokens) h = mix(h, static_cast<uint32_t>(t));
+  return h;
+}
+
+uint64_t kv_block_manager::find_prefix(std::span<const int32_t> tokens) {
+  const auto n_tokens = static_cast<int32_t>(tokens.size());
+  match_.clear();
+  uint64_t key = k_root_key;
+  if (prefix_caching_ && n_tokens > 0) {
+    // Never match the block holding the last token: it must be computed.
+    const int32_t max_blocks = (n_tokens - 1) / block_size_;
+    for (int32_t b = 0; b < max_blocks; ++b) {
+      auto blk = tokens.subspan(static_cast<size_t>(b) * block_size_, static_cast<size_t>(block_size_));
+      const uint64_t k = block_key(key, blk);
+      auto id = pool_.lookup(k, key, blk);
+      if (!id) break;
+      match_.push_back(*id);
+      key = k;
+    }
+  }
+  return key;
+}
+
+int32_t kv_block_manager::probe(std::span<const int32_t> tokens) {
+  find_prefix(tokens);
+  return static_cast<int32_t>(match_.size()) * block_size_;
+}
+
+int32_t kv_block_manager::admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state) {
+  const auto n_tokens = static_cast<int32_t>(tokens.size());
+  const uint64_t key = find_prefix(tokens);
+  const auto n_matched = static_cast<int32_t>(match_.size()) * block_size_;
+  n_first = std::max(n_first, n_matched + 1);
+  int64_t n_revived = 0;  // matched blocks that are evictable now and stop being available
+  for (int32_t id : match_) n_revived += pool_.ref_count(id) == 0;
+  const int64_t need = blocks_for(n_first, block_size_) - static_cast<int64_t>(match_.size());
+  if (need + n_revived > pool_.n_free()) return -1;
+  for (int32_t id : match_) {
+    pool_.acquire_cached(id);
+    table.push(id);
+  }
+  table.grow_to(n_first, block_size_);
+  state.n_committed_blocks = static_cast<int32_t>(match_.size());
+  state.last_key = key;
+  if (prefix_caching_) {
+    stats_.n_query_tokens += n_tokens;
+    stats_.n_hit_tokens += n_matched;
+  }
+  return n_matched;
+}
+
+bool kv_block_manager::grow(block_table& table, int64_t n_positions) {
+  const int64_t need = blocks_for(n_positions, block_size_) - table.n_blocks();
+  if (need <= 0) return true;
+  if (need > pool_.n_free()) return false;
+  table.grow_to(n_positions, block_size_);
+  return true;
+}
+
+void kv_block_manager::commit(std::span<const int32_t> tokens, int32_t n_cached, const block_table& table, prefix_state& state) {
+  if (!prefix_caching_) return;
+  const int32_t n_full = std::min<int32_t>(n_cached / block_size_, table.n_blocks());
+  uint64_t key = state.n_committed_blocks == 0 ? k_root_key : state.last_key;
+  for (int32_t b = state.n_committed_blocks; b < n_full; ++b) {
+    auto blk = tokens.subspan(static_cast<size_t>(b) * block_size_, static_cast<size_t>(block_size_));
+    const uint64_t k = block_key(key, blk);
+    // A duplicate (same content computed by another sequence) stays private.
+    pool_.register_cached(table.ids()[static_cast<size_t>(b)], k, key, blk);
+    key = k;
+  }
+  if (n_full > state.n_committed_blocks) {
+    state.n_committed_blocks = n_full;
+    state.last_key = key;
+  }
+}
+
+void kv_block_manager::free(block_table& table, prefix_state& state) {
+  table.clear();
+  state = prefix_state{};
+}
+
+}  // namespace spate

@@ -1,0 +1,88 @@
+// KV block manager: allocation of KV blocks for sequences and automatic prefix
+// caching on top of block_pool.
+//
+// Every full block of a sequence whose KV has been computed is keyed by a hash
+// of (parent block's key, the block's tokens) and registered in the pool's
+// index. A new (or resumed) request looks up its tokens block by block and
+// reuses the longest run of cached blocks, so only the rest is prefilled. At
+// least the last token is always left uncached, so the step that computes it
+// returns logits (and no shared block is ever written). Cached blocks whose
+// last user released them stay in the pool as evictable and are evicted
+// least-recently-released first, only when a block is needed.
+//
+// Units: positions/tokens unless named *_blocks.
+// Thread-safety: none; only the engine thread uses it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/block_pool.h"
+
+namespace spate {
+
+// Per-sequence prefix-cache progress, owned by whoever owns the sequence's
+// scheduling state. Reset (value-initialize) when the sequence loses its blocks.
+struct prefix_state {
+  int32_t n_committed_blocks = 0;  // leading blocks already keyed (registered or found duplicate)
+  uint64_t last_key = 0;           // key of block n_committed_blocks - 1 (root key when 0)
+};
+
+struct prefix_cache_stats {
+  int64_t n_query_tokens = 0;  // tokens looked up at admission
+  int64_t n_hit_tokens = 0;    // of those, found cached (not recomputed)
+};
+
+class kv_block_manager {
+ public:
+  kv_block_manager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching);
+
+  int32_t block_size() const { return block_size_; }
+  int32_t n_total_blocks() const { return pool_.n_total(); }
+  // Blocks available to allocation (free + evictable cached).
+  int32_t n_free_blocks() const { return pool_.n_free(); }
+  bool prefix_caching() const { return prefix_caching_; }
+  block_pool& pool() { return pool_; }
+  const prefix_cache_stats& stats() const { return stats_; }
+
+  static int64_t blocks_for(int64_t n_positions, int32_t block_size) { return (n_positions + block_size - 1) / block_size; }
+
+  // Positions of tokens a prefix-cache lookup would find cached now (a
+  // multiple of block_size, at most tokens.size() - 1). No side effects.
+  int32_t probe(std::span<const int32_t> tokens);
+
+  // Admission of a sequence that holds no blocks: reuses the longest cached
+  // prefix of tokens, then allocates blocks for the first n_first positions
+  // (n_first >= the matched positions; it is raised to matched + 1 if lower).
+  // All or nothing: returns -1 and leaves table empty and the cache untouched
+  // when the blocks are not available; otherwise returns the number of
+  // positions whose KV is already cached (the sequence's new n_cached), and
+  // counts the lookup in stats().
+  // Precondition: table is empty; tokens non-empty; state value-initialized.
+  int32_t admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state);
+
+  // Grows table to cover n_positions. All or nothing: false (table unchanged)
+  // when not enough blocks are available.
+  bool grow(block_table& table, int64_t n_positions);
+
+  // After a step computed KV for positions [0, n_cached) of tokens: keys and
+  // registers the newly completed full blocks of the table.
+  void commit(std::span<const int32_t> tokens, int32_t n_cached, const block_table& table, prefix_state& state);
+
+  // Releases the table's blocks (cached ones stay reusable) and resets state.
+  void free(block_table& table, prefix_state& state);
+
+ private:
+  uint64_t block_key(uint64_t parent, std::span<const int32_t> tokens) const;
+  // Fills match_ with the cached blocks of the longest prefix; returns the last key.
+  uint64_t find_prefix(std::span<const int32_t> tokens);
+
+  block_pool pool_;
+  int32_t block_size_;
+  bool prefix_caching_;
+  prefix_cache_stats stats_;
+  std::vector<int32_t> match_;  // scratch
+};
+
+}  // namespace spate

@@ -1,0 +1,163 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace spate {
+
+forward_batch scheduler_output::to_batch() const {
+  forward_batch b;
+  b.seqs.reserve(seqs.size());
+  for (const auto& s : seqs) {
+    forward_seq f;
+    f.tokens = std::span<const int32_t>(*s.seq->tokens).subspan(static_cast<size_t>(s.n_past), static_cast<size_t>(s.n_new));
+    f.n_past = s.n_past;
+    f.block_table = s.seq->blocks.ids();
+    f.n_logits = s.samples ? 1 : 0;
+    b.seqs.push_back(f);
+  }
+  return b;
+}
+
+scheduler::scheduler(const scheduler_config& cfg, kv_block_manager& kv) : cfg_(cfg), kv_(kv) {
+  if (cfg_.max_num_seqs < 1) throw std::invalid_argument("max_num_seqs must be >= 1");
+  if (cfg_.max_num_batched_tokens < 1) throw std::invalid_argument("max_num_batched_tokens must be >= 1");
+  if (cfg_.max_model_len < 2) throw std::invalid_argument("max_model_len must be >= 2");
+  cfg_.max_prefill_steps_in_row = std::max(1, cfg_.max_prefill_steps_in_row);
+}
+
+std::string scheduler::check_admissible(int32_t n_prompt, int32_t max_tokens) const {
+  if (n_prompt < 1) return "the prompt is empty";
+  if (max_tokens < 1) return "max_tokens must be >= 1";
+  const int64_t total = static_cast<int64_t>(n_prompt) + max_tokens;
+  if (total > cfg_.max_model_len) {
+    return "prompt (" + std::to_string(n_prompt) + " tokens) plus max_tokens (" + std::to_string(max_tokens) +
+           ") exceeds the model length of " + std::to_string(cfg_.max_model_len);
+  }
+  // The last generated token is never fed back, so total - 1 positions need KV.
+  const int64_t need = kv_block_manager::blocks_for(total - 1, kv_.block_size());
+  if (need > kv_.n_total_blocks()) {
+    return "the KV cache (" + std::to_string(kv_.n_total_blocks()) + " blocks of " + std::to_string(kv_.block_size()) +
+           " tokens) cannot hold request of " + std::to_string(total) + " tokens (needs " + std::to_string(need) +
+           " blocks); increase --kv-cache-memory";
+  }
+  return "";
+}
+
+void scheduler::add(sched_seq& s) {
+  s.where = sched_seq::state::waiting;
+  waiting_.push_back(&s);
+}
+
+void scheduler::push(scheduler_output& out, sched_seq& s, int32_t n_new) {
+  scheduled_seq q;
+  q.seq = &s;
+  q.n_past = s.n_cached;
+  q.n_new = n_new;
+  q.samples = s.n_cached + n_new == s.n_tokens();
+  if (n_new > 1 || !q.samples) {
+    ++out.n_prefill_seqs;
+    out.prefill_step = true;
+  }
+  out.n_tokens += n_new;
+  out.seqs.push_back(q);
+}
+
+void scheduler::preempt(sched_seq& s) {
+  kv_.free(s.blocks, s.prefix);
+  s.n_cached = 0;
+  ++s.n_preemptions;
+  ++n_preemptions_;
+  s.where = sched_seq::state::waiting;
+  waiting_.push_front(&s);
+}
+
+void scheduler::schedule_running(scheduler_output& out, int64_t& budget, bool chunked) {
+  for (size_t i = 0; i < running_.size();) {
+    if (budget <= 0) break;
+    sched_seq& s = *running_[i];
+    int32_t n_new = s.n_tokens() - s.n_cached;
+    if (chunked) n_new = static_cast<int32_t>(std::min<int64_t>(n_new, budget));
+    bool self_preempted = false;
+    while (!kv_.grow(s.blocks, static_cast<int64_t>(s.n_cached) + n_new)) {
+      sched_seq* victim = running_.back();
+      running_.pop_back();
+      preempt(*victim);
+      ++out.n_preempted;
+      if (victim == &s) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    push(out, s, n_new);
+    budget -= n_new;
+    ++i;
+  }
+}
+
+void scheduler::admit_waiting(scheduler_output& out, int64_t& budget, bool chunked) {
+  while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs && budget > 0) {
+    sched_seq& s = *waiting_.front();
+    const std::span<const int32_t> toks(*s.tokens);
+    const int32_t n_hit = kv_.probe(toks);
+    int32_t n_new = s.n_tokens() - n_hit;
+    if (chunked) {
+      n_new = static_cast<int32_t>(std::min<int64_t>(n_new, budget));
+    } else if (n_new > budget && !out.seqs.empty()) {
+      break;  // a whole prompt over the budget runs only alone
+    }
+    const int32_t got = kv_.admit(toks, n_hit + n_new, s.blocks, s.prefix);
+    if (got < 0) break;  // not enough blocks: FIFO, wait for running requests
+    s.n_cached = got;
+    waiting_.pop_front();
+    s.where = sched_seq::state::running;
+    running_.push_back(&s);
+    push(out, s, n_new);
+    budget -= n_new;
+  }
+}
+
+scheduler_output scheduler::schedule() {
+  scheduler_output out;
+  int64_t budget = cfg_.max_num_batched_tokens;
+  if (cfg_.enable_chunked_prefill) {
+    schedule_running(out, budget, true);
+    if (out.n_preempted == 0) admit_waiting(out, budget, true);
+    return out;
+  }
+  // Prefill or decode step.
+  const bool can_admit = !waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs;
+  if (can_admit && (running_.empty() || prefill_in_row_ < cfg_.max_prefill_steps_in_row)) {
+    const bool delays_decodes = !running_.empty();
+    admit_waiting(out, budget, false);
+    if (!out.seqs.empty()) {
+      if (delays_decodes) ++prefill_in_row_;
+      return out;
+    }
+  }
+  prefill_in_row_ = 0;
+  schedule_running(out, budget, false);
+  return out;
+}
+
+void scheduler::on_step_done(const scheduler_output& out) {
+  for (const auto& q : out.seqs) {
+    sched_seq& s = *q.seq;
+    if (s.where != sched_seq::state::running) continue;
+    s.n_cached = q.n_past + q.n_new;
+    kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix);
+  }
+}
+
+void scheduler::finish(sched_seq& s) {
+  if (s.where == sched_seq::state::running) {
+    running_.erase(std::find(running_.begin(), running_.end(), &s));
+  } else if (s.where == sched_seq::state::waiting) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &s));
+  }
+  kv_.free(s.blocks, s.prefix);
+  s.where = sched_seq::state::finished;
+}
+
+}  // namespace spate

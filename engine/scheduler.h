@@ -1,0 +1,134 @@
+// Request scheduler: vLLM-style waiting and running queues over the KV block
+// manager. Each step it picks which sequences run and how many new tokens each
+// brings, within a token budget (max_num_batched_tokens) and a sequence cap
+// (max_num_seqs), allocating KV blocks and preempting (recompute) the newest
+// running requests when blocks run out.
+//
+// Two step shapes:
+//  - chunked prefill on: mixed steps. Running requests first (decodes and
+//    unfinished prompt chunks, in admission order), then new requests from the
+//    waiting queue with the remaining budget; a prompt is split into chunks of
+//    at most the remaining budget.
+//  - chunked prefill off: each step is either a prefill step (only requests
+//    admitted now, whole prompts) or a decode step (one token per running
+//    request). Prefill steps run while requests wait, at most
+//    max_prefill_steps_in_row in a row while decodes wait.
+// A prompt longer than the budget still runs when it is alone in its step.
+//
+// A request joins at the first step after it is added; preempted requests
+// return to the front of the waiting queue with their blocks freed and are
+// recomputed later (their tokens, prompt and generated, are prefilled again;
+// the owner keeps the sampler state, so the output is unchanged).
+//
+// Thread-safety: none; only the engine thread uses it. The scheduler never
+// owns sched_seq objects: the caller keeps them alive until finish().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/buckets.h"
+#include "engine/forward_batch.h"
+#include "engine/kv_block_manager.h"
+
+namespace spate {
+
+struct scheduler_config {
+  int32_t max_num_seqs = 256;             // running sequences at most
+  int32_t max_num_batched_tokens = 8192;  // new tokens per step (budget)
+  int32_t max_model_len = 2048;           // prompt + max_tokens at most
+  bool enable_chunked_prefill = false;
+  int32_t max_prefill_steps_in_row = 2;   // prefill steps that may delay running decodes
+};
+
+// The scheduler's view of one request. tokens points at the owner's vector
+// (prompt then generated), which grows by one after each sampling step.
+struct sched_seq {
+  sched_seq(int64_t id_, const std::vector<int32_t>* tokens_, block_pool& pool) : id(id_), tokens(tokens_), blocks(pool) {}
+  int64_t id;
+  const std::vector<int32_t>* tokens;
+  int32_t n_cached = 0;    // positions whose KV is computed
+  block_table blocks;
+  prefix_state prefix;
+  int32_t n_preemptions = 0;
+  enum class state { none, waiting, running, finished } where = state::none;
+
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens->size()); }
+};
+
+struct scheduled_seq {
+  sched_seq* seq = nullptr;
+  int32_t n_past = 0;   // positions already cached before this step
+  int32_t n_new = 0;    // tokens computed this step
+  bool samples = false; // the step reaches the last token: sample the next one
+};
+
+struct scheduler_output {
+  std::vector<scheduled_seq> seqs;
+  int64_t n_tokens = 0;       // sum of n_new
+  int32_t n_prefill_seqs = 0; // seqs with n_new > 1 or not sampling
+  bool prefill_step = false;  // any prefill work in the step
+  int32_t n_preempted = 0;    // requests preempted while scheduling this step
+  // Filled by the engine: the bucket the step is padded to (none: beyond the
+  // largest, runs unpadded) and the padding waste in tokens (padded - real).
+  std::optional<bucket> padded_to;
+  int64_t n_padding_tokens = 0;
+  int32_t n_logit_rows() const {
+    int32_t n = 0;
+    for (const auto& s : seqs) n += s.samples;
+    return n;
+  }
+  // The forward batch for the model runner; spans point into the sequences.
+  forward_batch to_batch() const;
+};
+
+class scheduler {
+ public:
+  scheduler(const scheduler_config& cfg, kv_block_manager& kv);
+
+  const scheduler_config& config() const { return cfg_; }
+
+  // "" when a request of n_prompt tokens generating up to max_tokens can ever
+  // run (fits max_model_len and the whole KV cache), else the reason.
+  std::string check_admissible(int32_t n_prompt, int32_t max_tokens) const;
+
+  // Queues s at the back of the waiting queue. Precondition: s.where == none,
+  // s holds no blocks, s.n_cached == 0, check_admissible passed.
+  void add(sched_seq& s);
+
+  // Plans the next step. Output may be empty (nothing to run).
+  scheduler_output schedule();
+
+  // After the forward of out: marks the computed positions cached and
+  // registers full blocks in the prefix cache. Call before sampling appends.
+  void on_step_done(const scheduler_output& out);
+
+  // Removes s from its queue and frees its blocks (cached blocks stay
+  // reusable). Idempotent.
+  void finish(sched_seq& s);
+
+  int32_t n_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t n_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  sched_seq* front_waiting() const { return waiting_.empty() ? nullptr : waiting_.front(); }
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  int64_t n_preemptions() const { return n_preemptions_; }
+
+ private:
+  void preempt(sched_seq& s);
+  // Admits waiting requests into out while budget and blocks allow.
+  void admit_waiting(scheduler_output& out, int64_t& budget, bool chunked);
+  void schedule_running(scheduler_output& out, int64_t& budget, bool chunked);
+  void push(scheduler_output& out, sched_seq& s, int32_t n_new);
+
+  scheduler_config cfg_;
+  kv_block_manager& kv_;
+  std::deque<sched_seq*> waiting_;
+  std::vector<sched_seq*> running_;  // admission order; preemption takes from the back
+  int32_t prefill_in_row_ = 0;
+  int64_t n_preemptions_ = 0;
+};
+
+}  // namespace spate

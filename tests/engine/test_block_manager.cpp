@@ -1,0 +1,222 @@
+// Block pool and KV block manager: refcounts, prefix caching, LRU eviction,
+// all-or-nothing allocation. No model needed.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "engine/kv_block_manager.h"
+
+namespace spate {
+namespace {
+
+std::vector<int32_t> iota_tokens(int32_t n, int32_t start = 100) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), start);
+  return v;
+}
+
+TEST(BlockPool, AllocatesInOrderAndFreesByRefcount) {
+  block_pool p(4);
+  EXPECT_EQ(p.n_free(), 4);
+  EXPECT_EQ(*p.allocate(), 0);
+  EXPECT_EQ(*p.allocate(), 1);
+  p.retain(1);
+  p.release(1);
+  EXPECT_EQ(p.ref_count(1), 1);
+  EXPECT_EQ(p.n_free(), 2);
+  p.release(1);
+  p.release(0);
+  EXPECT_EQ(p.n_free(), 4);
+}
+
+TEST(BlockPool, BlockTableReleasesOnDestruction) {
+  block_pool p(8);
+  {
+    block_table t(p);
+    EXPECT_TRUE(t.grow_to(33, 16));
+    EXPECT_EQ(t.n_blocks(), 3);
+    EXPECT_EQ(p.n_free(), 5);
+    block_table moved(std::move(t));
+    EXPECT_EQ(t.n_blocks(), 0);
+    EXPECT_EQ(moved.n_blocks(), 3);
+  }
+  EXPECT_EQ(p.n_free(), 8);
+}
+
+TEST(KvBlockManager, ReusesTheLongestCachedPrefix) {
+  kv_block_manager m(16, 4, true);
+  const auto a = iota_tokens(10);
+  block_table ta(m.pool());
+  prefix_state sa;
+  EXPECT_EQ(m.admit(a, 10, ta, sa), 0);
+  EXPECT_EQ(ta.n_blocks(), 3);
+  m.commit(a, 10, ta, sa);  // blocks 0 and 1 are full
+  EXPECT_EQ(m.pool().n_cached(), 2);
+
+  // Same first 8 tokens, then different: two blocks shared.
+  auto b = a;
+  b[9] = 7;
+  block_table tb(m.pool());
+  prefix_state sb;
+  EXPECT_EQ(m.probe(b), 8);
+  EXPECT_EQ(m.admit(b, 10, tb, sb), 8);
+  EXPECT_EQ(tb.ids()[0], ta.ids()[0]);
+  EXPECT_EQ(tb.ids()[1], ta.ids()[1]);
+  EXPECT_NE(tb.ids()[2], ta.ids()[2]);
+  EXPECT_EQ(m.pool().ref_count(ta.ids()[0]), 2);
+  EXPECT_EQ(m.stats().n_query_tokens, 20);
+  EXPECT_EQ(m.stats().n_hit_tokens, 8);
+
+  m.free(ta, sa);
+  m.free(tb, sb);
+  EXPECT_EQ(m.n_free_blocks(), 16);
+}
+
+TEST(KvBlockManager, AlwaysLeavesTheLastTokenToCompute) {
+  kv_block_manager m(16, 4, true);
+  const auto a = iota_tokens(8);  // exactly two blocks
+  block_table ta(m.pool());
+  prefix_state sa;
+  ASSERT_EQ(m.admit(a, 8, ta, sa), 0);
+  m.commit(a, 8, ta, sa);
+  m.free(ta, sa);
+  block_table tb(m.pool());
+  prefix_state sb;
+  EXPECT_EQ(m.admit(a, 8, tb, sb), 4);  // the block holding token 7 is recomputed
+  EXPECT_EQ(tb.n_blocks(), 2);
+  m.free(tb, sb);
+  EXPECT_EQ(m.n_free_blocks(), 16);
+}
+
+TEST(KvBlockManager, PrefixIsKeyedByItsWholeHistory) {
+  kv_block_manager m(16, 4, true);
+  auto a = iota_tokens(9);
+  block_table ta(m.pool());
+  prefix_state sa;
+  m.admit(a, 9, ta, sa);
+  m.commit(a, 9, ta, sa);
+  // Same second block, different first block: no hit at all.
+  auto b = a;
+  b[0] = 1;
+  EXPECT_EQ(m.probe(b), 0);
+  m.free(ta, sa);
+}
+
+TEST(KvBlockManager, FreedCachedBlocksAreEvictedLruOnlyWhenNeeded) {
+  kv_block_manager m(4, 4, true);
+  const auto a = iota_tokens(9, 0);
+  const auto b = iota_tokens(9, 1000);
+  {
+    block_table t(m.pool());
+    prefix_state s;
+    m.admit(a, 9, t, s);
+    m.commit(a, 9, t, s);
+    m.free(t, s);
+  }
+  EXPECT_EQ(m.n_free_blocks(), 4);
+  EXPECT_EQ(m.pool().n_evictable(), 2);
+  EXPECT_EQ(m.probe(a), 8);
+  {
+    // b needs 3 blocks: 2 plain free ones, then the least recently released cached one.
+    block_table t(m.pool());
+    prefix_state s;
+    ASSERT_EQ(m.admit(b, 9, t, s), 0);
+    EXPECT_EQ(m.pool().n_evictable(), 1);
+    // Released last block first, so a's second block was evicted and its first survives.
+    EXPECT_EQ(m.probe(a), 4);
+    m.free(t, s);
+  }
+  EXPECT_EQ(m.n_free_blocks(), 4);
+}
+
+TEST(KvBlockManager, AdmissionIsAllOrNothing) {
+  kv_block_manager m(3, 4, true);
+  const auto a = iota_tokens(9);
+  block_table hold(m.pool());
+  ASSERT_TRUE(m.grow(hold, 4));  // one block taken elsewhere
+  block_table t(m.pool());
+  prefix_state s;
+  EXPECT_EQ(m.admit(a, 9, t, s), -1);  // needs 3, 2 available
+  EXPECT_EQ(t.n_blocks(), 0);
+  EXPECT_EQ(m.n_free_blocks(), 2);
+  EXPECT_EQ(m.stats().n_query_tokens, 0);
+  EXPECT_FALSE(m.grow(hold, 16));  // needs 3 more
+  EXPECT_EQ(hold.n_blocks(), 1);
+  EXPECT_TRUE(m.grow(hold, 12));
+  EXPECT_EQ(m.n_free_blocks(), 0);
+}
+
+TEST(KvBlockManager, RevivingEvictableBlocksCountsAgainstFreeSpace) {
+  kv_block_manager m(3, 4, true);
+  const auto a = iota_tokens(9);
+  {
+    block_table t(m.pool());
+    prefix_state s;
+    m.admit(a, 9, t, s);
+    m.commit(a, 9, t, s);
+    m.free(t, s);
+  }
+  block_table hold(m.pool());
+  ASSERT_TRUE(m.grow(hold, 4));  // takes the plain free block
+  // a would reuse its 2 evictable blocks and need 1 more, which does not exist.
+  block_table t(m.pool());
+  prefix_state s;
+  EXPECT_EQ(m.admit(a, 9, t, s), -1);
+  hold.clear();
+  EXPECT_EQ(m.admit(a, 9, t, s), 8);
+  m.free(t, s);
+  EXPECT_EQ(m.n_free_blocks(), 3);
+}
+
+TEST(KvBlockManager, DuplicateContentStaysPrivateAndIsFreed) {
+  kv_block_manager m(8, 4, true);
+  const auto a = iota_tokens(9);
+  block_table t1(m.pool()), t2(m.pool());
+  prefix_state s1, s2;
+  ASSERT_EQ(m.admit(a, 9, t1, s1), 0);
+  ASSERT_EQ(m.admit(a, 9, t2, s2), 0);  // nothing committed yet: computed twice
+  m.commit(a, 9, t1, s1);
+  m.commit(a, 9, t2, s2);
+  EXPECT_EQ(m.pool().n_cached(), 2);
+  m.free(t1, s1);
+  m.free(t2, s2);
+  EXPECT_EQ(m.n_free_blocks(), 8);
+  EXPECT_EQ(m.pool().n_evictable(), 2);
+}
+
+TEST(KvBlockManager, DisabledCachingNeverHits) {
+  kv_block_manager m(8, 4, false);
+  const auto a = iota_tokens(9);
+  block_table t(m.pool());
+  prefix_state s;
+  m.admit(a, 9, t, s);
+  m.commit(a, 9, t, s);
+  m.free(t, s);
+  EXPECT_EQ(m.probe(a), 0);
+  EXPECT_EQ(m.pool().n_evictable(), 0);
+  EXPECT_EQ(m.stats().n_query_tokens, 0);
+}
+
+TEST(KvBlockManager, IncrementalCommitChainsKeys) {
+  kv_block_manager m(8, 4, true);
+  std::vector<int32_t> toks = iota_tokens(5);
+  block_table t(m.pool());
+  prefix_state s;
+  m.admit(toks, 5, t, s);
+  m.commit(toks, 5, t, s);
+  // Decode 4 more tokens one by one.
+  for (int i = 0; i < 4; ++i) {
+    toks.push_back(500 + i);
+    ASSERT_TRUE(m.grow(t, static_cast<int64_t>(toks.size())));
+    m.commit(toks, static_cast<int32_t>(toks.size()), t, s);
+  }
+  EXPECT_EQ(s.n_committed_blocks, 2);
+  auto probe = toks;
+  probe.push_back(1);
+  EXPECT_EQ(m.probe(probe), 8);
+  m.free(t, s);
+}
+
+}  // namespace
+}  // namespace spate
