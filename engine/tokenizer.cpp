@@ -356,7 +356,7 @@ void tokenizer::impl::build(vocab_spec& spec) {
     type[i] = (t >= 1 && t <= 6) ? static_cast<token_type>(t) : token_type::undefined;
   }
   for (int32_t i = 0; i < n_vocab; ++i) {
-    // An empty string can never be matched or produced; give it a unique placeholder (as llama.cpp).
+    // An empty string can never be matched or produced; give it a unique stand-in text (as llama.cpp).
     if (text[i].empty()) text[i] = "[EMPTY_" + std::to_string(i) + "]";
   }
   to_id.reserve(text.size() * 2);

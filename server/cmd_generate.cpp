@@ -177,6 +177,12 @@ int run_generate(int argc, char** argv) {
     std::cerr << "spate generate: " << e.what() << "\n";
     return 1;
   }
+  if (mo.max_model_len > model->config.n_ctx_train) {
+    // As vLLM: a length beyond what the model was trained for is refused, not silently accepted.
+    std::cerr << "spate generate: --max-model-len " << mo.max_model_len << " is greater than the model's context length "
+              << model->config.n_ctx_train << "\n";
+    return 2;
+  }
   const int32_t max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
 
   std::vector<offline_request> requests;

@@ -333,6 +333,12 @@ def test_prompt_plus_max_tokens_over_max_model_len():
 
 
 @needs_model
+@needs_model
+def test_max_model_len_beyond_the_model_context_is_refused():
+    p = generate([{"prompt": "hi"}], "--max-model-len", "100000000")
+    assert_fails_with(p, "--max-model-len 100000000 is greater than the model's context length 8192")
+
+
 def test_request_that_exactly_fills_max_model_len_runs():
     out = output_lines(generate([{"prompt": "hello there", "max_tokens": 62, "ignore_eos": True,
                                   "temperature": 0}], "--max-model-len", "64"))
