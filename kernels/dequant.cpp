@@ -13,6 +13,26 @@ namespace {
 template <class Block>
 const Block* blocks(const void* src) { return static_cast<const Block*>(src); }
 
+
+// Q4_K and Q5_K share the super-block layout: 8 sub-blocks of 32, each with a
+// 6-bit scale and min; quant(blk, e) returns element e's unsigned quant.
+template <typename Block, typename Quant>
+void dequant_k4(const void* src, float* dst, int64_t nb, Quant quant) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const auto& blk = blocks<Block>(src)[b];
+    const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+    for (int s = 0; s < 8; ++s) {
+      int sc = 0, mn = 0;
+      unpack_k4_scale_min(blk.scales, s, sc, mn);
+      const float ds = d * float(sc), ms = dmin * float(mn);
+      for (int l = 0; l < 32; ++l) {
+        const int e = 32 * s + l;
+        dst[b * qk_k + e] = ds * float(quant(blk, e)) - ms;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
@@ -71,34 +91,10 @@ void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
       }
       return;
     case ggml_type::q4_k:
-      for (int64_t b = 0; b < nb; ++b) {
-        const auto& blk = blocks<block_q4_k>(src)[b];
-        const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
-        for (int s = 0; s < 8; ++s) {
-          int sc = 0, mn = 0;
-          unpack_k4_scale_min(blk.scales, s, sc, mn);
-          const float ds = d * float(sc), ms = dmin * float(mn);
-          for (int l = 0; l < 32; ++l) {
-            const int e = 32 * s + l;
-            dst[b * qk_k + e] = ds * float(q4_k_quant(blk, e)) - ms;
-          }
-        }
-      }
+      dequant_k4<block_q4_k>(src, dst, nb, [](const block_q4_k& blk, int e) { return q4_k_quant(blk, e); });
       return;
     case ggml_type::q5_k:
-      for (int64_t b = 0; b < nb; ++b) {
-        const auto& blk = blocks<block_q5_k>(src)[b];
-        const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
-        for (int s = 0; s < 8; ++s) {
-          int sc = 0, mn = 0;
-          unpack_k4_scale_min(blk.scales, s, sc, mn);
-          const float ds = d * float(sc), ms = dmin * float(mn);
-          for (int l = 0; l < 32; ++l) {
-            const int e = 32 * s + l;
-            dst[b * qk_k + e] = ds * float(q5_k_quant(blk, e)) - ms;
-          }
-        }
-      }
+      dequant_k4<block_q5_k>(src, dst, nb, [](const block_q5_k& blk, int e) { return q5_k_quant(blk, e); });
       return;
     case ggml_type::q6_k:
       for (int64_t b = 0; b < nb; ++b) {
