@@ -21,13 +21,15 @@ struct bucket_range {
   int32_t max = 1;
 };
 
-// Defaults sized for a small CPU host (2 cores): warmup stays well under a
-// second with the default model; larger steps run unpadded.
+// Defaults sized for a small CPU host (2 cores): 15 prompt buckets (up to
+// 2 x 256 tokens) and 60 decode buckets (up to 16 sequences over 128 blocks);
+// warmup takes a few seconds with the default model. Larger steps run
+// unpadded (logged once).
 struct bucket_config {
   bucket_range prompt_bs{1, 2, 2};
-  bucket_range prompt_seq{32, 32, 64};
-  bucket_range decode_bs{1, 4, 8};
-  bucket_range decode_block{4, 16, 32};
+  bucket_range prompt_seq{32, 64, 256};
+  bucket_range decode_bs{1, 4, 16};
+  bucket_range decode_block{4, 16, 128};
 };
 
 struct bucket {

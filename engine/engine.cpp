@@ -161,9 +161,15 @@ submit_result engine::submit(engine_request r) {
       }
     }
     // check_admissible reads only immutable configuration: safe off the engine thread.
-    if (res.error.empty()) res.error = sched_.check_admissible(n_prompt, *r.params.max_tokens);
+    if (res.error.empty()) {
+      res.error = sched_.check_admissible(n_prompt, *r.params.max_tokens);
+      if (!res.error.empty()) res.why = submit_result::refusal::context_length;
+    } else {
+      res.why = submit_result::refusal::invalid;
+    }
   }
   if (!res.error.empty()) {
+    if (res.why == submit_result::refusal::none) res.why = submit_result::refusal::invalid;
     std::lock_guard lk(mu_);
     ++shared_stats_.n_rejected;
     return res;
@@ -176,9 +182,12 @@ submit_result engine::submit(engine_request r) {
   // request_state only stores a pointer to the pool; blocks are taken on the engine thread.
   st->submitted = clock_type::now();
   std::lock_guard lk(mu_);
-  if (stop_) res.error = "the engine is stopped";
-  else if (n_queued_ >= cfg_.max_queued_requests) {
+  if (stop_) {
+    res.error = "the engine is stopped";
+    res.why = submit_result::refusal::stopped;
+  } else if (n_queued_ >= cfg_.max_queued_requests) {
     res.error = "too many queued requests (" + std::to_string(cfg_.max_queued_requests) + "); try again later";
+    res.why = submit_result::refusal::queue_full;
   }
   if (!res.error.empty()) {
     ++shared_stats_.n_rejected;
@@ -343,6 +352,7 @@ void engine::step() {
     ev.type = engine_event::kind::tokens;
     ev.request_id = r.seq.id();
     ev.token_ids.push_back(res.token);
+    if (r.seq.params().logprobs) ev.logprobs.push_back({res.token, res.logprob, res.top_logprobs});
     ev.text = std::move(delta);
     deliver(r.on_event, ev);
     if (r.seq.finished()) done.push_back(&r);

@@ -69,12 +69,22 @@ struct request_metrics {
   int32_t n_preemptions = 0;
 };
 
+// Per sampled token, when the request asked for logprobs: the token's
+// log-probability and the n most likely alternatives (sampler.h defines the
+// distribution).
+struct token_logprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
 struct engine_event {
   enum class kind { tokens, finished, error };
   kind type = kind::tokens;
   int64_t request_id = 0;
   std::vector<int32_t> token_ids;  // tokens: the new token(s) of this step
   std::string text;                // tokens: text delta (may be empty while held back)
+  std::vector<token_logprob> logprobs;  // tokens: one per token id when requested, else empty
   finish_reason reason = finish_reason::none;  // finished
   request_usage usage;             // finished and error
   request_metrics metrics;         // finished
@@ -91,8 +101,11 @@ struct engine_request {
 };
 
 struct submit_result {
+  // Why a request was refused, so a server can pick the status code.
+  enum class refusal { none, invalid, context_length, queue_full, stopped };
   int64_t id = -1;     // >= 0 when accepted
   std::string error;   // why not, when id < 0
+  refusal why = refusal::none;
   bool ok() const { return id >= 0; }
 };
 

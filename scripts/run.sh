@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: installs dependencies, fetches the default
-# model, builds, and runs `spate generate` (offline batched inference) on the
-# example prompts. Extra arguments go to `spate generate`.
+# model, builds, and runs `spate serve` (the OpenAI-compatible server) on it
+# until stopped (Ctrl-C / SIGTERM drains and exits 0). Extra arguments go to
+# `spate serve`, e.g. --port 8000 --api-key KEY.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 MODEL="$(bash scripts/fetch-model.sh)"
 bash scripts/build.sh
-./build/spate generate --model "$MODEL" "$@" < scripts/example-prompts.jsonl
+exec ./build/spate serve --model "$MODEL" --served-model-name SmolLM2-135M-Instruct "$@"

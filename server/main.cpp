@@ -11,6 +11,7 @@ void print_usage() {
   std::fprintf(stderr,
                "usage: spate <command> [options]\n"
                "commands:\n"
+               "  serve      the OpenAI-compatible HTTP/WebSocket server\n"
                "  generate   offline batched inference: JSONL prompts on stdin, JSONL results on stdout\n"
                "  tokenize   print the token ids of stdin as a JSON array\n"
                "  version    print the version\n"
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string cmd = argv[1];
+  if (cmd == "serve") return spate::cli::run_serve(argc - 1, argv + 1);
   if (cmd == "generate") return spate::cli::run_generate(argc - 1, argv + 1);
   if (cmd == "tokenize") return spate::cli::run_tokenize(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") return spate::cli::run_version(argc - 1, argv + 1);

@@ -1,0 +1,17 @@
+// POST /v1/completions, /v1/chat/completions and /v1/responses: streaming
+// (SSE) and non-streaming. The request is parsed and validated before anything
+// is submitted; every refusal (400/404/429/503) is decided before a stream
+// header is sent. A client that disconnects cancels its engine requests.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include "server/http_io.h"
+#include "server/openai_request.h"
+#include "server/server_context.h"
+
+namespace spate {
+
+boost::asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, http_io& io, api::endpoint kind);
+
+}  // namespace spate

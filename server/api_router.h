@@ -1,0 +1,41 @@
+// Routing of one HTTP request to its handler, authentication, and the helpers
+// every handler shares (OpenAI-shaped error responses, JSON responses, the
+// access log). Stream-type independent: handlers talk to http_io.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/http_io.h"
+#include "server/server_context.h"
+
+namespace spate {
+
+// Dispatches ex.req (complete, body read) and writes exactly one response
+// through io. Throws only when the client is gone (write failure).
+boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_exchange& ex, http_io& io);
+
+// A WebSocket upgrade request: the denial response (wrong route, missing API
+// key, draining), or nullopt when the upgrade may proceed.
+std::optional<http::response<http::string_body>> check_ws_upgrade(server_context& ctx, http_exchange& ex);
+
+// {"error": {"message", "type", "param", "code"}} with the given status. The
+// type follows OpenAI: invalid_request_error (4xx), authentication_error (401),
+// not_found_error (404), server_error (5xx).
+http::response<http::string_body> make_error_response(http::status st, std::string_view message, std::string_view code,
+                                                      unsigned version, std::string_view param = {});
+http::response<http::string_body> make_json_response(http::status st, std::string body, unsigned version);
+
+// True when the Authorization header carries one of the API keys (constant-time
+// comparison), or no key is configured.
+bool authorized(const server_context& ctx, const http::request<http::string_body>& req);
+
+// X-Request-Id values we echo: 1..128 printable ASCII characters.
+bool is_sane_request_id(std::string_view v);
+
+// One access-log line per request (logger "access").
+void log_access(const server_context& ctx, const http_exchange& ex);
+
+}  // namespace spate

@@ -1,0 +1,91 @@
+#include "server/api_tokenize.h"
+
+#include <boost/json.hpp>
+
+#include "engine/model_loader.h"
+#include "server/api_router.h"
+#include "server/chat_template.h"
+#include "server/openai_request.h"
+
+namespace spate {
+
+namespace json = boost::json;
+
+namespace {
+
+http::response<http::string_body> error_response(const api::api_error& e, unsigned version) {
+  return make_error_response(static_cast<http::status>(e.status), e.message, e.code, version, e.param);
+}
+
+std::optional<api::api_error> check_model(const server_context& ctx, const std::string& model) {
+  if (model.empty() || model == ctx.served_model_name) return std::nullopt;
+  api::api_error e;
+  e.status = 404;
+  e.type = "not_found_error";
+  e.message = "The model '" + model + "' does not exist";
+  e.param = "model";
+  e.code = "model_not_found";
+  return e;
+}
+
+}  // namespace
+
+boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange& ex, http_io& io, bool tokenize) {
+  const unsigned v = ex.req.version();
+  const tokenizer& tok = *ctx.model.tok;
+  json::object out;
+  if (tokenize) {
+    api::tokenize_request r;
+    auto err = api::parse_tokenize(ex.req.body(), r);
+    if (!err) err = check_model(ctx, r.model);
+    std::string text;
+    std::vector<int32_t> ids;
+    if (!err) {
+      if (r.prompt) {
+        text = *r.prompt;
+        ids = tok.encode(text, r.add_special_tokens, /*parse_special=*/true);
+      } else if (!ctx.tmpl) {
+        err = api::api_error{400, "this model has no chat template", "invalid_request_error", "messages", "chat_template_missing"};
+      } else {
+        chat_template_options o;
+        o.add_generation_prompt = r.add_generation_prompt;
+        try {
+          text = ctx.tmpl->render(r.messages, o);
+          ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
+        } catch (const std::exception& e) {
+          err = api::api_error{400, std::string("chat template error: ") + e.what(), "invalid_request_error", "messages", "chat_template_error"};
+        }
+      }
+    }
+    if (err) {
+      co_await io.write_response(ex, error_response(*err, v));
+      co_return;
+    }
+    json::array arr;
+    for (int32_t t : ids) arr.push_back(t);
+    out["count"] = static_cast<int64_t>(ids.size());
+    out["max_model_len"] = ctx.max_model_len;
+    out["tokens"] = std::move(arr);
+  } else {
+    api::detokenize_request r;
+    auto err = api::parse_detokenize(ex.req.body(), r);
+    if (!err) err = check_model(ctx, r.model);
+    if (!err) {
+      for (size_t i = 0; i < r.tokens.size(); ++i) {
+        if (r.tokens[i] < 0 || r.tokens[i] >= tok.n_vocab()) {
+          err = api::api_error{400, "token id " + std::to_string(r.tokens[i]) + " is outside the vocabulary [0, " + std::to_string(tok.n_vocab()) + ")",
+                               "invalid_request_error", "tokens[" + std::to_string(i) + "]", ""};
+          break;
+        }
+      }
+    }
+    if (err) {
+      co_await io.write_response(ex, error_response(*err, v));
+      co_return;
+    }
+    out["prompt"] = utf8::sanitize(tok.decode(r.tokens, /*skip_special=*/false));
+  }
+  co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(out), v));
+}
+
+}  // namespace spate

@@ -1,0 +1,122 @@
+#include "server/http_listener.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/ssl.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/http_session.h"
+
+namespace spate {
+
+namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+std::unique_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
+  auto c = std::make_unique<ssl::context>(ssl::context::tls_server);
+  c->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                 ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  c->use_certificate_chain_file(o.ssl_certfile, ec);
+  if (ec) throw std::runtime_error("--ssl-certfile " + o.ssl_certfile + ": " + ec.message());
+  c->use_private_key_file(o.ssl_keyfile, ssl::context::pem, ec);
+  if (ec) throw std::runtime_error("--ssl-keyfile " + o.ssl_keyfile + ": " + ec.message());
+  return c;
+}
+
+// Counts the connection for --max-connections while it lives.
+struct connection_slot {
+  explicit connection_slot(server_context& c) : ctx(c) { ctx.n_connections.fetch_add(1); }
+  ~connection_slot() { ctx.n_connections.fetch_sub(1); }
+  server_context& ctx;
+};
+
+asio::awaitable<void> serve_plain(server_context& ctx, tcp::socket sock) {
+  connection_slot slot(ctx);
+  co_await run_http_session(ctx, beast::tcp_stream(std::move(sock)));
+}
+
+asio::awaitable<void> serve_tls(server_context& ctx, ssl::context& tls, tcp::socket sock) {
+  connection_slot slot(ctx);
+  beast::ssl_stream<beast::tcp_stream> s(std::move(sock), tls);
+  beast::get_lowest_layer(s).expires_after(seconds_to_duration(ctx.opts.header_timeout_s));
+  boost::system::error_code ec;
+  co_await s.async_handshake(ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    spdlog::debug("TLS handshake failed: {}", ec.message());
+    beast::get_lowest_layer(s).close();
+    co_return;
+  }
+  co_await run_http_session(ctx, std::move(s));
+}
+
+}  // namespace
+
+http_listener::http_listener(server_context& ctx) : ctx_(ctx), acceptor_(ioc_) {
+  if (!ctx.opts.ssl_certfile.empty()) ssl_ = make_tls_context(ctx.opts);
+}
+
+http_listener::~http_listener() { stop(); }
+
+void http_listener::listen() {
+  boost::system::error_code ec;
+  const auto addr = asio::ip::make_address(ctx_.opts.host, ec);
+  if (ec) throw std::runtime_error("--host '" + ctx_.opts.host + "' is not an IP address");
+  const tcp::endpoint ep(addr, static_cast<uint16_t>(ctx_.opts.port));
+  acceptor_.open(ep.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(ep, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw std::runtime_error("cannot listen on " + ctx_.opts.host + ":" + std::to_string(ctx_.opts.port) + ": " + ec.message());
+  port_ = acceptor_.local_endpoint().port();
+}
+
+void http_listener::start() {
+  asio::co_spawn(ioc_, accept_loop(), asio::detached);
+  for (int i = 0; i < ctx_.opts.n_io_threads; ++i) {
+    threads_.emplace_back([this] { ioc_.run(); });
+  }
+}
+
+asio::awaitable<void> http_listener::accept_loop() {
+  for (;;) {
+    auto strand = asio::make_strand(ioc_);
+    boost::system::error_code ec;
+    tcp::socket sock = co_await acceptor_.async_accept(strand, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+      spdlog::warn("accept failed: {}", ec.message());
+      continue;  // e.g. EMFILE: the next accept may succeed
+    }
+    if (ctx_.n_connections.load() >= ctx_.opts.max_connections) {
+      spdlog::warn("refusing a connection: --max-connections {} reached", ctx_.opts.max_connections);
+      sock.close(ec);
+      continue;
+    }
+    sock.set_option(tcp::no_delay(true), ec);
+    if (ssl_) {
+      asio::co_spawn(strand, serve_tls(ctx_, *ssl_, std::move(sock)), asio::detached);
+    } else {
+      asio::co_spawn(strand, serve_plain(ctx_, std::move(sock)), asio::detached);
+    }
+  }
+}
+
+void http_listener::stop_accepting() {
+  asio::post(ioc_, [this] {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+  });
+}
+
+void http_listener::stop() {
+  ioc_.stop();
+  for (auto& t : threads_) if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+}  // namespace spate

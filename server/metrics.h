@@ -1,0 +1,110 @@
+// Prometheus metrics of the server: counters, gauges and fixed-bucket
+// histograms, rendered in the text exposition format (version 0.0.4) for
+// GET /metrics. Names mirror vLLM's with the "spate:" prefix; every series
+// carries a model_name label (omitted when the name is empty).
+//
+// Thread-safety: every member function may be called from any thread at any
+// time (I/O threads, the engine thread in event callbacks, the scraper).
+// Recording is lock-free (relaxed atomics) and never blocks. A scrape is not an
+// atomic snapshot across series: a request finishing during a scrape may show
+// in one series and not yet in another. Within one histogram the _count always
+// equals the +Inf bucket; _sum may lag by the observations in flight.
+//
+// Series (seconds unless noted):
+//   gauges, set from engine_stats by update_from_engine() at scrape time:
+//     spate:num_requests_running, spate:num_requests_waiting,
+//     spate:kv_cache_usage_perc (0..1)
+//   counters from engine_stats (update_from_engine):
+//     spate:prefix_cache_queries_total, spate:prefix_cache_hits_total (tokens),
+//     spate:num_preemptions_total, spate:padding_waste_tokens_total (tokens),
+//     spate:engine_steps_total
+//   counters recorded by the server:
+//     spate:prompt_tokens_total, spate:generation_tokens_total   (observe_finished)
+//     spate:request_success_total{finished_reason="stop|length|abort"} (observe_finished)
+//     spate:request_cancelled_total    (count_cancelled: the client went away)
+//     spate:request_rejected_total{reason="invalid|context_length|queue_full|other"} (count_rejected)
+//     spate:request_errors_total       (count_error: the engine failed a request)
+//   histograms (observe_finished):
+//     spate:time_to_first_token_seconds, spate:inter_token_latency_seconds,
+//     spate:e2e_request_latency_seconds, spate:request_queue_time_seconds,
+//     spate:request_prompt_tokens, spate:request_generation_tokens (tokens)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spate {
+
+struct engine_stats;
+struct engine_event;
+
+// A histogram with fixed upper bounds (le) plus the implicit +Inf bucket.
+// observe() is lock-free; NaN observations are dropped.
+class histogram {
+ public:
+  // Precondition: upper_bounds finite and strictly increasing (checked; throws
+  // std::invalid_argument otherwise).
+  explicit histogram(std::vector<double> upper_bounds);
+
+  void observe(double v);
+
+  struct snapshot {
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf last (== count)
+    double sum = 0.0;
+    uint64_t count = 0;
+  };
+  snapshot snap() const;
+  const std::vector<double>& upper_bounds() const { return bounds_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // bounds_.size() + 1, not cumulative
+  std::atomic<double> sum_{0.0};
+};
+
+// Bucket bounds of the server's histograms (documented in metrics.cpp).
+const std::vector<double>& ttft_buckets_s();
+const std::vector<double>& itl_buckets_s();
+const std::vector<double>& request_latency_buckets_s();
+const std::vector<double>& token_count_buckets();
+
+class server_metrics {
+ public:
+  explicit server_metrics(std::string model_name = "");
+  ~server_metrics();
+  server_metrics(const server_metrics&) = delete;
+  server_metrics& operator=(const server_metrics&) = delete;
+
+  // Sets the gauges and the engine-side counters from a stats snapshot
+  // (engine::stats()); call right before render_prometheus().
+  void update_from_engine(const engine_stats& s);
+
+  // Records a finished request (event type finished): its usage (prompt and
+  // generation tokens), its reason (stop, length or abort; an error reason is
+  // counted by count_error() instead) and its timings: queue time (when it was
+  // scheduled), TTFT (when it produced a token), every inter-token gap, and
+  // e2e_s, the server-side latency from receipt to finish in seconds.
+  void observe_finished(const engine_event& finished_event, double e2e_s);
+
+  // A request whose client went away before it finished (cancelled by the server).
+  void count_cancelled();
+  // A request refused before it reached the engine. reason is "invalid",
+  // "context_length" or "queue_full"; anything else is counted as "other".
+  void count_rejected(std::string_view reason);
+  // A request the engine failed (event type error).
+  void count_error();
+
+  // The text exposition format, one family per # HELP / # TYPE block.
+  std::string render_prometheus() const;
+
+ private:
+  struct state;
+  std::string model_name_;
+  std::unique_ptr<state> s_;
+};
+
+}  // namespace spate

@@ -1,0 +1,45 @@
+#include "server/serve_options.h"
+
+namespace spate::cli {
+
+namespace po = boost::program_options;
+
+void add_serve_options(po::options_description& desc, serve_options& o) {
+  desc.add_options()
+      ("host", po::value(&o.host)->default_value(o.host), "address to listen on")
+      ("port", po::value(&o.port)->default_value(o.port), "TCP port (0 = any free port)")
+      ("served-model-name", po::value(&o.served_model_name), "model name in the API (default: the GGUF file name without .gguf)")
+      ("api-key", po::value(&o.api_keys)->composing(), "require 'Authorization: Bearer KEY' on /v1 and tokenizer routes (repeatable)")
+      ("ssl-keyfile", po::value(&o.ssl_keyfile), "TLS private key (PEM); with --ssl-certfile serves HTTPS/WSS")
+      ("ssl-certfile", po::value(&o.ssl_certfile), "TLS certificate chain (PEM)")
+      ("chat-template", po::value(&o.chat_template_file), "Jinja chat template file overriding the model's")
+      ("io-threads", po::value(&o.n_io_threads)->default_value(o.n_io_threads), "threads running the network I/O")
+      ("max-body-bytes", po::value(&o.max_body_bytes)->default_value(o.max_body_bytes), "largest accepted request body (413 beyond)")
+      ("max-ws-message-bytes", po::value(&o.max_ws_message_bytes)->default_value(o.max_ws_message_bytes), "largest accepted WebSocket message")
+      ("max-connections", po::value(&o.max_connections)->default_value(o.max_connections), "open connections at most; more are closed at once")
+      ("header-timeout", po::value(&o.header_timeout_s)->default_value(o.header_timeout_s), "seconds from a request's first byte to its complete header")
+      ("body-timeout", po::value(&o.body_timeout_s)->default_value(o.body_timeout_s), "seconds to receive a request body")
+      ("idle-timeout", po::value(&o.idle_timeout_s)->default_value(o.idle_timeout_s), "seconds a keep-alive connection may wait for its next request")
+      ("write-timeout", po::value(&o.write_timeout_s)->default_value(o.write_timeout_s), "seconds one write may wait on a client that does not read")
+      ("sse-keepalive", po::value(&o.sse_keepalive_s)->default_value(o.sse_keepalive_s), "seconds without data before an SSE keep-alive comment")
+      ("shutdown-timeout", po::value(&o.shutdown_timeout_s)->default_value(o.shutdown_timeout_s), "seconds to drain requests in flight on shutdown");
+}
+
+std::string finish_serve_options(serve_options& o) {
+  if (o.port < 0 || o.port > 65535) return "--port must be in [0, 65535]";
+  if (o.ssl_keyfile.empty() != o.ssl_certfile.empty()) return "--ssl-keyfile and --ssl-certfile go together";
+  if (o.n_io_threads < 1 || o.n_io_threads > 64) return "--io-threads must be in [1, 64]";
+  if (o.max_body_bytes < 1024 || o.max_body_bytes > (1ull << 30)) return "--max-body-bytes must be in [1024, 1GiB]";
+  if (o.max_ws_message_bytes < 1024 || o.max_ws_message_bytes > (1ull << 30)) return "--max-ws-message-bytes must be in [1024, 1GiB]";
+  if (o.max_connections < 1) return "--max-connections must be >= 1";
+  for (auto [name, v] : {std::pair{"--header-timeout", o.header_timeout_s}, {"--body-timeout", o.body_timeout_s},
+                         {"--idle-timeout", o.idle_timeout_s}, {"--write-timeout", o.write_timeout_s},
+                         {"--sse-keepalive", o.sse_keepalive_s}}) {
+    if (!(v > 0 && v <= 86400)) return std::string(name) + " must be in (0, 86400] seconds";
+  }
+  if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) return "--shutdown-timeout must be in [0, 86400] seconds";
+  for (const auto& k : o.api_keys) if (k.empty()) return "--api-key must not be empty";
+  return "";
+}
+
+}  // namespace spate::cli

@@ -1,0 +1,41 @@
+// Options of `spate serve` beyond the model and engine options: the listener,
+// TLS, API keys, limits and timeouts. Read once from the command line into a
+// typed struct (flag names follow vLLM's where the concepts match).
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spate::cli {
+
+struct serve_options {
+  std::string host = "127.0.0.1";       // --host
+  int32_t port = 8000;                  // --port (0 = any free port; the chosen one is logged)
+  std::string served_model_name;        // --served-model-name; default: the model file's stem
+  std::vector<std::string> api_keys;    // --api-key (repeatable); empty = no authentication
+  std::string ssl_keyfile;              // --ssl-keyfile (PEM)
+  std::string ssl_certfile;             // --ssl-certfile (PEM)
+  std::string chat_template_file;       // --chat-template: overrides the model's template
+  int32_t n_io_threads = 2;             // --io-threads: threads of the I/O io_context
+  // Limits (all documented in the README):
+  uint64_t max_body_bytes = 8ull << 20;     // --max-body-bytes: request body; more -> 413
+  uint32_t max_header_bytes = 16u << 10;    // request line + headers; more -> 431
+  uint64_t max_ws_message_bytes = 8ull << 20;  // --max-ws-message-bytes: one WebSocket message
+  int32_t max_connections = 1024;          // --max-connections: open connections at most
+  // Timeouts, seconds:
+  double header_timeout_s = 10.0;       // --header-timeout: first byte -> complete header
+  double body_timeout_s = 30.0;         // --body-timeout: header -> complete body
+  double idle_timeout_s = 60.0;         // --idle-timeout: keep-alive connection with no request
+  double write_timeout_s = 30.0;        // --write-timeout: one write to a client that does not read
+  double sse_keepalive_s = 5.0;         // --sse-keepalive: comment line while no token was sent
+  double shutdown_timeout_s = 30.0;     // --shutdown-timeout: drain before in-flight requests are cancelled
+};
+
+void add_serve_options(boost::program_options::options_description& desc, serve_options& opts);
+
+// Validates the values. Returns "" or an error message.
+std::string finish_serve_options(serve_options& opts);
+
+}  // namespace spate::cli

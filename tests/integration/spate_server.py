@@ -1,0 +1,116 @@
+"""Starts a real `spate serve` on a loopback port for the integration tests.
+
+SPATE_BIN / SPATE_MODEL as in test_cli.py. Each server gets a free port, its
+log in a temporary file (printed when a test fails to start it), and is
+stopped with SIGTERM (then SIGKILL) at the end.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _default_model() -> Path:
+    cache = os.environ.get("SPATE_CACHE_DIR")
+    base = Path(cache) if cache else Path.home() / ".cache" / "spate"
+    return base / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+SPATE_BIN = Path(os.environ.get("SPATE_BIN") or REPO / "build" / "spate")
+SPATE_MODEL = Path(os.environ.get("SPATE_MODEL") or _default_model())
+MODEL_NAME = "smollm2"
+START_TIMEOUT = 300  # seconds to reach /ready (load + warmup on a busy 2-core machine)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SpateServer:
+    def __init__(self, *args, env=None, tls=None, api_key=None):
+        self.port = free_port()
+        self.tls = tls  # (certfile, keyfile) or None
+        self.api_key = api_key
+        self.log = tempfile.NamedTemporaryFile(prefix="spate-serve-", suffix=".log", delete=False)
+        cmd = [str(SPATE_BIN), "serve", "--model", str(SPATE_MODEL), "--host", "127.0.0.1", "--port", str(self.port),
+               "--served-model-name", MODEL_NAME, "--threads", "2", *map(str, args)]
+        if tls:
+            cmd += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
+        if api_key:
+            cmd += ["--api-key", api_key]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+        self.scheme = "https" if tls else "http"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return Path(self.log.name).read_text(errors="replace")
+
+    def wait_ready(self, ssl_context=None):
+        deadline = time.time() + START_TIMEOUT
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"spate serve exited with {self.proc.returncode}:\n{self.log_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(self.base_url + "/ready", timeout=2, context=ssl_context) as r:
+                    if r.status == 200:
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"spate serve not ready within {START_TIMEOUT}s:\n{self.log_text()[-4000:]}")
+
+    def metrics(self) -> dict:
+        """Parses /metrics into {name_with_labels: value}."""
+        with urllib.request.urlopen(self.base_url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+        return out
+
+    def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def post_json(base_url, path, body, headers=None, timeout=120, raw=None):
+    """POST returning (status, parsed JSON or text, headers)."""
+    data = raw if raw is not None else json.dumps(body).encode()
+    req = urllib.request.Request(base_url + path, data=data, method="POST",
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            payload = r.read()
+            status, hdrs = r.status, dict(r.headers)
+    except urllib.error.HTTPError as e:
+        payload = e.read()
+        status, hdrs = e.code, dict(e.headers)
+    try:
+        return status, json.loads(payload), hdrs
+    except ValueError:
+        return status, payload.decode(errors="replace"), hdrs
