@@ -49,6 +49,7 @@ boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange&
       } else {
         chat_template_options o;
         o.add_generation_prompt = r.add_generation_prompt;
+        o.extra_context = r.template_extra;
         try {
           text = ctx.tmpl->render(r.messages, o);
           ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);

@@ -41,6 +41,18 @@ std::optional<api::api_error> prepare_generation(const server_context& ctx, cons
     o.extra_context = r.template_extra;
     try {
       out.prompt_text = ctx.tmpl->render(r.messages, o);
+      if (r.continue_final_message) {
+        // As vLLM: cut the rendering right after the final assistant message's
+        // text, so the model continues it instead of starting a new turn.
+        const auto& last = r.messages.back().as_object();
+        const auto& content = last.at("content").as_string();
+        const auto pos = out.prompt_text.rfind(std::string_view(content.data(), content.size()));
+        if (content.empty() || pos == std::string::npos) {
+          return bad("continue_final_message: the chat template did not render the final message's content verbatim",
+                     "continue_final_message");
+        }
+        out.prompt_text.resize(pos + content.size());
+      }
     } catch (const chat_template_error& e) {
       return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
     } catch (const std::exception& e) {

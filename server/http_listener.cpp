@@ -3,10 +3,12 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/beast/ssl.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
-#include "server/http_session.h"
+#include "server/session_entry.h"
 
 namespace spate {
 
@@ -26,32 +28,6 @@ std::unique_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
   c->use_private_key_file(o.ssl_keyfile, ssl::context::pem, ec);
   if (ec) throw std::runtime_error("--ssl-keyfile " + o.ssl_keyfile + ": " + ec.message());
   return c;
-}
-
-// Counts the connection for --max-connections while it lives.
-struct connection_slot {
-  explicit connection_slot(server_context& c) : ctx(c) { ctx.n_connections.fetch_add(1); }
-  ~connection_slot() { ctx.n_connections.fetch_sub(1); }
-  server_context& ctx;
-};
-
-asio::awaitable<void> serve_plain(server_context& ctx, tcp::socket sock) {
-  connection_slot slot(ctx);
-  co_await run_http_session(ctx, beast::tcp_stream(std::move(sock)));
-}
-
-asio::awaitable<void> serve_tls(server_context& ctx, ssl::context& tls, tcp::socket sock) {
-  connection_slot slot(ctx);
-  beast::ssl_stream<beast::tcp_stream> s(std::move(sock), tls);
-  beast::get_lowest_layer(s).expires_after(seconds_to_duration(ctx.opts.header_timeout_s));
-  boost::system::error_code ec;
-  co_await s.async_handshake(ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    spdlog::debug("TLS handshake failed: {}", ec.message());
-    beast::get_lowest_layer(s).close();
-    co_return;
-  }
-  co_await run_http_session(ctx, std::move(s));
 }
 
 }  // namespace
@@ -99,9 +75,9 @@ asio::awaitable<void> http_listener::accept_loop() {
     }
     sock.set_option(tcp::no_delay(true), ec);
     if (ssl_) {
-      asio::co_spawn(strand, serve_tls(ctx_, *ssl_, std::move(sock)), asio::detached);
+      asio::co_spawn(strand, serve_tls_connection(ctx_, *ssl_, std::move(sock)), asio::detached);
     } else {
-      asio::co_spawn(strand, serve_plain(ctx_, std::move(sock)), asio::detached);
+      asio::co_spawn(strand, serve_plain_connection(ctx_, std::move(sock)), asio::detached);
     }
   }
 }
