@@ -131,16 +131,19 @@ void engine::warmup() {
     logits.resize(static_cast<size_t>(n_seqs) * static_cast<size_t>(model_.config.n_vocab));
     runner_.forward(b, logits.data());
   };
+  const auto n_total = static_cast<int32_t>(prompt_buckets_.size() + decode_buckets_.size());
   for (size_t i = 0; i < prompt_buckets_.size(); ++i) {
     const auto& b = prompt_buckets_[i];
     spdlog::info("[Warmup][Prompt][{}/{}] batch_size:{} seq_len:{}", i + 1, prompt_buckets_.size(), b.bs, b.len);
     run_dummy(b.bs, 0, b.len);
+    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(i + 1), n_total);
   }
   for (size_t i = 0; i < decode_buckets_.size(); ++i) {
     const auto& b = decode_buckets_[i];
     spdlog::info("[Warmup][Decode][{}/{}] batch_size:{} num_blocks:{}", i + 1, decode_buckets_.size(), b.bs, b.len);
     const int32_t blocks_per_seq = std::max(1, b.len / b.bs);
     run_dummy(b.bs, blocks_per_seq * bs - 1, 1);
+    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1), n_total);
   }
   spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets)",
                std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size());
@@ -232,12 +235,25 @@ void engine::thread_main() {
   for (;;) {
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !sched_.idle(); });
+      auto has_work = [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !sched_.idle(); };
+      if (cfg_.heartbeat_interval_us > 0 && cfg_.on_heartbeat) {
+        // Idle: wake up for the heartbeat only.
+        while (!has_work()) {
+          if (!cv_.wait_for(lk, std::chrono::microseconds(cfg_.heartbeat_interval_us), has_work)) {
+            lk.unlock();
+            cfg_.on_heartbeat();
+            lk.lock();
+          }
+        }
+      } else {
+        cv_.wait(lk, has_work);
+      }
       if (stop_) break;
     }
     drain_inbox();
     if (!sched_.idle()) step();
     publish_stats();
+    if (cfg_.on_heartbeat) cfg_.on_heartbeat();
   }
   // Every request still in flight (or in the inbox) finishes as aborted, and
   // its blocks return to the pool.

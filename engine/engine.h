@@ -54,6 +54,13 @@ struct engine_config {
   bucket_config buckets;
   bool skip_warmup = false;              // SPATE_SKIP_WARMUP, read by the CLI layer
   uint64_t seed = 0;                     // base of per-request seeds for requests without one
+  // Liveness hook (e.g. the systemd watchdog): called on the engine thread
+  // after every loop iteration, and at least every heartbeat_interval_us while
+  // idle. A wedged engine stops calling it. Must not block. 0 / empty: off.
+  int64_t heartbeat_interval_us = 0;
+  std::function<void()> on_heartbeat;
+  // Warmup progress (calling thread of start()): (buckets done, buckets total).
+  std::function<void(int32_t, int32_t)> on_warmup_progress;
 };
 
 struct request_usage {

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include "engine/byte_size.h"
@@ -28,7 +29,8 @@ void add_model_options(po::options_description& desc, model_options& o) {
       ("kv-cache-dtype", po::value(&o.kv_cache_dtype)->default_value("f16"), "KV cache element type: f16 or f32")
       ("max-model-len", po::value(&o.max_model_len)->default_value(0), "maximum tokens per sequence (0 = the model's context length)")
       ("seed", po::value(&o.seed)->default_value(0), "base seed for requests that do not set one")
-      ("log-level", po::value(&o.log_level)->default_value("info"), "trace, debug, info, warn, error");
+      ("log-level", po::value(&o.log_level)->default_value("info"), "trace, debug, info, warn, error")
+      ("log-format", po::value(&o.log_format)->default_value("text"), "text or json (one JSON object per line)");
 }
 
 kernels::kv_dtype parse_kv_dtype(const std::string& s) {
@@ -37,9 +39,44 @@ kernels::kv_dtype parse_kv_dtype(const std::string& s) {
   throw std::invalid_argument("--kv-cache-dtype must be f16 or f32, got '" + s + "'");
 }
 
+namespace {
+
+// %* : the log message as a JSON string body (quotes, backslashes and control
+// characters escaped), for --log-format json.
+class json_message_flag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr char hex[] = "0123456789abcdef";
+    for (char c : std::string_view(msg.payload.data(), msg.payload.size())) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        dest.push_back('\\');
+        dest.push_back(c);
+      } else if (u < 0x20) {
+        const char esc[] = {'\\', 'u', '0', '0', hex[u >> 4], hex[u & 15]};
+        dest.append(esc, esc + 6);
+      } else {
+        dest.push_back(c);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<json_message_flag>(); }
+};
+
+}  // namespace
+
 std::string finish_model_options(model_options& o) {
-  auto logger = spdlog::stderr_color_mt("spate");
-  logger->set_pattern("%^%L%$ %m-%d %H:%M:%S.%e %v");
+  if (o.log_format != "text" && o.log_format != "json") return "--log-format must be text or json";
+  auto logger = spdlog::get("spate");
+  if (!logger) logger = spdlog::stderr_color_mt("spate");
+  if (o.log_format == "json") {
+    auto f = std::make_unique<spdlog::pattern_formatter>();
+    f->add_flag<json_message_flag>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","logger":"%n","pid":%P,"thread":%t,"msg":"%*"})");
+    logger->set_formatter(std::move(f));
+  } else {
+    logger->set_pattern("%^%L%$ %m-%d %H:%M:%S.%e %v");
+  }
   spdlog::set_default_logger(logger);
   const auto level = spdlog::level::from_str(o.log_level);
   if (level == spdlog::level::off && o.log_level != "off") return "--log-level must be one of trace, debug, info, warn, error, off";

@@ -21,6 +21,7 @@ struct model_options {
   int32_t max_model_len = 0;      // --max-model-len; 0 = the model's trained context
   uint64_t seed = 0;              // --seed: base of per-request seeds when a request sets none
   std::string log_level = "info"; // --log-level
+  std::string log_format = "text"; // --log-format text|json (one JSON object per line)
   bool force_reference = false;   // SPATE_FORCE_REFERENCE=1: scalar reference kernels
 };
 

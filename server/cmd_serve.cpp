@@ -4,6 +4,7 @@
 // /ready 503, requests in flight finish up to --shutdown-timeout), then cancel
 // what is left and exit 0. A second signal forces the stop.
 #include <signal.h>
+#include <systemd/sd-daemon.h>
 
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -23,6 +24,7 @@
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/serve_options.h"
+#include "server/service_notifier.h"
 #include "server/server_context.h"
 
 namespace spate::cli {
@@ -75,6 +77,7 @@ int run_serve(int argc, char** argv) {
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -85,10 +88,19 @@ int run_serve(int argc, char** argv) {
   add_model_options(desc, mo);
   add_engine_options(desc, eo);
   add_serve_options(desc, so);
-  desc.add_options()("help,h", "show this help");
+  std::string config_file;
+  desc.add_options()("config", po::value(&config_file), "INI-style file with any of these options (name = value); the command line overrides it")
+                    ("help,h", "show this help");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
+    if (vm.count("config")) {
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw std::runtime_error("--config " + path + ": cannot be read");
+      // Values already stored from the command line win.
+      po::store(po::parse_config_file(in, desc, /*allow_unregistered=*/false), vm);
+    }
     po::notify(vm);
   } catch (const std::exception& e) {
     std::cerr << "spate serve: " << e.what() << "\n";
@@ -105,6 +117,15 @@ int run_serve(int argc, char** argv) {
     std::cerr << "spate serve: " << opt_err << "\n";
     return 2;
   }
+  service_notifier notifier;
+  std::vector<std::string> api_keys;
+  try {
+    api_keys = load_api_keys(so);
+  } catch (const std::exception& e) {
+    std::cerr << "spate serve: " << e.what() << "\n";
+    return 2;
+  }
+  notifier.status("loading model " + mo.model_path);
   std::unique_ptr<loaded_model> model;
   try {
     model = load_model(mo.model_path, kernels::active_isa());
@@ -141,21 +162,54 @@ int run_serve(int argc, char** argv) {
   if (served.empty()) served = std::filesystem::path(mo.model_path).stem().string();
 
   try {
-    engine eng(*model, make_engine_config(mo, eo, max_model_len));
+    engine_config ecfg = make_engine_config(mo, eo, max_model_len);
+    // The systemd watchdog is fed by the engine loop only: a wedged engine stops it.
+    ecfg.heartbeat_interval_us = notifier.heartbeat_interval_us();
+    if (ecfg.heartbeat_interval_us > 0) ecfg.on_heartbeat = [&notifier] { notifier.watchdog(); };
+    ecfg.on_warmup_progress = [&notifier](int32_t done, int32_t total) {
+      notifier.status("warming up " + std::to_string(done) + "/" + std::to_string(total) + " buckets");
+    };
+    engine eng(*model, ecfg);
     server_metrics metrics;
     server_context ctx{*model, eng, tmpl.get(), tmpl_error, metrics, so, served, max_model_len,
                        static_cast<int64_t>(std::time(nullptr))};
+    ctx.set_api_keys(api_keys);
     http_listener listener(ctx);
-    listener.listen();
+    const int n_fds = sd_listen_fds(1);
+    if (n_fds > 1) throw std::runtime_error("socket activation passed " + std::to_string(n_fds) + " sockets; spate serves one");
+    if (n_fds == 1) {
+      listener.adopt(SD_LISTEN_FDS_START);
+      spdlog::info("Using the socket passed by systemd (LISTEN_FDS), port {}", listener.port());
+    } else {
+      listener.listen();
+    }
     listener.start();
     spdlog::info("Listening on {}://{}:{} (model '{}', max_model_len {}); warming up", listener.tls() ? "https" : "http", so.host,
                  listener.port(), served, max_model_len);
     eng.start();
     ctx.ready = true;
+    notifier.ready();
     spdlog::info("Ready: {}://{}:{}/v1", listener.tls() ? "https" : "http", so.host, listener.port());
 
-    const int sig = wait_signal(sigs, -1);
+    int sig = 0;
+    while ((sig = wait_signal(sigs, -1)) == SIGHUP) {
+      // Reload what can change without a restart: TLS certificate/key and API keys.
+      std::string err = listener.reload_tls();
+      try {
+        auto keys = load_api_keys(so);
+        ctx.set_api_keys(std::move(keys));
+      } catch (const std::exception& e) {
+        err += (err.empty() ? "" : "; ") + std::string(e.what());
+      }
+      if (err.empty()) {
+        spdlog::info("SIGHUP: reloaded the TLS certificate and API keys");
+        notifier.reloading();
+      } else {
+        spdlog::error("SIGHUP: reload failed, keeping the previous settings where they failed: {}", err);
+      }
+    }
     spdlog::info("Received {}: draining (up to {} s)", sig == SIGINT ? "SIGINT" : "SIGTERM", so.shutdown_timeout_s);
+    notifier.stopping();
     ctx.ready = false;
     ctx.draining = true;
     listener.stop_accepting();
@@ -164,7 +218,8 @@ int run_serve(int argc, char** argv) {
     while (ctx.n_inflight.load() > 0) {
       const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
       if (left <= 0) break;
-      if (wait_signal(sigs, std::min(left, 0.05)) != 0) {
+      const int again = wait_signal(sigs, std::min(left, 0.05));
+      if (again == SIGINT || again == SIGTERM) {
         forced = true;
         break;
       }
@@ -176,7 +231,8 @@ int run_serve(int argc, char** argv) {
     // Let the sessions write their final events (bounded).
     const auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (ctx.n_inflight.load() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
-      if (wait_signal(sigs, 0.02) != 0) break;
+      const int again = wait_signal(sigs, 0.02);
+      if (again == SIGINT || again == SIGTERM) break;
     }
     listener.stop();
     spdlog::info("Stopped");

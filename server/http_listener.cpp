@@ -1,5 +1,7 @@
 #include "server/http_listener.h"
 
+#include <sys/socket.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/strand.hpp>
@@ -18,8 +20,8 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-std::unique_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
-  auto c = std::make_unique<ssl::context>(ssl::context::tls_server);
+std::shared_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
+  auto c = std::make_shared<ssl::context>(ssl::context::tls_server);
   c->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                  ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
   boost::system::error_code ec;
@@ -51,6 +53,28 @@ void http_listener::listen() {
   port_ = acceptor_.local_endpoint().port();
 }
 
+void http_listener::adopt(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || (ss.ss_family != AF_INET && ss.ss_family != AF_INET6)) {
+    throw std::runtime_error("inherited socket (LISTEN_FDS) fd " + std::to_string(fd) + " is not a TCP socket");
+  }
+  boost::system::error_code ec;
+  acceptor_.assign(ss.ss_family == AF_INET ? tcp::v4() : tcp::v6(), fd, ec);
+  if (ec) throw std::runtime_error("cannot use inherited socket fd " + std::to_string(fd) + ": " + ec.message());
+  port_ = acceptor_.local_endpoint().port();
+}
+
+std::string http_listener::reload_tls() {
+  if (!std::atomic_load(&ssl_)) return "";
+  try {
+    std::atomic_store(&ssl_, make_tls_context(ctx_.opts));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 void http_listener::start() {
   asio::co_spawn(ioc_, accept_loop(), asio::detached);
   for (int i = 0; i < ctx_.opts.n_io_threads; ++i) {
@@ -74,8 +98,8 @@ asio::awaitable<void> http_listener::accept_loop() {
       continue;
     }
     sock.set_option(tcp::no_delay(true), ec);
-    if (ssl_) {
-      asio::co_spawn(strand, serve_tls_connection(ctx_, *ssl_, std::move(sock)), asio::detached);
+    if (auto tls = std::atomic_load(&ssl_)) {
+      asio::co_spawn(strand, serve_tls_connection(ctx_, std::move(tls), std::move(sock)), asio::detached);
     } else {
       asio::co_spawn(strand, serve_plain_connection(ctx_, std::move(sock)), asio::detached);
     }

@@ -27,8 +27,14 @@ class http_listener {
   ~http_listener();
 
   void listen();                 // throws std::runtime_error
+  // Socket activation: serve on an inherited listening socket (fd >= 3)
+  // instead of binding --host/--port. Throws when fd is not a TCP socket.
+  void adopt(int fd);
   uint16_t port() const { return port_; }
-  bool tls() const { return static_cast<bool>(ssl_); }
+  bool tls() const { return static_cast<bool>(std::atomic_load(&ssl_)); }
+  // Re-reads --ssl-certfile/--ssl-keyfile for new connections (existing ones
+  // keep theirs). Returns "" or why the old certificate stays. Any thread.
+  std::string reload_tls();
   void start();
   void stop_accepting();
   void stop();
@@ -39,7 +45,7 @@ class http_listener {
 
   server_context& ctx_;
   boost::asio::io_context ioc_;
-  std::unique_ptr<boost::asio::ssl::context> ssl_;
+  std::shared_ptr<boost::asio::ssl::context> ssl_;  // atomic_load/atomic_store
   boost::asio::ip::tcp::acceptor acceptor_;
   uint16_t port_ = 0;
   std::vector<std::thread> threads_;

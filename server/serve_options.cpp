@@ -1,5 +1,8 @@
 #include "server/serve_options.h"
 
+#include <fstream>
+#include <stdexcept>
+
 namespace spate::cli {
 
 namespace po = boost::program_options;
@@ -10,6 +13,7 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("port", po::value(&o.port)->default_value(o.port), "TCP port (0 = any free port)")
       ("served-model-name", po::value(&o.served_model_name), "model name in the API (default: the GGUF file name without .gguf)")
       ("api-key", po::value(&o.api_keys)->composing(), "require 'Authorization: Bearer KEY' on /v1 and tokenizer routes (repeatable)")
+      ("api-key-file", po::value(&o.api_key_file), "file with one API key per line (# comments); re-read on SIGHUP")
       ("ssl-keyfile", po::value(&o.ssl_keyfile), "TLS private key (PEM); with --ssl-certfile serves HTTPS/WSS")
       ("ssl-certfile", po::value(&o.ssl_certfile), "TLS certificate chain (PEM)")
       ("chat-template", po::value(&o.chat_template_file), "Jinja chat template file overriding the model's")
@@ -40,6 +44,27 @@ std::string finish_serve_options(serve_options& o) {
   if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) return "--shutdown-timeout must be in [0, 86400] seconds";
   for (const auto& k : o.api_keys) if (k.empty()) return "--api-key must not be empty";
   return "";
+}
+
+std::vector<std::string> load_api_keys(const serve_options& o) {
+  std::vector<std::string> keys = o.api_keys;
+  if (o.api_key_file.empty()) return keys;
+  std::ifstream in(o.api_key_file);
+  if (!in) throw std::runtime_error("--api-key-file " + o.api_key_file + ": cannot be read");
+  std::string line;
+  int n_lines = 0;
+  while (std::getline(in, line)) {
+    if (++n_lines > 100000) throw std::runtime_error("--api-key-file " + o.api_key_file + ": more than 100000 lines");
+    const auto b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    const auto e = line.find_last_not_of(" \t\r");
+    std::string key = line.substr(b, e - b + 1);
+    for (char c : key) {
+      if (c < 0x21 || c > 0x7e) throw std::runtime_error("--api-key-file " + o.api_key_file + ": line " + std::to_string(n_lines) + " is not a printable ASCII key");
+    }
+    keys.push_back(std::move(key));
+  }
+  return keys;
 }
 
 }  // namespace spate::cli

@@ -15,6 +15,7 @@ struct serve_options {
   int32_t port = 8000;                  // --port (0 = any free port; the chosen one is logged)
   std::string served_model_name;        // --served-model-name; default: the model file's stem
   std::vector<std::string> api_keys;    // --api-key (repeatable); empty = no authentication
+  std::string api_key_file;             // --api-key-file: one key per line (# comments); re-read on SIGHUP
   std::string ssl_keyfile;              // --ssl-keyfile (PEM)
   std::string ssl_certfile;             // --ssl-certfile (PEM)
   std::string chat_template_file;       // --chat-template: overrides the model's template
@@ -37,5 +38,10 @@ void add_serve_options(boost::program_options::options_description& desc, serve_
 
 // Validates the values. Returns "" or an error message.
 std::string finish_serve_options(serve_options& opts);
+
+// --api-key values plus the keys of --api-key-file (blank lines and lines
+// starting with # ignored; surrounding whitespace trimmed). Throws
+// std::runtime_error when the file cannot be read or a key is malformed.
+std::vector<std::string> load_api_keys(const serve_options& opts);
 
 }  // namespace spate::cli

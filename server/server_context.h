@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/serve_options.h"
 
@@ -40,6 +41,15 @@ struct server_context {
 
   // "prefix-<16 hex digits>", unique within the process.
   std::string make_id(const char* prefix);
+
+  // The accepted API keys (--api-key plus --api-key-file); replaced on SIGHUP.
+  // Empty: no authentication. Any thread.
+  std::shared_ptr<const std::vector<std::string>> api_keys() const { return std::atomic_load(&api_keys_); }
+  void set_api_keys(std::vector<std::string> keys) {
+    std::atomic_store(&api_keys_, std::shared_ptr<const std::vector<std::string>>(
+                                      std::make_shared<std::vector<std::string>>(std::move(keys))));
+  }
+  std::shared_ptr<const std::vector<std::string>> api_keys_ = std::make_shared<std::vector<std::string>>();
 };
 
 }  // namespace spate

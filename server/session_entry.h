@@ -6,6 +6,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <memory>
 
 #include "server/server_context.h"
 
@@ -15,7 +16,8 @@ namespace spate {
 boost::asio::awaitable<void> serve_plain_connection(server_context& ctx, boost::asio::ip::tcp::socket sock);
 // TLS handshake bounded by --header-timeout, then HTTPS/WSS. A failed
 // handshake (garbage, old protocol) just closes the socket.
-boost::asio::awaitable<void> serve_tls_connection(server_context& ctx, boost::asio::ssl::context& tls,
+// The connection keeps its TLS context alive (SIGHUP may replace the listener's).
+boost::asio::awaitable<void> serve_tls_connection(server_context& ctx, std::shared_ptr<boost::asio::ssl::context> tls,
                                                   boost::asio::ip::tcp::socket sock);
 
 // Counts the connection for --max-connections while it lives.

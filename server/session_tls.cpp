@@ -8,9 +8,9 @@ namespace spate {
 
 namespace asio = boost::asio;
 
-asio::awaitable<void> serve_tls_connection(server_context& ctx, asio::ssl::context& tls, asio::ip::tcp::socket sock) {
+asio::awaitable<void> serve_tls_connection(server_context& ctx, std::shared_ptr<asio::ssl::context> tls, asio::ip::tcp::socket sock) {
   connection_slot slot(ctx);
-  beast::ssl_stream<beast::tcp_stream> s(std::move(sock), tls);
+  beast::ssl_stream<beast::tcp_stream> s(std::move(sock), *tls);
   beast::get_lowest_layer(s).expires_after(seconds_to_duration(ctx.opts.header_timeout_s));
   boost::system::error_code ec;
   co_await s.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(asio::use_awaitable, ec));
