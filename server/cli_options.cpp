@@ -1,11 +1,13 @@
 #include "server/cli_options.h"
 
 #include <cstdlib>
+#include <iostream>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
 #include "engine/byte_size.h"
+#include "engine/model_loader.h"
 #include "engine/thread_pool.h"
 #include "kernels/isa.h"
 
@@ -178,6 +180,23 @@ engine_config make_engine_config(const model_options& mo, const engine_options& 
   c.buckets = eo.buckets;
   c.skip_warmup = eo.skip_warmup;
   return c;
+}
+
+int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len) {
+  try {
+    model = load_model(mo.model_path, kernels::active_isa());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    std::cerr << "spate " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+  if (mo.max_model_len > model->config.n_ctx_train) {
+    std::cerr << "spate " << cmd << ": --max-model-len " << mo.max_model_len << " is greater than the model's context length "
+              << model->config.n_ctx_train << "\n";
+    return 2;
+  }
+  max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
+  return 0;
 }
 
 }  // namespace spate::cli

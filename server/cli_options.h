@@ -5,10 +5,15 @@
 
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/engine.h"
 #include "kernels/ops.h"
+
+namespace spate {
+struct loaded_model;
+}
 
 namespace spate::cli {
 
@@ -56,6 +61,11 @@ void add_model_options(boost::program_options::options_description& desc, model_
 // Applies defaults that depend on the machine or environment, sets up logging
 // (stderr) and the kernel ISA. Returns "" or an error message.
 std::string finish_model_options(model_options& opts);
+
+// Loads mo.model_path and resolves --max-model-len (0 = the model's context;
+// beyond it is refused, as vLLM does). On failure prints "spate CMD: why" to
+// stderr and returns the exit code (1: the model, 2: the flag); 0 on success.
+int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len);
 
 // $HOME/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf
 std::string default_model_path();

@@ -27,52 +27,6 @@ namespace json = boost::json;
 constexpr size_t k_max_line_bytes = 16u << 20;  // one JSONL request line
 constexpr size_t k_max_requests = 65536;
 
-// Returns s with every ill-formed UTF-8 sequence replaced by U+FFFD, one per
-// maximal subpart (the Unicode / WHATWG convention): overlongs, surrogates,
-// code points above U+10FFFF, stray continuation bytes and truncated sequences.
-// Well-formed input is returned unchanged.
-std::string sanitize_utf8(const std::string& s) {
-  static constexpr char k_replacement[] = "\xEF\xBF\xBD";
-  std::string out;
-  out.reserve(s.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-      ++i;
-      continue;
-    }
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) { len = 3; lo = 0xA0; }
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) { len = 3; hi = 0x9F; }
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) { len = 4; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) { len = 4; hi = 0x8F; }
-    if (len == 0) {  // invalid lead byte or stray continuation byte
-      out += k_replacement;
-      ++i;
-      continue;
-    }
-    size_t k = 1;
-    while (k < len && i + k < n) {
-      const unsigned char b = p[i + k];
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) break;
-      ++k;
-    }
-    if (k == len) out.append(s, i, len);
-    else out += k_replacement;  // the maximal subpart p[i, i + k) is replaced as a whole
-    i += k;
-  }
-  return out;
-}
-
 // Parses one JSONL request. Returns "" or the problem (without the line number).
 // Raw bytes that are not valid UTF-8 are replaced by U+FFFD before parsing, so such a
 // prompt is accepted (as tokenizers do) instead of failing as malformed JSON.
@@ -93,7 +47,7 @@ struct offline_result {
 
 std::string parse_request(const std::string& raw_line, const loaded_model& m, int32_t max_model_len, offline_request& out) {
   if (raw_line.size() > k_max_line_bytes) return "line is longer than " + std::to_string(k_max_line_bytes) + " bytes";
-  const std::string line = sanitize_utf8(raw_line);
+  const std::string line = utf8::sanitize(raw_line);
   boost::system::error_code ec;
   json::value v = json::parse(line, ec);
   if (ec) return "malformed JSON: " + ec.message();
@@ -170,20 +124,8 @@ int run_generate(int argc, char** argv) {
     return 2;
   }
   std::unique_ptr<loaded_model> model;
-  try {
-    model = load_model(mo.model_path, kernels::active_isa());
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    std::cerr << "spate generate: " << e.what() << "\n";
-    return 1;
-  }
-  if (mo.max_model_len > model->config.n_ctx_train) {
-    // As vLLM: a length beyond what the model was trained for is refused, not silently accepted.
-    std::cerr << "spate generate: --max-model-len " << mo.max_model_len << " is greater than the model's context length "
-              << model->config.n_ctx_train << "\n";
-    return 2;
-  }
-  const int32_t max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
+  int32_t max_model_len = 0;
+  if (const int rc = load_model_for_command("generate", mo, model, max_model_len); rc != 0) return rc;
 
   std::vector<offline_request> requests;
   std::string line;

@@ -127,19 +127,8 @@ int run_serve(int argc, char** argv) {
   }
   notifier.status("loading model " + mo.model_path);
   std::unique_ptr<loaded_model> model;
-  try {
-    model = load_model(mo.model_path, kernels::active_isa());
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    std::cerr << "spate serve: " << e.what() << "\n";
-    return 1;
-  }
-  if (mo.max_model_len > model->config.n_ctx_train) {
-    std::cerr << "spate serve: --max-model-len " << mo.max_model_len << " is greater than the model's context length "
-              << model->config.n_ctx_train << "\n";
-    return 2;
-  }
-  const int32_t max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
+  int32_t max_model_len = 0;
+  if (const int rc = load_model_for_command("serve", mo, model, max_model_len); rc != 0) return rc;
 
   std::unique_ptr<chat_template> tmpl;
   std::string tmpl_error;

@@ -26,14 +26,8 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TIMEOUT = 120  # seconds per spate invocation; a hang fails the test
 
 
-def _default_model() -> Path:
-    cache = os.environ.get("SPATE_CACHE_DIR")
-    base = Path(cache) if cache else Path.home() / ".cache" / "spate"
-    return base / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+from spate_server import SPATE_BIN, SPATE_MODEL  # noqa: E402  (shared with the server tests)
 
-
-SPATE_BIN = Path(os.environ.get("SPATE_BIN") or REPO / "build" / "spate")
-SPATE_MODEL = Path(os.environ.get("SPATE_MODEL") or _default_model())
 N_VOCAB = 49152  # SmolLM2-135M
 
 if not SPATE_BIN.is_file():
