@@ -139,7 +139,8 @@ bool env_true(const char* name) {
 void add_engine_options(po::options_description& desc, engine_options& o) {
   desc.add_options()
       ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(256), "sequences scheduled together per step")
-      ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(8192), "token budget of one step")
+      ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(0),
+       "token budget of one step, and the prefill chunk size with --enable-chunked-prefill (0 = auto: 8192, or 64 with chunked prefill)")
       ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill), "split long prompts into chunks that share steps with decodes")
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
@@ -148,7 +149,10 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
 
 std::string finish_engine_options(engine_options& o) {
   if (o.max_num_seqs < 1) return "--max-num-seqs must be >= 1";
-  if (o.max_num_batched_tokens < 1) return "--max-num-batched-tokens must be >= 1";
+  if (o.max_num_batched_tokens < 0) return "--max-num-batched-tokens must be >= 1 (or 0 for the default)";
+  if (o.max_num_batched_tokens == 0) {
+    o.max_num_batched_tokens = o.enable_chunked_prefill ? k_default_chunked_batched_tokens : k_default_batched_tokens;
+  }
   if (o.max_queued_requests < 1) return "--max-queued-requests must be >= 1";
   if (o.enable_prefix_caching_flag && o.no_enable_prefix_caching_flag) {
     return "--enable-prefix-caching and --no-enable-prefix-caching are mutually exclusive";

@@ -33,9 +33,16 @@ struct model_options {
 // Options of the serving engine (scheduler, prefix cache, queue), plus the
 // SPATE_{PROMPT,DECODE}_{BS,SEQ,BLOCK}_BUCKET_{MIN,STEP,MAX} and
 // SPATE_SKIP_WARMUP environment variables, read once by finish_engine_options().
+inline constexpr int32_t k_default_batched_tokens = 8192;
+inline constexpr int32_t k_default_chunked_batched_tokens = 64;
+
 struct engine_options {
   int32_t max_num_seqs = 256;             // --max-num-seqs
-  int32_t max_num_batched_tokens = 8192;  // --max-num-batched-tokens
+  // --max-num-batched-tokens; 0 = auto: k_default_batched_tokens, or
+  // k_default_chunked_batched_tokens with --enable-chunked-prefill (the chunk
+  // size: small enough that a step with a prompt chunk stays within a few
+  // decode steps' time on a small CPU, so inter-token latency stays bounded).
+  int32_t max_num_batched_tokens = 0;
   bool enable_chunked_prefill = false;    // --enable-chunked-prefill
   bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
   bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
