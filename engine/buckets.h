@@ -22,14 +22,14 @@ struct bucket_range {
 };
 
 // Defaults sized for a small CPU host (2 cores): 15 prompt buckets (up to
-// 2 x 256 tokens) and 60 decode buckets (up to 16 sequences over 128 blocks);
+// 2 x 256 tokens) and 72 decode buckets (up to 16 sequences over 256 blocks);
 // warmup takes a few seconds with the default model. Larger steps run
 // unpadded (logged once).
 struct bucket_config {
   bucket_range prompt_bs{1, 2, 2};
   bucket_range prompt_seq{32, 64, 256};
   bucket_range decode_bs{1, 4, 16};
-  bucket_range decode_block{4, 16, 128};
+  bucket_range decode_block{4, 32, 256};
 };
 
 struct bucket {
