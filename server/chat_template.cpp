@@ -53,6 +53,7 @@ std::string chat_template::render(const boost::json::array& messages, const chat
   } catch (const jinja::raised_error& e) {
     throw chat_template_error(e.what());
   } catch (const jinja::runtime_error& e) {
+    if (e.line <= 0) throw chat_template_error(e.what());
     throw chat_template_error("template line " + std::to_string(e.line) + ": " + e.what());
   } catch (const std::bad_alloc&) {
     throw chat_template_error("out of memory while rendering the chat template");

@@ -7,18 +7,22 @@
 // documents (None unless given, as transformers passes them), plus every key of
 // options.extra_context (which may override tools / documents but not the other four).
 //
-// Not supported (syntax error when constructing): {% block %}, extends, include, import,
-// from, autoescape, recursive for loops, and the filters filesizeformat, groupby, pprint,
-// random, striptags, urlencode, urlize, wordwrap, xmlattr. Integers are 64-bit (larger ones
-// are an error; JSON integers beyond int64 become floats). Printing a generator, function or
-// method shows no memory address ("<generator object>").
+// Not supported: the tags block, extends, include, import, from and autoescape and recursive
+// for loops (syntax error when constructing); the filters filesizeformat, groupby, pprint,
+// random, striptags, urlencode, urlize, wordwrap and xmlattr (syntax error, or an error when
+// reached inside an if, as Jinja2 does for unknown filters); lipsum() (error when called).
+// Integers are 64-bit (overflow is an error; JSON integers beyond int64 become floats).
+// Generators, functions and methods print without a memory address ("<generator object>").
+// Unicode: case mappings and str.isprintable follow Python 3.11's tables (Unicode 14);
+// str.isalpha / isdigit / isalnum are exact for ASCII only.
 //
 // Limits per render (chat_template_error when exceeded): 16 MiB of output, 16 MiB for any
 // single string, 128 MiB of strings and lists built in total, 5,000,000 steps (statements
 // executed + loop iterations + calls), 64 nested macro calls, 1 MiB of native stack for the
 // evaluator, value nesting depth 256, range() of at most 100,000 items (as Jinja2's sandbox).
 // Templates: at most 1 MiB of source, statements / parentheses nested at most 100 deep,
-// expressions at most 200 nodes deep.
+// expressions at most 200 nodes deep. Rendering needs about 1.5 MiB of thread stack at most
+// (threads normally have 8 MiB).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +44,9 @@ struct chat_template_error : std::runtime_error {
 
 struct chat_template_options {
   bool add_generation_prompt = true;
-  boost::json::object extra_context;  // e.g. "tools", "documents", "enable_thinking"... passed through as template variables
-  std::int64_t now_unix_s = -1;       // strftime_now clock; -1 = real time (tests pin it)
+  boost::json::object
+      extra_context;             // e.g. "tools", "documents", "enable_thinking"... passed through as template variables
+  std::int64_t now_unix_s = -1;  // strftime_now clock; -1 = real time (tests pin it)
 };
 
 class chat_template {

@@ -23,6 +23,12 @@ bound_args::bound_args(std::string_view fname, call_args& args, std::initializer
   }
 }
 
+void no_kwargs(const call_args& args, const char* fname) {
+  if (!args.kwargs.empty())
+    throw runtime_error(std::string(fname) + "() got an unexpected keyword argument " +
+                        py_str_repr(args.kwargs[0].first));
+}
+
 std::int64_t int_arg(const value& v) {
   if (v.is_int_like()) return v.as_int();
   if (v.is_undefined()) raise_undefined(v);

@@ -28,6 +28,8 @@ class bound_args {
   std::vector<std::optional<value>> vals_;
 };
 
+// Throws TypeError when keyword arguments were given to a function that takes none.
+void no_kwargs(const call_args& args, const char* fname);
 // Python int argument (int or bool); throws TypeError otherwise.
 std::int64_t int_arg(const value& v);
 // Optional int argument: None -> nullopt.

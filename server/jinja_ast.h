@@ -75,10 +75,11 @@ struct macro_def {
   std::vector<std::string> params;
   std::vector<expr_ptr> defaults;  // for the last defaults.size() params
   stmt_list body;
-  bool catch_kwargs = false;  // body reads `kwargs`
-  bool catch_varargs = false; // body reads `varargs`
-  bool uses_caller = false;   // body reads `caller`
+  bool catch_kwargs = false;   // body reads `kwargs`
+  bool catch_varargs = false;  // body reads `varargs`
+  bool uses_caller = false;    // body reads `caller`
   int line = 0;
+  std::vector<std::string> missing;  // locals that start undefined (see jinja_symbols.h)
 };
 
 enum class st : std::uint8_t {
@@ -109,10 +110,14 @@ struct stmt {
   stmt_list body, else_;
   std::unique_ptr<macro_def> macro;
   std::vector<std::pair<target, expr_ptr>> bindings;
+  // Locals of the scope this statement opens (for body / block body, and the for-else
+  // body) that start undefined rather than inherited (see jinja_symbols.h).
+  std::vector<std::string> missing, else_missing;
 };
 
 struct template_ast {
   stmt_list body;
+  std::vector<std::string> missing;  // top-level locals that start undefined
 };
 
 }  // namespace spate::jinja

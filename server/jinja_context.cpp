@@ -42,12 +42,25 @@ void render_context::track(const std::shared_ptr<frame>& f) {
   if (f->tracked) return;
   f->tracked = true;
   frames_.push_back(f);
+  charge(512);  // kept alive until the render ends: count it against the memory budget
+}
+
+void render_context::track(const std::shared_ptr<loop_obj>& l) {
+  if (l->tracked) return;
+  l->tracked = true;
+  loops_.push_back(l);
+  charge(256);
+}
+
+void render_context::track(const std::shared_ptr<ns_obj>& ns) {
+  namespaces_.push_back(ns);
+  charge(256);
 }
 
 void render_context::step() {
   if (++steps_ > limits_.max_steps)
     throw limit_error("template exceeded the limit of " + std::to_string(limits_.max_steps) +
-                      " steps (loop iterations and calls)");
+                      " steps (statements, loop iterations and calls)");
 }
 
 void render_context::charge(std::size_t bytes) {
@@ -59,8 +72,8 @@ void render_context::charge(std::size_t bytes) {
 
 void render_context::check_string(std::size_t bytes) const {
   if (bytes > limits_.max_string_bytes)
-    throw limit_error("template built a string longer than the limit of " +
-                      std::to_string(limits_.max_string_bytes) + " bytes");
+    throw limit_error("template built a string longer than the limit of " + std::to_string(limits_.max_string_bytes) +
+                      " bytes");
 }
 
 }  // namespace spate::jinja

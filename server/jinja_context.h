@@ -18,12 +18,12 @@ namespace spate::jinja {
 
 // Limits enforced on every render; exceeding one throws limit_error.
 struct render_limits {
-  std::size_t max_output_bytes = 16u << 20;       // rendered text
-  std::size_t max_string_bytes = 16u << 20;       // any single string value
-  std::uint64_t max_built_bytes = 128ull << 20;   // total bytes of strings and lists built
-  std::uint64_t max_steps = 5'000'000;            // statements + loop iterations + calls
-  int max_call_depth = 64;                        // nested macro calls
-  std::size_t max_stack_bytes = 1u << 20;         // native stack used by the evaluator
+  std::size_t max_output_bytes = 16u << 20;      // rendered text
+  std::size_t max_string_bytes = 16u << 20;      // any single string value
+  std::uint64_t max_built_bytes = 128ull << 20;  // total bytes of strings and lists built
+  std::uint64_t max_steps = 5'000'000;           // statements + loop iterations + calls
+  int max_call_depth = 64;                       // nested macro calls
+  std::size_t max_stack_bytes = 1u << 20;        // native stack used by the evaluator
 };
 
 // A variable scope: the template's top level, one loop iteration, a macro call, a with /
@@ -38,8 +38,7 @@ struct frame {
 
 class render_context {
  public:
-  render_context(const render_limits& limits, std::int64_t now_unix_s)
-      : limits_(limits), now_unix_s_(now_unix_s) {}
+  render_context(const render_limits& limits, std::int64_t now_unix_s) : limits_(limits), now_unix_s_(now_unix_s) {}
   ~render_context();
   render_context(const render_context&) = delete;
   render_context& operator=(const render_context&) = delete;
@@ -54,14 +53,15 @@ class render_context {
   // Throws when a string of `bytes` would exceed the single-string limit.
   void check_string(std::size_t bytes) const;
 
-  // Objects that may be part of reference cycles; cleared when the render ends.
-  void track(const std::shared_ptr<ns_obj>& ns) { namespaces_.push_back(ns); }
+  // Objects that may be part of reference cycles; kept until the render ends, then cleared.
+  // Each counts against max_built_bytes.
+  void track(const std::shared_ptr<ns_obj>& ns);
   void track(const std::shared_ptr<frame>& f);
-  void track(const std::shared_ptr<loop_obj>& l) { loops_.push_back(l); }
+  void track(const std::shared_ptr<loop_obj>& l);
 
-  int line = 0;        // template line being evaluated, for error messages
-  int call_depth = 0;  // nested macro calls
-  int repr_depth = 0;  // nested repr()/str() of containers
+  int line = 0;                              // template line being evaluated, for error messages
+  int call_depth = 0;                        // nested macro calls
+  int repr_depth = 0;                        // nested repr()/str() of containers
   std::vector<const ns_obj*> ns_repr_stack;  // namespaces being printed (recursion shows {...})
 
  private:

@@ -80,7 +80,8 @@ spec_t parse_spec(std::string_view s) {
 // Pads `body` (sign/prefix part separated for '=' alignment) to the spec's width.
 std::string pad_to(const spec_t& sp, const std::string& sign_prefix, const std::string& body, char default_align) {
   const char align = sp.align ? sp.align : default_align;
-  const auto len = static_cast<std::int64_t>(unicode::count_code_points(sign_prefix) + unicode::count_code_points(body));
+  const auto len =
+      static_cast<std::int64_t>(unicode::count_code_points(sign_prefix) + unicode::count_code_points(body));
   if (sp.width <= len) return sign_prefix + body;
   const std::int64_t n = sp.width - len;
   std::string fill;
@@ -192,11 +193,25 @@ std::string format_int(std::int64_t i, const spec_t& sp) {
   const std::uint64_t mag = neg ? 0 - static_cast<std::uint64_t>(i) : static_cast<std::uint64_t>(i);
   std::string prefix, digits;
   switch (sp.type) {
-    case 0: case 'd': case 'n': digits = group_digits(std::to_string(mag), sp.grouping, 3); break;
-    case 'b': digits = group_digits(to_base(mag, 2, false), sp.grouping, 4); if (sp.alt) prefix = "0b"; break;
-    case 'o': digits = group_digits(to_base(mag, 8, false), sp.grouping, 4); if (sp.alt) prefix = "0o"; break;
-    case 'x': digits = group_digits(to_base(mag, 16, false), sp.grouping, 4); if (sp.alt) prefix = "0x"; break;
-    case 'X': digits = group_digits(to_base(mag, 16, true), sp.grouping, 4); if (sp.alt) prefix = "0X"; break;
+    case 0:
+    case 'd':
+    case 'n': digits = group_digits(std::to_string(mag), sp.grouping, 3); break;
+    case 'b':
+      digits = group_digits(to_base(mag, 2, false), sp.grouping, 4);
+      if (sp.alt) prefix = "0b";
+      break;
+    case 'o':
+      digits = group_digits(to_base(mag, 8, false), sp.grouping, 4);
+      if (sp.alt) prefix = "0o";
+      break;
+    case 'x':
+      digits = group_digits(to_base(mag, 16, false), sp.grouping, 4);
+      if (sp.alt) prefix = "0x";
+      break;
+    case 'X':
+      digits = group_digits(to_base(mag, 16, true), sp.grouping, 4);
+      if (sp.alt) prefix = "0X";
+      break;
     case 'c': {
       if (i < 0 || i > 0x10FFFF) throw runtime_error("%c arg not in range(0x110000)");
       std::string c;
@@ -231,9 +246,12 @@ std::string ascii_repr(const value& v, render_context& ctx) {
       out.append(r, start, p - start);
       continue;
     }
-    if (c <= 0xFF) std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
-    else if (c <= 0xFFFF) std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-    else std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
+    if (c <= 0xFF)
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+    else if (c <= 0xFFFF)
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+    else
+      std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
     out += buf;
   }
   return out;
@@ -259,8 +277,10 @@ class formatter {
         int level = 1;
         std::size_t j = i + 1;
         while (j < fmt.size() && level > 0) {
-          if (fmt[j] == '{') ++level;
-          else if (fmt[j] == '}') --level;
+          if (fmt[j] == '{')
+            ++level;
+          else if (fmt[j] == '}')
+            --level;
           if (level > 0) ++j;
         }
         if (level > 0) throw runtime_error("expected '}' before end of string");
@@ -340,7 +360,8 @@ class formatter {
         const std::size_t e = name.find(']', q);
         const std::string key(name.substr(q + 1, e - q - 1));
         if (key.empty()) throw runtime_error("Empty attribute in format string");
-        const value k = std::all_of(key.begin(), key.end(), is_digit) ? value::integer(std::stoll(key)) : value::string(key);
+        const value k =
+            std::all_of(key.begin(), key.end(), is_digit) ? value::integer(std::stoll(key)) : value::string(key);
         value item = get_item(ctx_, obj, k);
         if (item.is_undefined()) throw runtime_error(k.is_string() ? py_str_repr(key) : key);
         obj = item;
@@ -349,10 +370,14 @@ class formatter {
           throw runtime_error("Only '.' or '[' may follow ']' in format field specifier");
       }
     }
-    if (conv == 's') obj = value::string(to_str(obj, ctx_));
-    else if (conv == 'r') obj = value::string(to_repr(obj, ctx_));
-    else if (conv == 'a') obj = value::string(ascii_repr(obj, ctx_));
-    else if (conv) throw runtime_error(std::string("Unknown conversion specifier ") + conv);
+    if (conv == 's')
+      obj = value::string(to_str(obj, ctx_));
+    else if (conv == 'r')
+      obj = value::string(to_repr(obj, ctx_));
+    else if (conv == 'a')
+      obj = value::string(ascii_repr(obj, ctx_));
+    else if (conv)
+      throw runtime_error(std::string("Unknown conversion specifier ") + conv);
     std::string spec_text(spec);
     if (spec_text.find('{') != std::string::npos) spec_text = run(spec_text, depth + 1);
     if (markup_ && obj.is_markup()) {
@@ -380,16 +405,15 @@ std::string format_value(render_context& ctx, const value& v, std::string_view s
     case kind::string: return format_str(v.str(), sp);
     case kind::boolean:
     case kind::integer:
-      if (sp.type == 'e' || sp.type == 'E' || sp.type == 'f' || sp.type == 'F' || sp.type == 'g' ||
-          sp.type == 'G' || sp.type == '%')
+      if (sp.type == 'e' || sp.type == 'E' || sp.type == 'f' || sp.type == 'F' || sp.type == 'g' || sp.type == 'G' ||
+          sp.type == '%')
         return format_float(v.as_float(), sp);
       return format_int(v.as_int(), sp);
     case kind::floating:
       if (sp.type && std::string_view("eEfFgGn%").find(sp.type) == std::string_view::npos)
         throw runtime_error(std::string("Unknown format code '") + sp.type + "' for object of type 'float'");
       return format_float(v.as_float(), sp);
-    default:
-      throw runtime_error("unsupported format string passed to " + type_name(v) + ".__format__");
+    default: throw runtime_error("unsupported format string passed to " + type_name(v) + ".__format__");
   }
 }
 
@@ -400,9 +424,11 @@ std::string python_format(render_context& ctx, const std::string& fmt, call_args
 std::string percent_format(render_context& ctx, const std::string& fmt, const value& args, bool markup) {
   std::vector<value> pos;
   // CPython treats any non-tuple, non-str argument with __getitem__ as the mapping.
-  const bool is_map = args.is(kind::dict) || args.is(kind::list) || args.is(kind::range);
-  if (args.is(kind::tuple)) pos = args.seq().items;
-  else pos.push_back(args);
+  const bool is_map = args.is(kind::dict) || args.is(kind::list) || args.is(kind::range) || args.is_undefined();
+  if (args.is(kind::tuple))
+    pos = args.seq().items;
+  else
+    pos.push_back(args);
   std::size_t next = 0;
   auto take = [&]() -> value {
     if (next >= pos.size()) throw runtime_error("not enough arguments for format string");
@@ -424,13 +450,16 @@ std::string percent_format(render_context& ctx, const std::string& fmt, const va
       int level = 1;
       std::size_t j = i + 1;
       while (j < fmt.size() && level > 0) {
-        if (fmt[j] == '(') ++level;
-        else if (fmt[j] == ')') --level;
+        if (fmt[j] == '(')
+          ++level;
+        else if (fmt[j] == ')')
+          --level;
         if (level > 0) ++j;
       }
       if (level > 0) throw runtime_error("incomplete format key");
       const std::string key = fmt.substr(i + 1, j - i - 1);
-      if (!args.is(kind::dict)) throw runtime_error(py_str_repr(type_name(args)) + " indices must be integers or slices, not str");
+      if (!args.is(kind::dict))
+        throw runtime_error(py_str_repr(type_name(args)) + " indices must be integers or slices, not str");
       const value* v = args.dict_ref().find(key);
       if (!v) throw runtime_error(py_str_repr(key));
       arg = *v;
@@ -440,12 +469,18 @@ std::string percent_format(render_context& ctx, const std::string& fmt, const va
     bool left = false, plus = false, space = false, alt = false, zero = false;
     for (; i < fmt.size(); ++i) {
       const char c = fmt[i];
-      if (c == '-') left = true;
-      else if (c == '+') plus = true;
-      else if (c == ' ') space = true;
-      else if (c == '#') alt = true;
-      else if (c == '0') zero = true;
-      else break;
+      if (c == '-')
+        left = true;
+      else if (c == '+')
+        plus = true;
+      else if (c == ' ')
+        space = true;
+      else if (c == '#')
+        alt = true;
+      else if (c == '0')
+        zero = true;
+      else
+        break;
     }
     std::int64_t width = -1, prec = -1;
     if (i < fmt.size() && fmt[i] == '*') {
@@ -482,38 +517,54 @@ std::string percent_format(render_context& ctx, const std::string& fmt, const va
     std::string body, sign;
     bool numeric = false;
     switch (conv) {
-      case 's': case 'r': case 'a': {
+      case 's':
+      case 'r':
+      case 'a': {
         body = conv == 's' ? to_str(arg, ctx) : conv == 'r' ? to_repr(arg, ctx) : ascii_repr(arg, ctx);
         if (prec >= 0 && static_cast<std::size_t>(prec) < unicode::count_code_points(body))
           body = body.substr(0, unicode::byte_offset(body, static_cast<std::size_t>(prec)));
         if (markup && !(conv == 's' && arg.is_markup())) body = pystr::html_escape(body);
         break;
       }
-      case 'd': case 'i': case 'u': {
+      case 'd':
+      case 'i':
+      case 'u': {
         std::int64_t n;
-        if (arg.is_int_like()) n = arg.as_int();
-        else if (arg.is(kind::floating) && std::isfinite(arg.as_float())) n = static_cast<std::int64_t>(std::trunc(arg.as_float()));
-        else throw runtime_error(std::string("%") + conv + " format: a real number is required, not " + type_name(arg));
+        if (arg.is_int_like())
+          n = arg.as_int();
+        else if (arg.is(kind::floating) && std::isfinite(arg.as_float()))
+          n = static_cast<std::int64_t>(std::trunc(arg.as_float()));
+        else
+          throw runtime_error(std::string("%") + conv + " format: a real number is required, not " + type_name(arg));
         numeric = true;
         const std::uint64_t mag = n < 0 ? 0 - static_cast<std::uint64_t>(n) : static_cast<std::uint64_t>(n);
         body = std::to_string(mag);
-        if (prec > 0 && static_cast<std::int64_t>(body.size()) < prec) body.insert(0, static_cast<std::size_t>(prec) - body.size(), '0');
+        if (prec > 0 && static_cast<std::int64_t>(body.size()) < prec)
+          body.insert(0, static_cast<std::size_t>(prec) - body.size(), '0');
         sign = n < 0 ? "-" : plus ? "+" : space ? " " : "";
         break;
       }
-      case 'o': case 'x': case 'X': {
+      case 'o':
+      case 'x':
+      case 'X': {
         if (!arg.is_int_like())
           throw runtime_error(std::string("%") + conv + " format: an integer is required, not " + type_name(arg));
         numeric = true;
         const std::int64_t n = arg.as_int();
         const std::uint64_t mag = n < 0 ? 0 - static_cast<std::uint64_t>(n) : static_cast<std::uint64_t>(n);
         body = to_base(mag, conv == 'o' ? 8 : 16, conv == 'X');
-        if (prec > 0 && static_cast<std::int64_t>(body.size()) < prec) body.insert(0, static_cast<std::size_t>(prec) - body.size(), '0');
+        if (prec > 0 && static_cast<std::int64_t>(body.size()) < prec)
+          body.insert(0, static_cast<std::size_t>(prec) - body.size(), '0');
         sign = n < 0 ? "-" : plus ? "+" : space ? " " : "";
         if (alt) sign += conv == 'o' ? "0o" : conv == 'x' ? "0x" : "0X";
         break;
       }
-      case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': {
+      case 'e':
+      case 'E':
+      case 'f':
+      case 'F':
+      case 'g':
+      case 'G': {
         if (!arg.is_number()) throw runtime_error("must be real number, not " + type_name(arg));
         numeric = true;
         const double x = arg.as_float();
@@ -534,15 +585,17 @@ std::string percent_format(render_context& ctx, const std::string& fmt, const va
         }
         break;
       }
-      default:
-        throw runtime_error(std::string("unsupported format character '") + conv + "'");
+      default: throw runtime_error(std::string("unsupported format character '") + conv + "'");
     }
     const auto len = static_cast<std::int64_t>(unicode::count_code_points(sign) + unicode::count_code_points(body));
     if (width > len) {
       const std::size_t n = static_cast<std::size_t>(width - len);
-      if (left) out += sign + body + std::string(n, ' ');
-      else if (zero && numeric) out += sign + std::string(n, '0') + body;
-      else out += std::string(n, ' ') + sign + body;
+      if (left)
+        out += sign + body + std::string(n, ' ');
+      else if (zero && numeric)
+        out += sign + std::string(n, '0') + body;
+      else
+        out += std::string(n, ' ') + sign + body;
     } else {
       out += sign + body;
     }

@@ -125,9 +125,7 @@ std::size_t match_integer(std::string_view s, std::size_t pos, int& base) {
       e = match_prefixed(s, pos + 2, [](char d) { return d >= '0' && d <= '7'; });
       base = 8;
     } else if (c == 'x') {
-      e = match_prefixed(s, pos + 2, [](char d) {
-        return is_digit(d) || ((d | 0x20) >= 'a' && (d | 0x20) <= 'f');
-      });
+      e = match_prefixed(s, pos + 2, [](char d) { return is_digit(d) || ((d | 0x20) >= 'a' && (d | 0x20) <= 'f'); });
       base = 16;
     }
     if (e != std::string_view::npos) return e;
@@ -138,15 +136,19 @@ std::size_t match_integer(std::string_view s, std::size_t pos, int& base) {
     while (true) {
       std::size_t q = p;
       if (q < s.size() && s[q] == '_') ++q;
-      if (q < s.size() && is_digit(s[q])) p = q + 1;
-      else break;
+      if (q < s.size() && is_digit(s[q]))
+        p = q + 1;
+      else
+        break;
     }
   } else {
     while (true) {
       std::size_t q = p;
       if (q < s.size() && s[q] == '_') ++q;
-      if (q < s.size() && s[q] == '0') p = q + 1;
-      else break;
+      if (q < s.size() && s[q] == '0')
+        p = q + 1;
+      else
+        break;
     }
   }
   return p;
@@ -204,9 +206,12 @@ std::string unescape_string(std::string_view body, int line) {
     if (c < 0x80) {
       ascii.push_back(static_cast<char>(c));
     } else {
-      if (c <= 0xFF) std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
-      else if (c <= 0xFFFF) std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-      else std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
+      if (c <= 0xFF)
+        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+      else if (c <= 0xFFFF)
+        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      else
+        std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
       ascii += buf;
     }
   }
@@ -238,21 +243,32 @@ std::string unescape_string(std::string_view body, int line) {
       case 'r': out.push_back('\r'); break;
       case 't': out.push_back('\t'); break;
       case 'v': out.push_back('\v'); break;
-      case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
+      case '0':
+      case '1':
+      case '2':
+      case '3':
+      case '4':
+      case '5':
+      case '6':
+      case '7': {
         char32_t v = static_cast<char32_t>(e - '0');
         for (int k = 0; k < 2 && i < ascii.size() && ascii[i] >= '0' && ascii[i] <= '7'; ++k, ++i)
           v = v * 8 + static_cast<char32_t>(ascii[i] - '0');
         put(v);
         break;
       }
-      case 'x': case 'u': case 'U': {
+      case 'x':
+      case 'u':
+      case 'U': {
         const int n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
         char32_t v = 0;
         for (int k = 0; k < n; ++k) {
-          const int h = i + static_cast<std::size_t>(k) < ascii.size() ? hex_value(ascii[i + static_cast<std::size_t>(k)]) : -1;
+          const int h =
+              i + static_cast<std::size_t>(k) < ascii.size() ? hex_value(ascii[i + static_cast<std::size_t>(k)]) : -1;
           if (h < 0) {
-            throw syntax_error(e == 'x' ? "truncated \\xXX escape"
-                               : e == 'u' ? "truncated \\uXXXX escape" : "truncated \\UXXXXXXXX escape",
+            throw syntax_error(e == 'x'   ? "truncated \\xXX escape"
+                               : e == 'u' ? "truncated \\uXXXX escape"
+                                          : "truncated \\UXXXXXXXX escape",
                                line);
           }
           v = v * 16 + static_cast<char32_t>(h);
@@ -262,11 +278,8 @@ std::string unescape_string(std::string_view body, int line) {
         put(v);
         break;
       }
-      case 'N':
-        throw syntax_error("\\N{...} escapes are not supported", line);
-      default:
-        out.push_back('\\');
-        out.push_back(e);
+      case 'N': throw syntax_error("\\N{...} escapes are not supported", line);
+      default: out.push_back('\\'); out.push_back(e);
     }
   }
   return out;
@@ -345,8 +358,14 @@ class lexer {
         break;
       }
       const char c = s_[i + 1];
-      if (c == '{') { kind = tag::variable; break; }
-      if (c == '#') { kind = tag::comment; break; }
+      if (c == '{') {
+        kind = tag::variable;
+        break;
+      }
+      if (c == '#') {
+        kind = tag::comment;
+        break;
+      }
       if (c == '%') {
         raw_end = match_raw_begin(i, sign);
         kind = raw_end != std::string_view::npos ? tag::raw : tag::block;
@@ -383,9 +402,7 @@ class lexer {
         emit(tok::block_begin, "{%");
         inside(true);
         break;
-      case tag::comment:
-        comment();
-        break;
+      case tag::comment: comment(); break;
       case tag::raw:
         line_ += count_newlines(tag_text);
         raw();
@@ -464,8 +481,10 @@ class lexer {
             if (end < s_.size() && s_[end] == '\n') ++end;
           }
         } else {
-          if (s_.compare(pos_, 3, "-}}") == 0) end = pos_ + 3 + match_space(s_, pos_ + 3);
-          else if (s_.compare(pos_, 2, "}}") == 0) end = pos_ + 2;
+          if (s_.compare(pos_, 3, "-}}") == 0)
+            end = pos_ + 3 + match_space(s_, pos_ + 3);
+          else if (s_.compare(pos_, 2, "}}") == 0)
+            end = pos_ + 2;
         }
         if (end != std::string_view::npos) {
           emit(block ? tok::block_end : tok::variable_end, block ? "%}" : "}}");
@@ -560,9 +579,12 @@ class lexer {
     }
     const char c = op[0];
     if (op.size() == 1) {
-      if (c == '{') balance.push_back('}');
-      else if (c == '(') balance.push_back(')');
-      else if (c == '[') balance.push_back(']');
+      if (c == '{')
+        balance.push_back('}');
+      else if (c == '(')
+        balance.push_back(')');
+      else if (c == '[')
+        balance.push_back(']');
       else if (c == '}' || c == ')' || c == ']') {
         if (balance.empty()) fail("unexpected '" + op + "'");
         const char expected = balance.back();

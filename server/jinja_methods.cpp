@@ -68,9 +68,15 @@ value strip_impl(render_context& ctx, const value& self, call_args& a, const cha
   }
   return make_str(ctx, pystr::strip(self.str(), nullptr, l, r), self.is_markup());
 }
-value m_strip(render_context& ctx, const value& self, call_args& a) { return strip_impl(ctx, self, a, "strip", true, true); }
-value m_lstrip(render_context& ctx, const value& self, call_args& a) { return strip_impl(ctx, self, a, "lstrip", true, false); }
-value m_rstrip(render_context& ctx, const value& self, call_args& a) { return strip_impl(ctx, self, a, "rstrip", false, true); }
+value m_strip(render_context& ctx, const value& self, call_args& a) {
+  return strip_impl(ctx, self, a, "strip", true, true);
+}
+value m_lstrip(render_context& ctx, const value& self, call_args& a) {
+  return strip_impl(ctx, self, a, "lstrip", true, false);
+}
+value m_rstrip(render_context& ctx, const value& self, call_args& a) {
+  return strip_impl(ctx, self, a, "rstrip", false, true);
+}
 
 value split_impl(render_context& ctx, const value& self, call_args& a, bool right) {
   bound_args b(right ? "rsplit" : "split", a, {"sep", "maxsplit"});
@@ -109,8 +115,12 @@ value affix_impl(render_context& ctx, const value& self, call_args& a, const cha
   }
   throw runtime_error(std::string(name) + " first arg must be str or a tuple of str, not " + type_name(p));
 }
-value m_startswith(render_context& ctx, const value& self, call_args& a) { return affix_impl(ctx, self, a, "startswith", false); }
-value m_endswith(render_context& ctx, const value& self, call_args& a) { return affix_impl(ctx, self, a, "endswith", true); }
+value m_startswith(render_context& ctx, const value& self, call_args& a) {
+  return affix_impl(ctx, self, a, "startswith", false);
+}
+value m_endswith(render_context& ctx, const value& self, call_args& a) {
+  return affix_impl(ctx, self, a, "endswith", true);
+}
 
 std::int64_t find_impl(const value& self, call_args& a, const char* name, bool reverse, bool is_count) {
   bound_args b(name, a, {"sub", "start", "end"});
@@ -121,9 +131,15 @@ std::int64_t find_impl(const value& self, call_args& a, const char* name, bool r
   if (is_count) return pystr::count(self.str(), sub, start, end);
   return pystr::find(self.str(), sub, start, end, reverse);
 }
-value m_find(render_context&, const value& self, call_args& a) { return value::integer(find_impl(self, a, "find", false, false)); }
-value m_rfind(render_context&, const value& self, call_args& a) { return value::integer(find_impl(self, a, "rfind", true, false)); }
-value m_count(render_context&, const value& self, call_args& a) { return value::integer(find_impl(self, a, "count", false, true)); }
+value m_find(render_context&, const value& self, call_args& a) {
+  return value::integer(find_impl(self, a, "find", false, false));
+}
+value m_rfind(render_context&, const value& self, call_args& a) {
+  return value::integer(find_impl(self, a, "rfind", true, false));
+}
+value m_count(render_context&, const value& self, call_args& a) {
+  return value::integer(find_impl(self, a, "count", false, true));
+}
 value m_index(render_context&, const value& self, call_args& a) {
   const std::int64_t i = find_impl(self, a, "index", false, false);
   if (i < 0) throw runtime_error("substring not found");
@@ -205,7 +221,8 @@ value partition_impl(render_context& ctx, const value& self, call_args& a, bool 
     return value::tuple({value::string(s, m), value::string("", m), value::string("", m)});
   }
   ctx.charge(s.size());
-  return value::tuple({value::string(s.substr(0, f), m), value::string(sep, m), value::string(s.substr(f + sep.size()), m)});
+  return value::tuple(
+      {value::string(s.substr(0, f), m), value::string(sep, m), value::string(s.substr(f + sep.size()), m)});
 }
 value m_partition(render_context& ctx, const value& self, call_args& a) { return partition_impl(ctx, self, a, false); }
 value m_rpartition(render_context& ctx, const value& self, call_args& a) { return partition_impl(ctx, self, a, true); }
@@ -240,14 +257,24 @@ value char_class(const value& self, call_args& a, const char* name, Pred pred) {
 }
 bool ascii_digit(char32_t c) { return c >= '0' && c <= '9'; }
 bool alpha_approx(char32_t c) { return c < 0x80 ? ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') : unicode::is_cased(c); }
-value m_isdigit(render_context&, const value& self, call_args& a) { return char_class(self, a, "isdigit", ascii_digit); }
-value m_isdecimal(render_context&, const value& self, call_args& a) { return char_class(self, a, "isdecimal", ascii_digit); }
-value m_isnumeric(render_context&, const value& self, call_args& a) { return char_class(self, a, "isnumeric", ascii_digit); }
-value m_isalpha(render_context&, const value& self, call_args& a) { return char_class(self, a, "isalpha", alpha_approx); }
+value m_isdigit(render_context&, const value& self, call_args& a) {
+  return char_class(self, a, "isdigit", ascii_digit);
+}
+value m_isdecimal(render_context&, const value& self, call_args& a) {
+  return char_class(self, a, "isdecimal", ascii_digit);
+}
+value m_isnumeric(render_context&, const value& self, call_args& a) {
+  return char_class(self, a, "isnumeric", ascii_digit);
+}
+value m_isalpha(render_context&, const value& self, call_args& a) {
+  return char_class(self, a, "isalpha", alpha_approx);
+}
 value m_isalnum(render_context&, const value& self, call_args& a) {
   return char_class(self, a, "isalnum", [](char32_t c) { return ascii_digit(c) || alpha_approx(c); });
 }
-value m_isspace(render_context&, const value& self, call_args& a) { return char_class(self, a, "isspace", unicode::is_space); }
+value m_isspace(render_context&, const value& self, call_args& a) {
+  return char_class(self, a, "isspace", unicode::is_space);
+}
 value m_isascii(render_context&, const value& self, call_args& a) {
   bound_args b("isascii", a, {});
   return value::boolean(self.str_data().ascii);
@@ -286,7 +313,8 @@ value m_seq_index(render_context& ctx, const value& self, call_args& a) {
                        b.has(2) ? std::optional<std::int64_t>(int_arg(b.get(2))) : std::nullopt, lo, hi);
   for (std::int64_t i = lo; i < hi; ++i)
     if (py_equal(items[static_cast<std::size_t>(i)], b.get(0))) return value::integer(i);
-  throw runtime_error(self.is(kind::list) ? to_repr(b.get(0), ctx) + " is not in list" : "tuple.index(x): x not in tuple");
+  throw runtime_error(self.is(kind::list) ? to_repr(b.get(0), ctx) + " is not in list"
+                                          : "tuple.index(x): x not in tuple");
 }
 
 value m_list_copy(render_context& ctx, const value& self, call_args& a) {
@@ -353,35 +381,68 @@ struct method_entry {
 };
 
 constexpr method_entry k_str_methods[] = {
-    {"capitalize", m_capitalize}, {"casefold", m_unsupported}, {"center", m_center},
-    {"count", m_count}, {"encode", m_unsupported}, {"endswith", m_endswith},
-    {"expandtabs", m_unsupported}, {"find", m_find}, {"format", m_format},
-    {"format_map", m_unsupported}, {"index", m_index}, {"isalnum", m_isalnum},
-    {"isalpha", m_isalpha}, {"isascii", m_isascii}, {"isdecimal", m_isdecimal},
-    {"isdigit", m_isdigit}, {"isidentifier", m_unsupported}, {"islower", m_islower},
-    {"isnumeric", m_isnumeric}, {"isprintable", m_unsupported}, {"isspace", m_isspace},
-    {"istitle", m_unsupported}, {"isupper", m_isupper}, {"join", m_join}, {"ljust", m_ljust},
-    {"lower", m_lower}, {"lstrip", m_lstrip}, {"maketrans", m_unsupported},
-    {"partition", m_partition}, {"removeprefix", m_removeprefix}, {"removesuffix", m_removesuffix},
-    {"replace", m_replace}, {"rfind", m_rfind}, {"rindex", m_rindex}, {"rjust", m_rjust},
-    {"rpartition", m_rpartition}, {"rsplit", m_rsplit}, {"rstrip", m_rstrip}, {"split", m_split},
-    {"splitlines", m_splitlines}, {"startswith", m_startswith}, {"strip", m_strip},
-    {"swapcase", m_swapcase}, {"title", m_title}, {"translate", m_unsupported},
-    {"upper", m_upper}, {"zfill", m_zfill},
+    {"capitalize", m_capitalize},
+    {"casefold", m_unsupported},
+    {"center", m_center},
+    {"count", m_count},
+    {"encode", m_unsupported},
+    {"endswith", m_endswith},
+    {"expandtabs", m_unsupported},
+    {"find", m_find},
+    {"format", m_format},
+    {"format_map", m_unsupported},
+    {"index", m_index},
+    {"isalnum", m_isalnum},
+    {"isalpha", m_isalpha},
+    {"isascii", m_isascii},
+    {"isdecimal", m_isdecimal},
+    {"isdigit", m_isdigit},
+    {"isidentifier", m_unsupported},
+    {"islower", m_islower},
+    {"isnumeric", m_isnumeric},
+    {"isprintable", m_unsupported},
+    {"isspace", m_isspace},
+    {"istitle", m_unsupported},
+    {"isupper", m_isupper},
+    {"join", m_join},
+    {"ljust", m_ljust},
+    {"lower", m_lower},
+    {"lstrip", m_lstrip},
+    {"maketrans", m_unsupported},
+    {"partition", m_partition},
+    {"removeprefix", m_removeprefix},
+    {"removesuffix", m_removesuffix},
+    {"replace", m_replace},
+    {"rfind", m_rfind},
+    {"rindex", m_rindex},
+    {"rjust", m_rjust},
+    {"rpartition", m_rpartition},
+    {"rsplit", m_rsplit},
+    {"rstrip", m_rstrip},
+    {"split", m_split},
+    {"splitlines", m_splitlines},
+    {"startswith", m_startswith},
+    {"strip", m_strip},
+    {"swapcase", m_swapcase},
+    {"title", m_title},
+    {"translate", m_unsupported},
+    {"upper", m_upper},
+    {"zfill", m_zfill},
 };
 
 constexpr method_entry k_list_methods[] = {
-    {"append", nullptr}, {"clear", nullptr}, {"copy", m_list_copy}, {"count", m_seq_count},
-    {"extend", nullptr}, {"index", m_seq_index}, {"insert", nullptr}, {"pop", nullptr},
-    {"remove", nullptr}, {"reverse", nullptr}, {"sort", nullptr},
+    {"append", nullptr}, {"clear", nullptr},     {"copy", m_list_copy}, {"count", m_seq_count},
+    {"extend", nullptr}, {"index", m_seq_index}, {"insert", nullptr},   {"pop", nullptr},
+    {"remove", nullptr}, {"reverse", nullptr},   {"sort", nullptr},
 };
 
 constexpr method_entry k_tuple_methods[] = {{"count", m_seq_count}, {"index", m_seq_index}};
 
 constexpr method_entry k_dict_methods[] = {
-    {"clear", nullptr}, {"copy", m_dict_copy}, {"fromkeys", m_unsupported}, {"get", m_dict_get},
-    {"items", m_dict_items}, {"keys", m_dict_keys}, {"pop", nullptr}, {"popitem", nullptr},
-    {"setdefault", nullptr}, {"update", nullptr}, {"values", m_dict_values},
+    {"clear", nullptr},  {"copy", m_dict_copy},     {"fromkeys", m_unsupported},
+    {"get", m_dict_get}, {"items", m_dict_items},   {"keys", m_dict_keys},
+    {"pop", nullptr},    {"popitem", nullptr},      {"setdefault", nullptr},
+    {"update", nullptr}, {"values", m_dict_values},
 };
 
 constexpr method_entry k_range_methods[] = {{"count", m_range_count}, {"index", m_unsupported}};

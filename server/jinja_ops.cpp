@@ -81,8 +81,7 @@ std::optional<value> python_attr(const value& obj, const std::string& name) {
     case kind::namespace_:
       if (value* v = obj.as<ns_obj>().find(name)) return *v;
       return std::nullopt;
-    case kind::loop:
-      return loop_attr(obj, name);
+    case kind::loop: return loop_attr(obj, name);
     case kind::range: {
       const auto& r = obj.as<range_obj>();
       if (name == "start") return value::integer(r.start);
@@ -100,10 +99,8 @@ std::optional<value> python_attr(const value& obj, const std::string& name) {
     case kind::string:
     case kind::list:
     case kind::tuple:
-    case kind::dict:
-      return find_method(obj, name);
-    default:
-      return std::nullopt;
+    case kind::dict: return find_method(obj, name);
+    default: return std::nullopt;
   }
 }
 
@@ -142,8 +139,7 @@ std::optional<value> python_item(render_context& ctx, const value& obj, const va
       if (!index_of(key, r.size(), i) || i < 0 || i >= r.size()) return std::nullopt;
       return value::integer(r.at(i));
     }
-    default:
-      return std::nullopt;
+    default: return std::nullopt;
   }
 }
 
@@ -267,10 +263,10 @@ value power(const value& a, const value& b) {
   }
   const double x = a.as_float(), y = b.as_float();
   if (x == 0.0 && y < 0) throw runtime_error("0.0 cannot be raised to a negative power");
-  if (x < 0 && std::floor(y) != y && std::isfinite(y))
-    throw runtime_error("complex results of ** are not supported");
+  if (x < 0 && std::floor(y) != y && std::isfinite(y)) throw runtime_error("complex results of ** are not supported");
   const double r = std::pow(x, y);
-  if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) throw runtime_error("(34, 'Numerical result out of range')");
+  if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
+    throw runtime_error("(34, 'Numerical result out of range')");
   return value::floating(r);
 }
 
@@ -301,7 +297,10 @@ value get_slice(render_context& ctx, const value& obj, const slice_spec& s, bool
   if (obj.is_undefined()) raise_undefined(obj);
   const value none_slice = value::undefined_hint(object_type_repr(obj) + " has no element slice");
   switch (obj.type()) {
-    case kind::string: case kind::list: case kind::tuple: case kind::range: break;
+    case kind::string:
+    case kind::list:
+    case kind::tuple:
+    case kind::range: break;
     case kind::dict:
       if (lenient) return none_slice;
       type_error("unhashable type: 'slice'");
@@ -359,8 +358,7 @@ value get_slice(render_context& ctx, const value& obj, const slice_spec& s, bool
       nr->step = r.step * step;
       return value::from_object(kind::range, std::move(nr));
     }
-    default:
-      type_error(tn(obj) + " object is not subscriptable");
+    default: type_error(tn(obj) + " object is not subscriptable");
   }
 }
 
@@ -385,8 +383,7 @@ value binary_op(render_context& ctx, std::string_view op, const value& a, const 
         ctx.charge(out.size() * sizeof(value));
         return a.is(kind::list) ? value::list(std::move(out)) : value::tuple(std::move(out));
       }
-      if (a.is_string() && !a.is_markup())
-        type_error("can only concatenate str (not \"" + type_name(b) + "\") to str");
+      if (a.is_string() && !a.is_markup()) type_error("can only concatenate str (not \"" + type_name(b) + "\") to str");
       if (a.is(kind::list)) type_error("can only concatenate list (not \"" + type_name(b) + "\") to list");
       if (a.is(kind::tuple)) type_error("can only concatenate tuple (not \"" + type_name(b) + "\") to tuple");
       unsupported("+", a, b);
@@ -439,8 +436,7 @@ value binary_op(render_context& ctx, std::string_view op, const value& a, const 
         return value::floating(float_mod(a.as_float(), b.as_float()));
       }
       unsupported("%", a, b);
-    default:
-      throw runtime_error("unknown operator " + std::string(op));
+    default: throw runtime_error("unknown operator " + std::string(op));
   }
 }
 
@@ -464,8 +460,7 @@ value unary_plus(render_context& ctx, const value& a) {
 bool contains(render_context& ctx, const value& container, const value& item) {
   switch (container.type()) {
     case kind::string:
-      if (!item.is_string())
-        type_error("'in <string>' requires string as left operand, not " + type_name(item));
+      if (!item.is_string()) type_error("'in <string>' requires string as left operand, not " + type_name(item));
       return container.str().find(item.str()) != std::string::npos;
     case kind::list:
     case kind::tuple:
@@ -500,8 +495,7 @@ bool contains(render_context& ctx, const value& container, const value& item) {
         if (py_equal(x, item)) return true;
       return false;
     }
-    default:
-      type_error("argument of type " + tn(container) + " is not iterable");
+    default: type_error("argument of type " + tn(container) + " is not iterable");
   }
 }
 

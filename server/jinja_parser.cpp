@@ -106,7 +106,9 @@ class parser {
   // Bounds the depth of the tree so that evaluation recursion stays bounded.
   expr_ptr finish(expr_ptr e) {
     int d = 0;
-    auto see = [&](const expr_ptr& c) { if (c) d = std::max(d, c->depth); };
+    auto see = [&](const expr_ptr& c) {
+      if (c) d = std::max(d, c->depth);
+    };
     see(e->a);
     see(e->b);
     see(e->c);
@@ -137,7 +139,8 @@ class parser {
       else
         msg += " Jinja was looking for the following tags: " + currently + ".";
     }
-    if (!tag_stack_.empty()) msg += " The innermost block that needs to be closed is " + quoted(tag_stack_.back()) + ".";
+    if (!tag_stack_.empty())
+      msg += " The innermost block that needs to be closed is " + quoted(tag_stack_.back()) + ".";
     fail(msg, line);
   }
 
@@ -201,16 +204,26 @@ class parser {
       if (name == u) fail("the '" + name + "' tag is not supported in chat templates", line);
     tag_stack_.push_back(name);
     stmt_ptr s;
-    if (name == "for") s = parse_for();
-    else if (name == "if") s = parse_if();
-    else if (name == "set") s = parse_set();
-    else if (name == "macro") s = parse_macro();
-    else if (name == "call") s = parse_call_block();
-    else if (name == "filter") s = parse_filter_block();
-    else if (name == "with") s = parse_with();
-    else if (name == "print") s = parse_print();
-    else if (name == "break" || name == "continue") s = parse_loop_control(name == "break");
-    else if (name == "generation") s = parse_generation();
+    if (name == "for")
+      s = parse_for();
+    else if (name == "if")
+      s = parse_if();
+    else if (name == "set")
+      s = parse_set();
+    else if (name == "macro")
+      s = parse_macro();
+    else if (name == "call")
+      s = parse_call_block();
+    else if (name == "filter")
+      s = parse_filter_block();
+    else if (name == "with")
+      s = parse_with();
+    else if (name == "print")
+      s = parse_print();
+    else if (name == "break" || name == "continue")
+      s = parse_loop_control(name == "break");
+    else if (name == "generation")
+      s = parse_generation();
     else {
       tag_stack_.pop_back();
       fail_unknown_or_eof(&name, line);
@@ -256,8 +269,7 @@ class parser {
       ++loop_depth_;
       return parse_statements({"endfor", "else"}, false);
     });
-    if (advance().text != "endfor")
-      s->else_ = in_scope(false, [&] { return parse_statements({"endfor"}, true); });
+    if (advance().text != "endfor") s->else_ = in_scope(false, [&] { return parse_statements({"endfor"}, true); });
     return s;
   }
 
@@ -303,8 +315,10 @@ class parser {
       if (!m.params.empty()) expect_op(",");
       const token& n = expect_name();
       std::string name = n.text;
-      if (skip_op("=")) m.defaults.push_back(parse_expression(true));
-      else if (!m.defaults.empty()) fail("non-default argument follows default argument");
+      if (skip_op("="))
+        m.defaults.push_back(parse_expression(true));
+      else if (!m.defaults.empty())
+        fail("non-default argument follows default argument");
       m.params.push_back(std::move(name));
     }
     expect_op(")");
@@ -347,9 +361,13 @@ class parser {
     auto param = [&](const char* n) { return std::find(m.params.begin(), m.params.end(), n) != m.params.end(); };
     if (has("caller")) {
       if (param("caller")) {
-        const auto idx = static_cast<std::size_t>(std::find(m.params.begin(), m.params.end(), "caller") - m.params.begin());
+        const auto idx =
+            static_cast<std::size_t>(std::find(m.params.begin(), m.params.end(), "caller") - m.params.begin());
         if (idx < m.params.size() - m.defaults.size())
-          fail("When defining macros or call blocks the special \"caller\" argument must be omitted or be given a default.", m.line);
+          fail(
+              "When defining macros or call blocks the special \"caller\" argument must be omitted or be given a "
+              "default.",
+              m.line);
       } else {
         m.uses_caller = true;
       }
@@ -377,7 +395,11 @@ class parser {
     auto s = new_stmt(st::call_block, advance().line);
     auto m = std::make_unique<macro_def>();
     m->line = s->line;
-    if (is_op("(")) in_scope(true, [&] { parse_signature(*m); return 0; });
+    if (is_op("("))
+      in_scope(true, [&] {
+        parse_signature(*m);
+        return 0;
+      });
     s->e = parse_expression(true);
     if (s->e->kind != ex::call) fail("expected call", s->line);
     m->body = in_scope(true, [&] { return parse_statements({"endcall"}, true); });
@@ -447,7 +469,7 @@ class parser {
       return t;
     }
     static const std::pair<ex, const char*> names[] = {
-        {ex::literal, "const"}, {ex::list, "list"}, {ex::dict, "dict"}, {ex::getattr, "getattr"},
+        {ex::literal, "const"},   {ex::list, "list"}, {ex::dict, "dict"},     {ex::getattr, "getattr"},
         {ex::getitem, "getitem"}, {ex::call, "call"}, {ex::filter, "filter"}, {ex::test, "test"}};
     std::string what = "expr";
     for (const auto& [k, n] : names)
@@ -478,8 +500,7 @@ class parser {
   bool is_tuple_end(const std::vector<std::string>& extra_end) const {
     const tok t = cur().type;
     if (t == tok::variable_end || t == tok::block_end || (t == tok::op && cur().text == ")")) return true;
-    if (t == tok::name)
-      return std::find(extra_end.begin(), extra_end.end(), cur().text) != extra_end.end();
+    if (t == tok::name) return std::find(extra_end.begin(), extra_end.end(), cur().text) != extra_end.end();
     return false;
   }
 
@@ -491,10 +512,14 @@ class parser {
     while (true) {
       if (!args.empty()) expect_op(",");
       if (is_tuple_end(extra_end)) break;
-      if (simplified) args.push_back(parse_primary());
-      else args.push_back(parse_expression(with_condexpr));
-      if (is_op(",")) is_tuple = true;
-      else break;
+      if (simplified)
+        args.push_back(parse_primary());
+      else
+        args.push_back(parse_expression(with_condexpr));
+      if (is_op(","))
+        is_tuple = true;
+      else
+        break;
       line = cur().line;
     }
     if (!is_tuple) {
@@ -571,9 +596,8 @@ class parser {
     expr_ptr cmp;
     while (true) {
       std::string op;
-      if (cur().type == tok::op &&
-          (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
-           cur().text == ">" || cur().text == ">=")) {
+      if (cur().type == tok::op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
+                                    cur().text == "<=" || cur().text == ">" || cur().text == ">=")) {
         op = advance().text;
       } else if (skip_name("in")) {
         op = "in";
@@ -738,19 +762,26 @@ class parser {
 
   expr_ptr parse_postfix(expr_ptr node) {
     while (true) {
-      if (is_op(".") || is_op("[")) node = parse_subscript(std::move(node));
-      else if (is_op("(")) node = parse_call(std::move(node));
-      else break;
+      if (is_op(".") || is_op("["))
+        node = parse_subscript(std::move(node));
+      else if (is_op("("))
+        node = parse_call(std::move(node));
+      else
+        break;
     }
     return node;
   }
 
   expr_ptr parse_filter_expr(expr_ptr node) {
     while (true) {
-      if (is_op("|")) node = parse_filter(std::move(node), false);
-      else if (is_name("is")) node = parse_test(std::move(node));
-      else if (is_op("(")) node = parse_call(std::move(node));
-      else break;
+      if (is_op("|"))
+        node = parse_filter(std::move(node), false);
+      else if (is_name("is"))
+        node = parse_test(std::move(node));
+      else if (is_op("("))
+        node = parse_call(std::move(node));
+      else
+        break;
     }
     return node;
   }
@@ -805,13 +836,18 @@ class parser {
       advance();
       args.push_back(std::move(node));
     }
-    if (is_op(":")) args.emplace_back();
-    else if (!is_op("]") && !is_op(",")) args.push_back(parse_expression(true));
-    else args.emplace_back();
+    if (is_op(":"))
+      args.emplace_back();
+    else if (!is_op("]") && !is_op(","))
+      args.push_back(parse_expression(true));
+    else
+      args.emplace_back();
     if (is_op(":")) {
       advance();
-      if (!is_op("]") && !is_op(",")) args.push_back(parse_expression(true));
-      else args.emplace_back();
+      if (!is_op("]") && !is_op(","))
+        args.push_back(parse_expression(true));
+      else
+        args.emplace_back();
     } else {
       args.emplace_back();
     }

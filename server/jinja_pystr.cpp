@@ -94,7 +94,8 @@ std::vector<std::string> rsplit(std::string_view s, const std::string* sep, std:
     if (i < 0) break;
     const std::ptrdiff_t j = i--;
     while (i >= 0 && !unicode::is_space(u[static_cast<std::size_t>(i)])) --i;
-    out.push_back(to_utf8(std::u32string_view(u).substr(static_cast<std::size_t>(i + 1), static_cast<std::size_t>(j - i))));
+    out.push_back(
+        to_utf8(std::u32string_view(u).substr(static_cast<std::size_t>(i + 1), static_cast<std::size_t>(j - i))));
   }
   if (i >= 0) {
     while (i >= 0 && unicode::is_space(u[static_cast<std::size_t>(i)])) --i;
@@ -114,8 +115,10 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
     while (i < n && !unicode::is_linebreak(u[i])) ++i;
     std::size_t eol = i;
     if (i < n) {
-      if (u[i] == U'\r' && i + 1 < n && u[i + 1] == U'\n') i += 2;
-      else ++i;
+      if (u[i] == U'\r' && i + 1 < n && u[i + 1] == U'\n')
+        i += 2;
+      else
+        ++i;
       if (keepends) eol = i;
     }
     out.push_back(to_utf8(std::u32string_view(u).substr(j, eol - j)));
@@ -151,10 +154,11 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
   return out;
 }
 
-void adjust_bounds(std::int64_t n, std::optional<std::int64_t> start, std::optional<std::int64_t> end,
-                   std::int64_t& lo, std::int64_t& hi) {
+void adjust_bounds(std::int64_t n, std::optional<std::int64_t> start, std::optional<std::int64_t> end, std::int64_t& lo,
+                   std::int64_t& hi) {
   hi = end.value_or(n);
-  if (hi > n) hi = n;
+  if (hi > n)
+    hi = n;
   else if (hi < 0) {
     hi += n;
     if (hi < 0) hi = 0;
@@ -174,7 +178,8 @@ std::int64_t find(std::string_view s, std::string_view sub, std::optional<std::i
   adjust_bounds(static_cast<std::int64_t>(u.size()), start, end, lo, hi);
   const auto m = static_cast<std::int64_t>(v.size());
   if (hi - lo < m) return -1;
-  const std::u32string_view hay = std::u32string_view(u).substr(static_cast<std::size_t>(lo), static_cast<std::size_t>(hi - lo));
+  const std::u32string_view hay =
+      std::u32string_view(u).substr(static_cast<std::size_t>(lo), static_cast<std::size_t>(hi - lo));
   const std::size_t f = reverse ? hay.rfind(v) : hay.find(v);
   return f == std::u32string_view::npos ? -1 : lo + static_cast<std::int64_t>(f);
 }
@@ -187,7 +192,8 @@ std::int64_t count(std::string_view s, std::string_view sub, std::optional<std::
   adjust_bounds(static_cast<std::int64_t>(u.size()), start, end, lo, hi);
   if (hi - lo < static_cast<std::int64_t>(v.size())) return 0;
   if (v.empty()) return hi - lo + 1;
-  const std::u32string_view hay = std::u32string_view(u).substr(static_cast<std::size_t>(lo), static_cast<std::size_t>(hi - lo));
+  const std::u32string_view hay =
+      std::u32string_view(u).substr(static_cast<std::size_t>(lo), static_cast<std::size_t>(hi - lo));
   std::int64_t n = 0;
   std::size_t pos = 0;
   while ((pos = hay.find(v, pos)) != std::u32string_view::npos) {
@@ -199,8 +205,9 @@ std::int64_t count(std::string_view s, std::string_view sub, std::optional<std::
 
 bool starts_with(std::string_view s, std::string_view prefix, std::optional<std::int64_t> start,
                  std::optional<std::int64_t> end, bool at_end) {
-  if (!start && !end) return at_end ? s.size() >= prefix.size() && s.substr(s.size() - prefix.size()) == prefix
-                                    : s.substr(0, prefix.size()) == prefix;
+  if (!start && !end)
+    return at_end ? s.size() >= prefix.size() && s.substr(s.size() - prefix.size()) == prefix
+                  : s.substr(0, prefix.size()) == prefix;
   const std::u32string u = to_u32(s);
   const std::u32string v = to_u32(prefix);
   std::int64_t lo, hi;
@@ -265,8 +272,10 @@ std::string pad(std::string_view s, std::int64_t width, std::string_view fill, i
   if (width <= len) return std::string(s);
   const std::int64_t marg = width - len;
   std::int64_t left = 0;
-  if (align == 1) left = marg;
-  else if (align == 0) left = marg / 2 + (marg & width & 1);
+  if (align == 1)
+    left = marg;
+  else if (align == 0)
+    left = marg / 2 + (marg & width & 1);
   const std::int64_t right = marg - left;
   std::string out;
   for (std::int64_t i = 0; i < left; ++i) out.append(fill);

@@ -22,8 +22,8 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends);
 std::string replace(std::string_view s, std::string_view old, std::string_view repl, std::int64_t count);
 
 // Normalizes Python slice-style bounds [start, end) over a string of n code points.
-void adjust_bounds(std::int64_t n, std::optional<std::int64_t> start, std::optional<std::int64_t> end,
-                   std::int64_t& lo, std::int64_t& hi);
+void adjust_bounds(std::int64_t n, std::optional<std::int64_t> start, std::optional<std::int64_t> end, std::int64_t& lo,
+                   std::int64_t& hi);
 // str.find / str.rfind in code points (-1 when absent).
 std::int64_t find(std::string_view s, std::string_view sub, std::optional<std::int64_t> start,
                   std::optional<std::int64_t> end, bool reverse);
@@ -41,7 +41,8 @@ void slice_indices(std::int64_t n, std::optional<std::int64_t> start, std::optio
                    std::int64_t step, std::int64_t& lo, std::int64_t& hi);
 std::int64_t slice_length(std::int64_t lo, std::int64_t hi, std::int64_t step);
 
-std::string pad(std::string_view s, std::int64_t width, std::string_view fill, int align);  // -1 left, 0 center, 1 right
+std::string pad(std::string_view s, std::int64_t width, std::string_view fill,
+                int align);  // -1 left, 0 center, 1 right
 std::string zfill(std::string_view s, std::int64_t width);
 
 // markupsafe.escape: & < > ' " to entities.

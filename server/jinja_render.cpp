@@ -6,6 +6,7 @@
 #include "server/jinja_error.h"
 #include "server/jinja_ops.h"
 #include "server/jinja_parser.h"
+#include "server/jinja_symbols.h"
 #include "server/jinja_unicode.h"
 
 namespace spate::jinja {
@@ -32,16 +33,16 @@ class renderer {
     std::optional<value> v;
     try {
       v = eval(e, nullptr);
-    } catch (...) {
-    }
+    } catch (...) {}
     fold_mode_ = false;
     return v;
   }
 
-  void run(const stmt_list& body, std::string& out) {
+  void run(const template_ast& ast, std::string& out) {
     auto root = std::make_shared<frame>();
     root->parent = context_;
-    exec(body, root, out);
+    bind_missing(*root, ast.missing);
+    exec(ast.body, root, out);
   }
 
  private:
@@ -61,6 +62,11 @@ class renderer {
     out.append(text);
   }
 
+  // Locals that Jinja2's scope analysis starts as undefined (see jinja_symbols.h).
+  static void bind_missing(frame& f, const std::vector<std::string>& names) {
+    for (const auto& n : names) f.set(n, value::undefined_name(n));
+  }
+
   // ----- names -----
   value lookup(const std::string& name, frame* f) {
     for (frame* p = f; p; p = p->parent.get())
@@ -72,9 +78,7 @@ class renderer {
 
   void assign(const target& t, const value& v, frame& f) {
     switch (t.kind) {
-      case target::name:
-        f.set(t.id, v);
-        return;
+      case target::name: f.set(t.id, v); return;
       case target::tuple: {
         std::vector<value> items = to_vector(v, ctx_);
         if (items.size() < t.items.size())
@@ -107,28 +111,26 @@ class renderer {
     ctx_.line = s.line;
     ctx_.step();
     switch (s.kind) {
-      case st::text:
-        append(out, s.text);
-        return flow::normal;
+      case st::text: append(out, s.text); return flow::normal;
       case st::output: {
         const value v = eval(*s.e, f);
-        if (v.is_string()) append(out, v.str());
-        else append(out, to_str(v, ctx_));
+        if (v.is_string())
+          append(out, v.str());
+        else
+          append(out, to_str(v, ctx_));
         return flow::normal;
       }
       case st::if_:
         for (const auto& [cond, body] : s.branches)
           if (truthy(eval(*cond, f))) return exec(body, f, out);
         return exec(s.else_, f, out);
-      case st::for_:
-        return exec_for(s, f, out);
-      case st::set:
-        assign(s.tgt, eval(*s.e, f), *f);
-        return flow::normal;
+      case st::for_: return exec_for(s, f, out);
+      case st::set: assign(s.tgt, eval(*s.e, f), *f); return flow::normal;
       case st::set_block: {
         std::string buf;
         auto inner = std::make_shared<frame>();
         inner->parent = f;
+        bind_missing(*inner, s.missing);
         const flow r = exec(s.body, inner, buf);
         if (r != flow::normal) return r;
         value v = value::string(std::move(buf));
@@ -159,6 +161,7 @@ class renderer {
         std::string buf;
         auto inner = std::make_shared<frame>();
         inner->parent = f;
+        bind_missing(*inner, s.missing);
         const flow r = exec(s.body, inner, buf);
         if (r != flow::normal) return r;
         const value v = eval_block_filter(*s.filter, inner, value::string(std::move(buf)));
@@ -170,21 +173,21 @@ class renderer {
         for (const auto& [t, e] : s.bindings) vals.push_back(eval(*e, f));
         auto inner = std::make_shared<frame>();
         inner->parent = f;
+        bind_missing(*inner, s.missing);
         for (std::size_t i = 0; i < vals.size(); ++i) assign(s.bindings[i].first, vals[i], *inner);
         return exec(s.body, inner, out);
       }
       case st::scope: {
         auto inner = std::make_shared<frame>();
         inner->parent = f;
+        bind_missing(*inner, s.missing);
         std::string buf;
         exec(s.body, inner, buf);
         append(out, buf);
         return flow::normal;
       }
-      case st::break_:
-        return flow::break_;
-      case st::continue_:
-        return flow::continue_;
+      case st::break_: return flow::break_;
+      case st::continue_: return flow::continue_;
     }
     return flow::normal;
   }
@@ -228,6 +231,7 @@ class renderer {
       ctx_.step();
       auto inner = std::make_shared<frame>();
       inner->parent = f;
+      bind_missing(*inner, s.missing);
       assign(s.tgt, item, *inner);
       inner->set("loop", loop_value);
       const flow r = exec(s.body, inner, out);
@@ -237,6 +241,7 @@ class renderer {
     if (!completed && !s.else_.empty()) {
       auto inner = std::make_shared<frame>();
       inner->parent = f;
+      bind_missing(*inner, s.else_missing);
       return exec(s.else_, inner, out);
     }
     return flow::normal;
@@ -275,6 +280,7 @@ class renderer {
     }
     auto fr = std::make_shared<frame>();
     fr->parent = m.closure;
+    bind_missing(*fr, d.missing);
     if (d.uses_caller && !found_caller) {
       auto c = take_kw("caller");
       fr->set("caller", c ? *c : value::undefined_hint("No caller defined"));
@@ -286,8 +292,9 @@ class renderer {
     } else if (!kw.empty()) {
       for (const auto& [k, v] : kw)
         if (k == "caller")
-          throw runtime_error("macro " + py_str_repr(display) +
-                              " was invoked with two values for the special caller argument. This is most likely a bug.");
+          throw runtime_error(
+              "macro " + py_str_repr(display) +
+              " was invoked with two values for the special caller argument. This is most likely a bug.");
       throw runtime_error("macro " + py_str_repr(display) + " takes no keyword argument " + py_str_repr(kw[0].first));
     }
     if (d.catch_varargs) {
@@ -295,15 +302,18 @@ class renderer {
       for (std::size_t i = n; i < args.args.size(); ++i) rest.push_back(args.args[i]);
       fr->set("varargs", value::tuple(std::move(rest)));
     } else if (args.args.size() > n) {
-      throw runtime_error("macro " + py_str_repr(display) + " takes not more than " + std::to_string(n) + " argument(s)");
+      throw runtime_error("macro " + py_str_repr(display) + " takes not more than " + std::to_string(n) +
+                          " argument(s)");
     }
     for (std::size_t i = 0; i < n; ++i)
       if (bound[i]) fr->set(d.params[i], *bound[i]);
     const std::size_t first_default = n - d.defaults.size();
     for (std::size_t i = 0; i < n; ++i) {
       if (bound[i]) continue;
-      if (i >= first_default) fr->set(d.params[i], eval(*d.defaults[i - first_default], fr));
-      else fr->set(d.params[i], value::undefined_hint("parameter " + py_str_repr(d.params[i]) + " was not provided"));
+      if (i >= first_default)
+        fr->set(d.params[i], eval(*d.defaults[i - first_default], fr));
+      else
+        fr->set(d.params[i], value::undefined_hint("parameter " + py_str_repr(d.params[i]) + " was not provided"));
     }
     ++ctx_.call_depth;
     std::string buf;
@@ -374,8 +384,7 @@ class renderer {
     check_stack();
     ctx_.line = e.line;
     switch (e.kind) {
-      case ex::literal:
-        return e.constant;
+      case ex::literal: return e.constant;
       case ex::name:
         if (fold_mode_) throw impossible{};
         return lookup(e.name, f.get());
@@ -398,8 +407,7 @@ class renderer {
         ctx_.charge(d->items.size() * 2 * sizeof(value));
         return value::dict(std::move(d));
       }
-      case ex::getattr:
-        return get_attr(ctx_, eval(*e.a, f), e.name);
+      case ex::getattr: return get_attr(ctx_, eval(*e.a, f), e.name);
       case ex::getitem: {
         const value obj = eval(*e.a, f);
         if (e.b->kind == ex::slice) {
@@ -411,8 +419,7 @@ class renderer {
         }
         return get_item(ctx_, obj, eval(*e.b, f));
       }
-      case ex::slice:
-        throw runtime_error("slice outside of a subscript");
+      case ex::slice: throw runtime_error("slice outside of a subscript");
       case ex::call:
         if (fold_mode_) throw impossible{};
         return eval_call(e, f, nullptr);
@@ -438,12 +445,9 @@ class renderer {
         ctx_.step();
         return value::boolean(e.test(ctx_, input, args));
       }
-      case ex::neg:
-        return negate(ctx_, eval(*e.a, f));
-      case ex::pos:
-        return unary_plus(ctx_, eval(*e.a, f));
-      case ex::not_:
-        return value::boolean(!truthy(eval(*e.a, f)));
+      case ex::neg: return negate(ctx_, eval(*e.a, f));
+      case ex::pos: return unary_plus(ctx_, eval(*e.a, f));
+      case ex::not_: return value::boolean(!truthy(eval(*e.a, f)));
       case ex::binop: {
         const value a = eval(*e.a, f);
         const value b = eval(*e.b, f);
@@ -454,8 +458,10 @@ class renderer {
         std::string out;
         for (const auto& x : e.items) {
           const value v = eval(*x, f);
-          if (v.is_string()) out += v.str();
-          else out += to_str(v, ctx_);
+          if (v.is_string())
+            out += v.str();
+          else
+            out += to_str(v, ctx_);
           ctx_.check_string(out.size());
         }
         ctx_.charge(out.size());
@@ -501,9 +507,12 @@ class renderer {
 // jinja2.compiler.has_safe_repr: values the optimizer may turn into constants.
 bool has_safe_repr(const value& v) {
   switch (v.type()) {
-    case kind::none: case kind::boolean: case kind::integer: case kind::floating: case kind::string:
-    case kind::range:
-      return true;
+    case kind::none:
+    case kind::boolean:
+    case kind::integer:
+    case kind::floating:
+    case kind::string:
+    case kind::range: return true;
     case kind::list:
     case kind::tuple:
       for (const auto& x : v.seq().items)
@@ -513,8 +522,7 @@ bool has_safe_repr(const value& v) {
       for (const auto& [k, x] : v.dict_ref().items)
         if (!has_safe_repr(k) || !has_safe_repr(x)) return false;
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -552,8 +560,7 @@ class folder {
           s.text = to_str(*v, ctx_);
           s.kind = st::text;
           s.e.reset();
-        } catch (...) {
-        }
+        } catch (...) {}
       }
     }
   }
@@ -586,6 +593,7 @@ compiled_template::compiled_template(std::string_view source) {
   if (source.size() > k_max_source_bytes)
     throw syntax_error("template source is larger than " + std::to_string(k_max_source_bytes) + " bytes", 1);
   ast_ = parse_template(unicode::sanitize_utf8(source));
+  analyze_scopes(ast_);
   folder().fold(ast_.body);
 }
 
@@ -595,7 +603,7 @@ std::string compiled_template::render(render_context& ctx, std::vector<std::pair
   renderer r(ctx, context);
   std::string out;
   try {
-    r.run(ast_.body, out);
+    r.run(ast_, out);
   } catch (runtime_error& e) {
     if (e.line == 0) e.line = ctx.line;
     throw;

@@ -1,9 +1,10 @@
 // A parsed Jinja2 template and its evaluator. Semantics follow Python Jinja2 3.1 in an
 // ImmutableSandboxedEnvironment with trim_blocks / lstrip_blocks and the loopcontrols
-// extension (how Hugging Face and vLLM render chat templates): Python scoping (loop bodies,
-// macros, set/filter/with blocks get their own scope; if does not), late-bound macro
-// closures, Python values and operators (see jinja_value.h / jinja_ops.h), and the sandbox's
-// refusal of mutating methods.
+// extension (how Hugging Face and vLLM render chat templates): Jinja2's scoping (loop bodies,
+// macros, set/filter/with blocks get their own scope, if does not; locals that start undefined
+// per jinja_symbols.h), late-bound macro closures, Python values and operators (jinja_value.h,
+// jinja_ops.h), the sandbox's refusal of mutating methods, and Jinja2's constant folding
+// (which decides whether a slice of a constant is lenient).
 //
 // Thread-safety: a template is immutable after construction; render() may be called from
 // several threads at once (each call has its own render_context).

@@ -92,9 +92,8 @@ class encoder {
         items.reserve(d.items.size());
         for (const auto& kv : d.items) items.push_back(&kv);
         if (o_.sort_keys)
-          std::stable_sort(items.begin(), items.end(), [&](const auto* a, const auto* b) {
-            return py_less(a->first, b->first, ctx_);
-          });
+          std::stable_sort(items.begin(), items.end(),
+                           [&](const auto* a, const auto* b) { return py_less(a->first, b->first, ctx_); });
         out_ += '{';
         newline(level + 1);
         bool first = true;
@@ -107,8 +106,7 @@ class encoder {
             case kind::boolean: key = k.as_bool() ? "true" : "false"; break;
             case kind::none: key = "null"; break;
             case kind::integer: key = std::to_string(k.as_int()); break;
-            default:
-              throw runtime_error("keys must be str, int, float, bool or None, not " + type_name(k));
+            default: throw runtime_error("keys must be str, int, float, bool or None, not " + type_name(k));
           }
           if (!first) {
             out_ += o_.item_sep;
@@ -123,8 +121,7 @@ class encoder {
         out_ += '}';
         return;
       }
-      default:
-        throw runtime_error("Object of type " + type_name(v) + " is not JSON serializable");
+      default: throw runtime_error("Object of type " + type_name(v) + " is not JSON serializable");
     }
   }
 

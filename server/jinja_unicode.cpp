@@ -11,19 +11,18 @@ namespace ud = unicode_data;
 
 bool in_ranges(const ud::cp_range* r, std::size_t n, char32_t cp) {
   const ud::cp_range* end = r + n;
-  const ud::cp_range* it =
-      std::upper_bound(r, end, cp, [](char32_t c, const ud::cp_range& x) { return c < x.lo; });
+  const ud::cp_range* it = std::upper_bound(r, end, cp, [](char32_t c, const ud::cp_range& x) { return c < x.lo; });
   if (it == r) return false;
   --it;
   return cp <= it->hi;
 }
 
 // Appends the mapping of cp from (runs, multi); returns false when cp maps to itself.
-bool map_cp(std::string& out, char32_t cp, const ud::case_run* runs, std::size_t nruns,
-            const ud::case_multi* multi, std::size_t nmulti) {
+bool map_cp(std::string& out, char32_t cp, const ud::case_run* runs, std::size_t nruns, const ud::case_multi* multi,
+            std::size_t nmulti) {
   const ud::case_multi* mend = multi + nmulti;
-  const ud::case_multi* m = std::lower_bound(
-      multi, mend, cp, [](const ud::case_multi& x, char32_t c) { return x.cp < c; });
+  const ud::case_multi* m =
+      std::lower_bound(multi, mend, cp, [](const ud::case_multi& x, char32_t c) { return x.cp < c; });
   if (m != mend && m->cp == cp) {
     for (char32_t c : m->out) {
       if (c == 0) break;
@@ -32,8 +31,7 @@ bool map_cp(std::string& out, char32_t cp, const ud::case_run* runs, std::size_t
     return true;
   }
   const ud::case_run* rend = runs + nruns;
-  const ud::case_run* it =
-      std::upper_bound(runs, rend, cp, [](char32_t c, const ud::case_run& x) { return c < x.lo; });
+  const ud::case_run* it = std::upper_bound(runs, rend, cp, [](char32_t c, const ud::case_run& x) { return c < x.lo; });
   if (it != runs) {
     --it;
     if (cp <= it->hi && (cp - it->lo) % it->stride == 0) {
@@ -49,8 +47,7 @@ void append_lower(std::string& out, char32_t cp) {
     out.push_back(static_cast<char>(cp >= 'A' && cp <= 'Z' ? cp + 32 : cp));
     return;
   }
-  if (!map_cp(out, cp, ud::k_lower_runs, ud::k_lower_runs_size, ud::k_lower_multi,
-              ud::k_lower_multi_size))
+  if (!map_cp(out, cp, ud::k_lower_runs, ud::k_lower_runs_size, ud::k_lower_multi, ud::k_lower_multi_size))
     append_utf8(out, cp);
 }
 
@@ -59,14 +56,12 @@ void append_upper(std::string& out, char32_t cp) {
     out.push_back(static_cast<char>(cp >= 'a' && cp <= 'z' ? cp - 32 : cp));
     return;
   }
-  if (!map_cp(out, cp, ud::k_upper_runs, ud::k_upper_runs_size, ud::k_upper_multi,
-              ud::k_upper_multi_size))
+  if (!map_cp(out, cp, ud::k_upper_runs, ud::k_upper_runs_size, ud::k_upper_multi, ud::k_upper_multi_size))
     append_utf8(out, cp);
 }
 
 void append_title(std::string& out, char32_t cp) {
-  if (cp >= 0x80 && map_cp(out, cp, ud::k_title_runs, ud::k_title_runs_size, ud::k_title_multi,
-                           ud::k_title_multi_size))
+  if (cp >= 0x80 && map_cp(out, cp, ud::k_title_runs, ud::k_title_runs_size, ud::k_title_multi, ud::k_title_multi_size))
     return;
   append_upper(out, cp);
 }
@@ -101,20 +96,24 @@ char32_t lower_sigma(const std::u32string& u, std::size_t i) {
 }
 
 void append_lower_at(std::string& out, const std::u32string& u, std::size_t i) {
-  if (u[i] == 0x3A3) append_utf8(out, lower_sigma(u, i));
-  else append_lower(out, u[i]);
+  if (u[i] == 0x3A3)
+    append_utf8(out, lower_sigma(u, i));
+  else
+    append_lower(out, u[i]);
 }
 
 }  // namespace
 
 char32_t decode(std::string_view s, std::size_t& pos) {
   const auto b0 = static_cast<unsigned char>(s[pos]);
-  if (b0 < 0x80) { ++pos; return b0; }
+  if (b0 < 0x80) {
+    ++pos;
+    return b0;
+  }
   int n = b0 >= 0xF0 ? 3 : b0 >= 0xE0 ? 2 : 1;
   char32_t cp = b0 & (0x3F >> n);
   ++pos;
-  for (int i = 0; i < n && pos < s.size(); ++i, ++pos)
-    cp = (cp << 6) | (static_cast<unsigned char>(s[pos]) & 0x3F);
+  for (int i = 0; i < n && pos < s.size(); ++i, ++pos) cp = (cp << 6) | (static_cast<unsigned char>(s[pos]) & 0x3F);
   return cp;
 }
 
@@ -146,20 +145,39 @@ std::size_t valid_seq(std::string_view s, std::size_t pos, std::size_t& bad) {
   if (b0 < 0x80) return 1;
   int n;
   unsigned char lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF) n = 1;
-  else if (b0 == 0xE0) { n = 2; lo = 0xA0; }
-  else if (b0 >= 0xE1 && b0 <= 0xEC) n = 2;
-  else if (b0 == 0xED) { n = 2; hi = 0x9F; }
-  else if (b0 >= 0xEE && b0 <= 0xEF) n = 2;
-  else if (b0 == 0xF0) { n = 3; lo = 0x90; }
-  else if (b0 >= 0xF1 && b0 <= 0xF3) n = 3;
-  else if (b0 == 0xF4) { n = 3; hi = 0x8F; }
-  else return 0;
+  if (b0 >= 0xC2 && b0 <= 0xDF)
+    n = 1;
+  else if (b0 == 0xE0) {
+    n = 2;
+    lo = 0xA0;
+  } else if (b0 >= 0xE1 && b0 <= 0xEC)
+    n = 2;
+  else if (b0 == 0xED) {
+    n = 2;
+    hi = 0x9F;
+  } else if (b0 >= 0xEE && b0 <= 0xEF)
+    n = 2;
+  else if (b0 == 0xF0) {
+    n = 3;
+    lo = 0x90;
+  } else if (b0 >= 0xF1 && b0 <= 0xF3)
+    n = 3;
+  else if (b0 == 0xF4) {
+    n = 3;
+    hi = 0x8F;
+  } else
+    return 0;
   for (int i = 1; i <= n; ++i) {
-    if (pos + i >= s.size()) { bad = static_cast<std::size_t>(i); return 0; }
+    if (pos + i >= s.size()) {
+      bad = static_cast<std::size_t>(i);
+      return 0;
+    }
     const auto b = static_cast<unsigned char>(s[pos + i]);
     const unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
-    if (b < l || b > h) { bad = static_cast<std::size_t>(i); return 0; }
+    if (b < l || b > h) {
+      bad = static_cast<std::size_t>(i);
+      return 0;
+    }
   }
   return static_cast<std::size_t>(n) + 1;
 }
@@ -219,12 +237,25 @@ std::size_t byte_offset(std::string_view s, std::size_t index) {
 
 bool is_space(char32_t cp) {
   switch (cp) {
-    case 0x09: case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E:
-    case 0x1F: case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029:
-    case 0x202F: case 0x205F: case 0x3000:
-      return true;
-    default:
-      return cp >= 0x2000 && cp <= 0x200A;
+    case 0x09:
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000: return true;
+    default: return cp >= 0x2000 && cp <= 0x200A;
   }
 }
 
@@ -235,11 +266,17 @@ bool is_printable(char32_t cp) {
 
 bool is_linebreak(char32_t cp) {
   switch (cp) {
-    case 0x0A: case 0x0B: case 0x0C: case 0x0D: case 0x1C: case 0x1D: case 0x1E: case 0x85:
-    case 0x2028: case 0x2029:
-      return true;
-    default:
-      return false;
+    case 0x0A:
+    case 0x0B:
+    case 0x0C:
+    case 0x0D:
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x85:
+    case 0x2028:
+    case 0x2029: return true;
+    default: return false;
   }
 }
 
@@ -295,8 +332,10 @@ std::string title(std::string_view s) {
   const std::u32string u = to_u32(s);
   bool prev_cased = false;
   for (std::size_t i = 0; i < u.size(); ++i) {
-    if (prev_cased) append_lower_at(out, u, i);
-    else append_title(out, u[i]);
+    if (prev_cased)
+      append_lower_at(out, u, i);
+    else
+      append_title(out, u[i]);
     prev_cased = is_cased(u[i]);
   }
   return out;
@@ -307,8 +346,10 @@ std::string capitalize(std::string_view s) {
   out.reserve(s.size());
   const std::u32string u = to_u32(s);
   for (std::size_t i = 0; i < u.size(); ++i) {
-    if (i == 0) append_title(out, u[i]);
-    else append_lower_at(out, u, i);
+    if (i == 0)
+      append_title(out, u[i]);
+    else
+      append_lower_at(out, u, i);
   }
   return out;
 }
@@ -318,9 +359,12 @@ std::string swapcase(std::string_view s) {
   out.reserve(s.size());
   const std::u32string u = to_u32(s);
   for (std::size_t i = 0; i < u.size(); ++i) {
-    if (is_upper_char(u[i])) append_lower_at(out, u, i);
-    else if (is_lower_char(u[i])) append_upper(out, u[i]);
-    else append_utf8(out, u[i]);
+    if (is_upper_char(u[i]))
+      append_lower_at(out, u, i);
+    else if (is_lower_char(u[i]))
+      append_upper(out, u[i]);
+    else
+      append_utf8(out, u[i]);
   }
   return out;
 }
@@ -343,8 +387,10 @@ bool isupper(std::string_view s) {
   while (pos < s.size()) {
     const char32_t c = decode(s, pos);
     if (is_lower_char(c)) return false;
-    if (is_upper_char(c)) cased = true;
-    else if (is_cased(c)) return false;  // title case
+    if (is_upper_char(c))
+      cased = true;
+    else if (is_cased(c))
+      return false;  // title case
   }
   return cased;
 }

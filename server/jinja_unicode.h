@@ -26,9 +26,9 @@ std::size_t count_code_points(std::string_view s);
 // Byte offset of code point index `index` (index <= count); s.size() for index == count.
 std::size_t byte_offset(std::string_view s, std::size_t index);
 
-bool is_space(char32_t cp);       // str.isspace()
-bool is_printable(char32_t cp);   // str.isprintable()
-bool is_linebreak(char32_t cp);   // str.splitlines() boundary (\r\n handled by the caller)
+bool is_space(char32_t cp);      // str.isspace()
+bool is_printable(char32_t cp);  // str.isprintable()
+bool is_linebreak(char32_t cp);  // str.splitlines() boundary (\r\n handled by the caller)
 bool is_cased(char32_t cp);
 bool is_case_ignorable(char32_t cp);
 bool is_upper_char(char32_t cp);  // approximation: has a lower-case mapping, not title case

@@ -9,30 +9,39 @@
 namespace spate::jinja::unicode_data {
 
 // Inclusive code point range.
-struct cp_range { char32_t lo, hi; };
+struct cp_range {
+  char32_t lo, hi;
+};
 
 // Code points lo, lo+stride, ..., hi map to cp + delta.
-struct case_run { char32_t lo, hi; std::int32_t delta; std::uint8_t stride; };
+struct case_run {
+  char32_t lo, hi;
+  std::int32_t delta;
+  std::uint8_t stride;
+};
 
 // A code point whose mapping is several code points (0-terminated, at most 3).
-struct case_multi { char32_t cp; char32_t out[3]; };
+struct case_multi {
+  char32_t cp;
+  char32_t out[3];
+};
 
-extern const cp_range k_nonprintable[];   // str.isprintable() is false (code points >= 0x80)
+extern const cp_range k_nonprintable[];  // str.isprintable() is false (code points >= 0x80)
 extern const std::size_t k_nonprintable_size;
-extern const cp_range k_cased[];          // Unicode "Cased"
+extern const cp_range k_cased[];  // Unicode "Cased"
 extern const std::size_t k_cased_size;
-extern const cp_range k_case_ignorable[]; // Unicode "Case_Ignorable"
+extern const cp_range k_case_ignorable[];  // Unicode "Case_Ignorable"
 extern const std::size_t k_case_ignorable_size;
 
-extern const case_run k_lower_runs[];     // str.lower(), full mapping
+extern const case_run k_lower_runs[];  // str.lower(), full mapping
 extern const std::size_t k_lower_runs_size;
 extern const case_multi k_lower_multi[];
 extern const std::size_t k_lower_multi_size;
-extern const case_run k_upper_runs[];     // str.upper(), full mapping
+extern const case_run k_upper_runs[];  // str.upper(), full mapping
 extern const std::size_t k_upper_runs_size;
 extern const case_multi k_upper_multi[];
 extern const std::size_t k_upper_multi_size;
-extern const case_run k_title_runs[];     // title case where it differs from upper case
+extern const case_run k_title_runs[];  // title case where it differs from upper case
 extern const std::size_t k_title_runs_size;
 extern const case_multi k_title_multi[];
 extern const std::size_t k_title_multi_size;

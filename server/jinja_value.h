@@ -40,8 +40,22 @@ struct dict_obj;
 inline constexpr int k_max_value_depth = 256;
 
 enum class kind : std::uint8_t {
-  undefined, none, boolean, integer, floating, string, list, tuple, dict, dict_view, range,
-  generator, namespace_, macro, builtin, loop
+  undefined,
+  none,
+  boolean,
+  integer,
+  floating,
+  string,
+  list,
+  tuple,
+  dict,
+  dict_view,
+  range,
+  generator,
+  namespace_,
+  macro,
+  builtin,
+  loop
 };
 
 struct object {
@@ -52,10 +66,29 @@ class value {
  public:
   value() noexcept : kind_(kind::undefined) {}
 
-  static value none() noexcept { value v; v.kind_ = kind::none; return v; }
-  static value boolean(bool b) noexcept { value v; v.kind_ = kind::boolean; v.u_.b = b; return v; }
-  static value integer(std::int64_t i) noexcept { value v; v.kind_ = kind::integer; v.u_.i = i; return v; }
-  static value floating(double d) noexcept { value v; v.kind_ = kind::floating; v.u_.d = d; return v; }
+  static value none() noexcept {
+    value v;
+    v.kind_ = kind::none;
+    return v;
+  }
+  static value boolean(bool b) noexcept {
+    value v;
+    v.kind_ = kind::boolean;
+    v.u_.b = b;
+    return v;
+  }
+  static value integer(std::int64_t i) noexcept {
+    value v;
+    v.kind_ = kind::integer;
+    v.u_.i = i;
+    return v;
+  }
+  static value floating(double d) noexcept {
+    value v;
+    v.kind_ = kind::floating;
+    v.u_.d = d;
+    return v;
+  }
   static value string(std::string s, bool markup = false);
   // Undefined values carrying the message raised when they are misused.
   static value undefined_hint(std::string hint);
@@ -83,15 +116,15 @@ class value {
   // Integer value of an int or bool.
   std::int64_t as_int() const noexcept { return kind_ == kind::boolean ? (u_.b ? 1 : 0) : u_.i; }
   // Float value of an int, bool or float.
-  double as_float() const noexcept {
-    return kind_ == kind::floating ? u_.d : static_cast<double>(as_int());
-  }
+  double as_float() const noexcept { return kind_ == kind::floating ? u_.d : static_cast<double>(as_int()); }
   inline const std::string& str() const noexcept;  // precondition: is_string()
   inline const str_obj& str_data() const noexcept;
-  inline seq_obj& seq() const noexcept;           // precondition: is_seq()
-  inline dict_obj& dict_ref() const noexcept;     // precondition: is(kind::dict)
+  inline seq_obj& seq() const noexcept;        // precondition: is_seq()
+  inline dict_obj& dict_ref() const noexcept;  // precondition: is(kind::dict)
   template <class T>
-  T& as() const noexcept { return *static_cast<T*>(obj_.get()); }
+  T& as() const noexcept {
+    return *static_cast<T*>(obj_.get());
+  }
   const std::shared_ptr<object>& ptr() const noexcept { return obj_; }
   int depth() const noexcept;  // nesting depth of containers, 0 for scalars
   bool same_object(const value& o) const noexcept { return obj_ && obj_ == o.obj_; }
@@ -107,10 +140,10 @@ class value {
   std::shared_ptr<object> obj_;
 };
 
-// Why a value is undefined; used for the message when the undefined value is misused.
+// Why a value is undefined: the message raised when the undefined value is misused
+// (UndefinedError, or SecurityError for a method the sandbox refuses).
 struct undefined_info : object {
-  std::string hint;          // explicit message, used as is when set
-  bool security = false;     // an unsafe attribute: misuse raises the hint as a SecurityError
+  std::string hint;
 };
 
 struct str_obj : object {
@@ -181,7 +214,7 @@ using builtin_fn = value (*)(render_context& ctx, const value& self, call_args& 
 struct builtin_obj : object {  // a global function or a bound method
   std::string name;
   builtin_fn fn = nullptr;
-  value self;       // the bound object for methods (undefined for functions)
+  value self;  // the bound object for methods (undefined for functions)
   bool is_method = false;
 };
 
@@ -210,6 +243,7 @@ struct loop_obj : object {  // jinja2.runtime.LoopContext
   bool has_changed = false;
   value last_changed;
   int depth0 = 0;
+  bool tracked = false;   // registered with the render_context (see jinja_context.h)
   bool next(value& out);  // advances the loop
   bool peek(value& out);  // the next item without advancing
   std::int64_t get_length();

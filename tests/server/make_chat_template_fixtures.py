@@ -656,6 +656,18 @@ add('x_dict_dup_keys', "{{ {'a': 1, 'b': 2, 'a': 3} }}{{ {1: 'x', true: 'y', 1.0
 add('x_with_loop', "{% for i in [1, 2] %}{% with j = i * 10 %}{{ j }}{{ loop.index }}{% endwith %}{% endfor %}")
 add('x_call_block_kwargs', "{% macro m(a) %}{{ a }}:{{ caller(a) }}{% endmacro %}{% call(v) m(5) %}<{{ v * 2 }}>{% endcall %}")
 
+# Jinja2's compile-time scoping: a name assigned later in a scope (and not read before in it)
+# starts undefined there, unless only some if-branches assign it.
+add('scope_later_set_root', "{% for m in [1] %}[{{ x }}]{% endfor %}{% set x = 1 %}", x=5)
+add('scope_read_before_set', "{{ x }}{% set x = 1 %}|{% if true %}[{{ y }}]{% endif %}{% set y = 1 %}", x=5, y=6)
+add('scope_later_set_loop', "{% for i in [1, 2] %}{% for j in [1] %}[{{ x }}]{% endfor %}{% set x = i %}{% endfor %}", x=5)
+add('scope_later_set_alias', "{% set x = 9 %}{% for i in [1, 2] %}{% for j in [1] %}[{{ x }}]{% endfor %}{% set x = i %}{% endfor %}")
+add('scope_branch_set', "{% if false %}{% set x = 1 %}{% endif %}{{ x }}|{% if true %}{% set z = 1 %}{% else %}{% set z = 2 %}{% endif %}{{ z }}", x=5)
+add('scope_loop_filter', "{% for i in [1, 2] %}{% for j in [1] if x is defined %}B{% else %}E{% endfor %}{% set x = 3 %}{% endfor %}", x=5)
+add('scope_macro_later_set', "{% macro m() %}{% for j in [1] %}[{{ x }}]{% endfor %}{% set x = 3 %}{% endmacro %}{{ m() }}", x=5)
+add('scope_blocks', "{% for i in [1] %}{% with %}[{{ x }}]{% endwith %}{% filter upper %}[{{ x }}]{% endfilter %}{% set x = 3 %}{% endfor %}", x=5)
+add('x_percent_mapping_args', "{{ '3' % u }}|{{ '%s' % u }}|{{ '' % [] }}|{{ '%s' % none }}")
+add('x_percent_not_all_converted', "{{ 'x' % 5 }}")
 
 # ----------------------------------------------------------------------------------------------
 # Main

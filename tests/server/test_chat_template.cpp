@@ -137,8 +137,7 @@ TEST(ChatTemplate, RendersVariablesAndOptions) {
       "<s>", "</s>");
   chat_template_options o;
   o.extra_context["flag"] = true;
-  EXPECT_EQ(t.render(msgs(R"([{"role":"user","content":"hi"}])"), o),
-            "<s><user>hi<assistant></s>|None|None|True");
+  EXPECT_EQ(t.render(msgs(R"([{"role":"user","content":"hi"}])"), o), "<s><user>hi<assistant></s>|None|None|True");
   o.add_generation_prompt = false;
   o.extra_context["tools"] = json::array{1, 2};
   EXPECT_EQ(t.render(msgs(R"([{"role":"user","content":"hi"}])"), o), "<s><user>hi</s>|[1, 2]|None|True");
@@ -165,8 +164,8 @@ TEST(ChatTemplate, SyntaxErrorCarriesLineNumber) {
 }
 
 TEST(ChatTemplate, RaiseExceptionMessageIsExact) {
-  const chat_template t("{% if messages|length == 0 %}{{ raise_exception('Need at least ' ~ 1 ~ ' message!') }}{% endif %}",
-                        "", "");
+  const chat_template t(
+      "{% if messages|length == 0 %}{{ raise_exception('Need at least ' ~ 1 ~ ' message!') }}{% endif %}", "", "");
   try {
     t.render(msgs("[]"), {});
     FAIL();

@@ -47,8 +47,9 @@ TEST(JinjaLimits, DeepMacroRecursionStops) {
 }
 
 TEST(JinjaLimits, MutualRecursionStops) {
-  EXPECT_TRUE(contains(error_of("{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}"),
-                       "recursion too deep"));
+  EXPECT_TRUE(
+      contains(error_of("{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}"),
+               "recursion too deep"));
 }
 
 TEST(JinjaLimits, StackBudgetStopsDeepEvaluation) {
@@ -61,8 +62,9 @@ TEST(JinjaLimits, StackBudgetStopsDeepEvaluation) {
 TEST(JinjaLimits, NestedHugeLoopsStop) {
   jinja::render_limits lim;
   lim.max_steps = 100000;
-  EXPECT_TRUE(contains(limit_error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", lim),
-                       "steps"));
+  EXPECT_TRUE(
+      contains(limit_error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", lim),
+               "steps"));
 }
 
 TEST(JinjaLimits, ExponentialMacroFanOutStops) {
@@ -75,8 +77,8 @@ TEST(JinjaLimits, ExponentialMacroFanOutStops) {
 
 TEST(JinjaLimits, DefaultStepLimitEndsNestedLoops) {
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(contains(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
-                       "steps"));
+  EXPECT_TRUE(
+      contains(error_of("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"), "steps"));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
 }
 
@@ -138,9 +140,10 @@ TEST(JinjaLimits, ReferenceCyclesRenderAndAreFreed) {
   EXPECT_EQ(error_of("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}"), "");
   const chat_template t("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}", "", "");
   EXPECT_EQ(t.render({}, {}), "<Namespace {'self': <Namespace {...}>}>");
-  const chat_template m("{% set ns = namespace() %}{% macro f() %}{{ ns }}{% endmacro %}{% set ns.f = f %}{{ ns.f() }}"
-                        "{% for x in [1] %}{{ loop.changed(loop) }}{% endfor %}",
-                        "", "");
+  const chat_template m(
+      "{% set ns = namespace() %}{% macro f() %}{{ ns }}{% endmacro %}{% set ns.f = f %}{{ ns.f() }}"
+      "{% for x in [1] %}{{ loop.changed(loop) }}{% endfor %}",
+      "", "");
   EXPECT_EQ(m.render({}, {}), "<Namespace {'f': <Macro 'f'>}>True");
 }
 
@@ -156,9 +159,28 @@ TEST(JinjaLimits, InvalidUtf8NeverCrashes) {
 
 TEST(JinjaLimits, GarbageTemplatesFailCleanly) {
   const char* const garbage[] = {
-      "{{",      "{%",        "{#",        "{{ 'x'",      "{% for %}",    "{% if %}{% endif %}", "{{ ) }}",
-      "{{ ] }}", "{{ {1: }}", "{{ x.1e }}", "{% set %}",  "{% macro %}",  "{{ x|}}",             "{% raw %}",
-      "}}{%}",   "{{ '\\x' }}", "{{ 1 if }}", "{% endif %}", "{{ a b }}",   "{% for x in y %}",   "{{ *x }}"};
+      "{{",
+      "{%",
+      "{#",
+      "{{ 'x'",
+      "{% for %}",
+      "{% if %}{% endif %}",
+      "{{ ) }}",
+      "{{ ] }}",
+      "{{ {1: }}",
+      "{{ x.1e }}",
+      "{% set %}",
+      "{% macro %}",
+      "{{ x|}}",
+      "{% raw %}",
+      "}}{%}",
+      "{{ '\\x' }}",
+      "{{ 1 if }}",
+      "{% endif %}",
+      "{{ a b }}",
+      "{% for x in y %}",
+      "{{ *x }}",
+  };
   for (const char* g : garbage) EXPECT_FALSE(error_of(g).empty()) << g;
 }
 

@@ -58,7 +58,8 @@ TEST(JinjaValue, StrReprMatchesPython) {
   EXPECT_EQ(jinja::py_str_repr("it's"), "\"it's\"");
   EXPECT_EQ(jinja::py_str_repr("both'\""), "'both\\'\"'");
   EXPECT_EQ(jinja::py_str_repr("a\\b\n\t\r\x01\x7f"), "'a\\\\b\\n\\t\\r\\x01\\x7f'");
-  EXPECT_EQ(jinja::py_str_repr("\xc2\xa0\xc2\xad\xe2\x80\xa8\xc3\xa9\xf0\x9f\x98\x80"), "'\\xa0\\xad\\u2028\xc3\xa9\xf0\x9f\x98\x80'");
+  EXPECT_EQ(jinja::py_str_repr("\xc2\xa0\xc2\xad\xe2\x80\xa8\xc3\xa9\xf0\x9f\x98\x80"),
+            "'\\xa0\\xad\\u2028\xc3\xa9\xf0\x9f\x98\x80'");
 }
 
 TEST(JinjaValue, ContainerReprMatchesPython) {
@@ -73,10 +74,15 @@ TEST(JinjaValue, ContainerReprMatchesPython) {
 }
 
 TEST(JinjaUnicode, CaseMappingsMatchPython) {
-  EXPECT_EQ(jinja::unicode::upper("stra\xc3\x9f" "e"), "STRASSE");
+  EXPECT_EQ(jinja::unicode::upper("stra\xc3\x9f"
+                                  "e"),
+            "STRASSE");
   EXPECT_EQ(jinja::unicode::lower("\xce\xa3\xce\x91\xce\xa3 \xce\x9f\xce\x94\xce\x9f\xce\xa3."),
             "\xcf\x83\xce\xb1\xcf\x82 \xce\xbf\xce\xb4\xce\xbf\xcf\x82.");  // final sigma
-  EXPECT_EQ(jinja::unicode::title("\xc7\x86" "emal hello-world"), "\xc7\x85" "emal Hello-World");
+  EXPECT_EQ(jinja::unicode::title("\xc7\x86"
+                                  "emal hello-world"),
+            "\xc7\x85"
+            "emal Hello-World");
   EXPECT_EQ(jinja::unicode::capitalize("hELLO"), "Hello");
   EXPECT_EQ(jinja::unicode::lower("\xc4\xb0"), "i\xcc\x87");
   EXPECT_TRUE(jinja::unicode::is_space(0x3000));
@@ -84,7 +90,10 @@ TEST(JinjaUnicode, CaseMappingsMatchPython) {
 }
 
 TEST(JinjaUnicode, SanitizesInvalidUtf8LikePython) {
-  EXPECT_EQ(jinja::unicode::sanitize_utf8("a\xff" "b"), "a\xef\xbf\xbd" "b");
+  EXPECT_EQ(jinja::unicode::sanitize_utf8("a\xff"
+                                          "b"),
+            "a\xef\xbf\xbd"
+            "b");
   EXPECT_EQ(jinja::unicode::sanitize_utf8("\xe2\x82"), "\xef\xbf\xbd");
   EXPECT_EQ(jinja::unicode::sanitize_utf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
 }
@@ -98,7 +107,10 @@ TEST(JinjaPyStr, SplitStripReplace) {
   EXPECT_EQ(jinja::pystr::rsplit("a b c", nullptr, 1), (std::vector<std::string>{"a b", "c"}));
   EXPECT_EQ(jinja::pystr::strip("\xe3\x80\x80 x\xc2\xa0", nullptr, true, true), "x");
   EXPECT_EQ(jinja::pystr::replace("ab", "", "-", -1), "-a-b-");
-  EXPECT_EQ(jinja::pystr::splitlines("a\nb\r\nc\x0b" "d", false), (std::vector<std::string>{"a", "b", "c", "d"}));
+  EXPECT_EQ(jinja::pystr::splitlines("a\nb\r\nc\x0b"
+                                     "d",
+                                     false),
+            (std::vector<std::string>{"a", "b", "c", "d"}));
 }
 
 std::vector<jinja::tok> types(const std::string& src) {
@@ -184,8 +196,9 @@ TEST(JinjaRender, ScopingFollowsJinja2) {
 }
 
 TEST(JinjaRender, MacrosFollowJinja2) {
-  EXPECT_EQ(R("{% macro m(a, b='x') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}{{ m(1, 2) }}{{ m(a=3, b=4) }}{{ m(b=5) }}"),
-            "1x12345");
+  EXPECT_EQ(
+      R("{% macro m(a, b='x') %}{{ a }}{{ b }}{% endmacro %}{{ m(1) }}{{ m(1, 2) }}{{ m(a=3, b=4) }}{{ m(b=5) }}"),
+      "1x12345");
   EXPECT_EQ(R("{% macro m() %}{{ x }}{% endmacro %}{{ m() }}{% set x = 2 %}{{ m() }}"), "2");
   EXPECT_EQ(R("{% for i in [1,2] %}{% macro m() %}{{ i }}{% endmacro %}{{ m() }}{% endfor %}"), "12");
   EXPECT_EQ(R("{% macro m(a) %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 2, c=3) }}"), "(2,){'c': 3}");
@@ -207,11 +220,13 @@ TEST(JinjaRender, LoopsFollowJinja2) {
 }
 
 TEST(JinjaRender, OperatorsFollowPython) {
-  EXPECT_EQ(R("{{ 1/2 }} {{ 4/2 }} {{ 7//2 }} {{ -7//2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2**10 }} {{ 2**-1 }} {{ 2**3**2 }}"),
-            "0.5 2.0 3 -4 2 -2 1024 0.5 64");
+  EXPECT_EQ(
+      R("{{ 1/2 }} {{ 4/2 }} {{ 7//2 }} {{ -7//2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 2**10 }} {{ 2**-1 }} {{ 2**3**2 }}"),
+      "0.5 2.0 3 -4 2 -2 1024 0.5 64");
   EXPECT_EQ(R("{{ 'a' * 3 }}{{ [1] * 2 }}{{ 'a' ~ none ~ 1 ~ [1] ~ undefined_name }}"), "aaa[1, 1]aNone1[1]");
   EXPECT_EQ(R("{{ 0 or 'x' }}|{{ 1 and 'y' }}|{{ '' and 'z' }}|{{ 1 < 2 < 3 }}|{{ 'é' > 'z' }}"), "x|y||True|True");
-  EXPECT_EQ(R("{{ x[1:] }}{{ x[::-1] }}{{ 'héllo'[1:3] }}{{ 'abc'[-1] }}", R"({"x": [1, 2, 3]})"), "[2, 3][3, 2, 1]élc");
+  EXPECT_EQ(R("{{ x[1:] }}{{ x[::-1] }}{{ 'héllo'[1:3] }}{{ 'abc'[-1] }}", R"({"x": [1, 2, 3]})"),
+            "[2, 3][3, 2, 1]élc");
   EXPECT_EQ(R("{{ '%s-%05.1f' % ('a', 3.14159) }}|{{ '{:>4}|{!r}'.format('x', 'y') }}"), "a-003.1|   x|'y'");
   EXPECT_EQ(E("{{ 'a' + 1 }}"), "template line 1: can only concatenate str (not \"int\") to str");
   EXPECT_EQ(E("{{ 1 < 'a' }}"), "template line 1: '<' not supported between instances of 'int' and 'str'");
@@ -220,18 +235,23 @@ TEST(JinjaRender, OperatorsFollowPython) {
 TEST(JinjaRender, FiltersFollowJinja2AndTransformers) {
   EXPECT_EQ(R("{{ x|tojson }}", R"({"x": {"a": [1, 2.5, null, true, "é\"\n"], "b": {}}})"),
             "{\"a\": [1, 2.5, null, true, \"é\\\"\\n\"], \"b\": {}}");
-  EXPECT_EQ(R("{{ x|tojson(indent=2) }}", R"({"x": {"a": [1], "b": {}}})"), "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}");
+  EXPECT_EQ(R("{{ x|tojson(indent=2) }}", R"({"x": {"a": [1], "b": {}}})"),
+            "{\n  \"a\": [\n    1\n  ],\n  \"b\": {}\n}");
   EXPECT_EQ(R("{{ x|tojson(2) }}", R"({"x": "é"})"), "\"\\u00e9\"");  // positional = ensure_ascii
-  EXPECT_EQ(R("{{ '  abc  '|trim }}|{{ 'hello-world (foo)'|title }}|{{ 'hELLO'|capitalize }}"), "abc|Hello-World (Foo)|Hello");
+  EXPECT_EQ(R("{{ '  abc  '|trim }}|{{ 'hello-world (foo)'|title }}|{{ 'hELLO'|capitalize }}"),
+            "abc|Hello-World (Foo)|Hello");
   EXPECT_EQ(R("{{ [3,1,2]|sort }}{{ ['b','A','a']|sort }}{{ [1,2,1]|unique|list }}{{ [1,2,3]|reverse|list }}"),
             "[1, 2, 3]['A', 'a', 'b'][1, 2][3, 2, 1]");
-  EXPECT_EQ(R("{{ [{'a':1},{'b':2}]|map(attribute='a')|list }}{{ [{'a':1},{'a':2}]|selectattr('a','equalto',2)|list }}"),
-            "[1, Undefined][{'a': 2}]");
+  EXPECT_EQ(
+      R("{{ [{'a':1},{'b':2}]|map(attribute='a')|list }}{{ [{'a':1},{'a':2}]|selectattr('a','equalto',2)|list }}"),
+      "[1, Undefined][{'a': 2}]");
   EXPECT_EQ(R("{{ 'a\nb\n\nc'|indent(2, true) }}"), "  a\n  b\n\n  c");
-  EXPECT_EQ(R("{{ undefined_name|default('d') }}{{ ''|default('d', true) }}{{ '42.7'|int }}{{ 'x'|float }}"), "dd420.0");
+  EXPECT_EQ(R("{{ undefined_name|default('d') }}{{ ''|default('d', true) }}{{ '42.7'|int }}{{ 'x'|float }}"),
+            "dd420.0");
   EXPECT_EQ(R("{{ 'Use '|safe + d.name + ': '|safe + d|tojson }}", R"({"d": {"name": "a<b>"}})"),
             "Use a&lt;b&gt;: {&#34;name&#34;: &#34;a&lt;b&gt;&#34;}");  // Markup escapes what is added to it
-  EXPECT_EQ(E("{{ x|items|tojson }}", R"({"x": {"a": 1}})"), "template line 1: Object of type generator is not JSON serializable");
+  EXPECT_EQ(E("{{ x|items|tojson }}", R"({"x": {"a": 1}})"),
+            "template line 1: Object of type generator is not JSON serializable");
 }
 
 TEST(JinjaRender, TestsAndAttributesFollowJinja2) {
