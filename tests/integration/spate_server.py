@@ -25,7 +25,7 @@ def _default_model() -> Path:
     return base / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-SPATE_BIN = Path(os.environ.get("SPATE_BIN") or REPO / "build" / "spate")
+SPATE_BIN = Path(os.environ.get("SPATE_BIN") or REPO / "build" / "spate").resolve()
 SPATE_MODEL = Path(os.environ.get("SPATE_MODEL") or _default_model())
 MODEL_NAME = "smollm2"
 START_TIMEOUT = 300  # seconds to reach /ready (load + warmup on a busy 2-core machine)
