@@ -418,3 +418,49 @@ def test_queue_full_gets_429_before_stream():
         assert results == [200, 200]
     finally:
         assert s.stop() == 0
+
+
+# ---------------------------------------------------------------- logprobs, templates, keep-alive
+
+def test_logprobs(client):
+    r = client.completions.create(model=MODEL_NAME, prompt=PROMPT, max_tokens=4, temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 4
+    assert "".join(lp.tokens) == r.choices[0].text
+    for tok, v, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert v <= 0 and len(top) == 2
+        assert max(top.values()) == pytest.approx(v, abs=1e-4)  # greedy: the chosen token is the most likely
+    c = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=3,
+                                       temperature=0, logprobs=True, top_logprobs=3)
+    content = c.choices[0].logprobs.content
+    assert len(content) == 3 and all(len(e.top_logprobs) == 3 for e in content)
+    assert "".join(e.token for e in content) == c.choices[0].message.content
+
+
+def test_chat_template_override_and_template_error(tmp_path):
+    tmpl = tmp_path / "t.jinja"
+    tmpl.write_text("{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('tool messages are not allowed here') }}"
+                    "{% endif %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}")
+    s = SpateServer("--chat-template", tmpl, env={"SPATE_SKIP_WARMUP": "1"})
+    try:
+        s.wait_ready()
+        st, body, _ = post_json(s.base_url, "/tokenize", {"messages": [{"role": "user", "content": "hello"}],
+                                                          "add_special_tokens": False})
+        assert st == 200, body
+        st, text, _ = post_json(s.base_url, "/detokenize", {"tokens": body["tokens"]})
+        assert text["prompt"] == "[user] hello\n[assistant] "
+        st, body, _ = post_json(s.base_url, "/v1/chat/completions",
+                                {"messages": [{"role": "user", "content": "hi"},
+                                              {"role": "tool", "content": "x", "tool_call_id": "1"}], "max_tokens": 2})
+        assert_error(st, body, 400, contains="tool messages are not allowed here")
+        assert_serving(s)
+    finally:
+        assert s.stop() == 0
+
+
+def test_sse_keepalive_during_long_prefill(server):
+    body = json.dumps({"model": MODEL_NAME, "prompt": "word " * 3000, "max_tokens": 2, "stream": True})
+    out = subprocess.run(["curl", "-sN", "--max-time", "300", "-H", "Content-Type: application/json", "-d", body,
+                          server.base_url + "/v1/completions"], capture_output=True, timeout=320, check=True).stdout.decode()
+    assert out.startswith(": keep-alive\n\n"), out[:200]
+    assert out.rstrip().endswith("data: [DONE]")
