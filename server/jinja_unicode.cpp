@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/tokenizer.h"
 #include "server/jinja_unicode_data.h"
 
 namespace spate::jinja::unicode {
@@ -135,82 +136,11 @@ void append_utf8(std::string& out, char32_t cp) {
   }
 }
 
-namespace {
+// The tokenizer's UTF-8 routines define the project's one convention
+// (Python errors="replace": one U+FFFD per maximal ill-formed subsequence).
+bool is_valid_utf8(std::string_view s) { return ::spate::utf8::is_valid(s); }
 
-// Length of the well-formed UTF-8 sequence at s[pos], or 0 if ill-formed (then `bad` is the
-// length of the maximal ill-formed subsequence to replace, at least 1).
-std::size_t valid_seq(std::string_view s, std::size_t pos, std::size_t& bad) {
-  const auto b0 = static_cast<unsigned char>(s[pos]);
-  bad = 1;
-  if (b0 < 0x80) return 1;
-  int n;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (b0 >= 0xC2 && b0 <= 0xDF)
-    n = 1;
-  else if (b0 == 0xE0) {
-    n = 2;
-    lo = 0xA0;
-  } else if (b0 >= 0xE1 && b0 <= 0xEC)
-    n = 2;
-  else if (b0 == 0xED) {
-    n = 2;
-    hi = 0x9F;
-  } else if (b0 >= 0xEE && b0 <= 0xEF)
-    n = 2;
-  else if (b0 == 0xF0) {
-    n = 3;
-    lo = 0x90;
-  } else if (b0 >= 0xF1 && b0 <= 0xF3)
-    n = 3;
-  else if (b0 == 0xF4) {
-    n = 3;
-    hi = 0x8F;
-  } else
-    return 0;
-  for (int i = 1; i <= n; ++i) {
-    if (pos + i >= s.size()) {
-      bad = static_cast<std::size_t>(i);
-      return 0;
-    }
-    const auto b = static_cast<unsigned char>(s[pos + i]);
-    const unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
-    if (b < l || b > h) {
-      bad = static_cast<std::size_t>(i);
-      return 0;
-    }
-  }
-  return static_cast<std::size_t>(n) + 1;
-}
-
-}  // namespace
-
-bool is_valid_utf8(std::string_view s) {
-  std::size_t pos = 0, bad = 0;
-  while (pos < s.size()) {
-    const std::size_t n = valid_seq(s, pos, bad);
-    if (n == 0) return false;
-    pos += n;
-  }
-  return true;
-}
-
-std::string sanitize_utf8(std::string_view s) {
-  if (is_valid_utf8(s)) return std::string(s);
-  std::string out;
-  out.reserve(s.size() + 8);
-  std::size_t pos = 0, bad = 0;
-  while (pos < s.size()) {
-    const std::size_t n = valid_seq(s, pos, bad);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      pos += bad;
-    } else {
-      out.append(s.substr(pos, n));
-      pos += n;
-    }
-  }
-  return out;
-}
+std::string sanitize_utf8(std::string_view s) { return ::spate::utf8::sanitize(s); }
 
 bool is_ascii(std::string_view s) {
   for (char c : s)

@@ -92,6 +92,14 @@ json::object response_builder::response_object() const {
   return r;
 }
 
+json::object response_builder::part_address() const {
+  json::object o;
+  o["item_id"] = msg_id_;
+  o["output_index"] = 0;
+  o["content_index"] = 0;
+  return o;
+}
+
 api_event response_builder::make(std::string type, json::object o) {
   o["type"] = type;
   o["sequence_number"] = seq_++;
@@ -110,10 +118,7 @@ std::vector<api_event> response_builder::begin() {
   c["output_index"] = 0;
   c["item"] = message_item(false);
   ev.push_back(make("response.output_item.added", c));
-  json::object d;
-  d["item_id"] = msg_id_;
-  d["output_index"] = 0;
-  d["content_index"] = 0;
+  json::object d = part_address();
   d["part"] = text_part();
   ev.push_back(make("response.content_part.added", d));
   return ev;
@@ -121,10 +126,7 @@ std::vector<api_event> response_builder::begin() {
 
 api_event response_builder::delta(std::string_view text) {
   text_.append(text);
-  json::object o;
-  o["item_id"] = msg_id_;
-  o["output_index"] = 0;
-  o["content_index"] = 0;
+  json::object o = part_address();
   o["delta"] = text;
   o["logprobs"] = json::array();
   return make("response.output_text.delta", o);
@@ -140,17 +142,11 @@ std::vector<api_event> response_builder::finish(finish_reason reason, const requ
     status_ = "completed";
   }
   std::vector<api_event> ev;
-  json::object a;
-  a["item_id"] = msg_id_;
-  a["output_index"] = 0;
-  a["content_index"] = 0;
+  json::object a = part_address();
   a["text"] = text_;
   a["logprobs"] = json::array();
   ev.push_back(make("response.output_text.done", a));
-  json::object b;
-  b["item_id"] = msg_id_;
-  b["output_index"] = 0;
-  b["content_index"] = 0;
+  json::object b = part_address();
   b["part"] = text_part();
   ev.push_back(make("response.content_part.done", b));
   json::object c;

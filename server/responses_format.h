@@ -44,6 +44,8 @@ class response_builder {
   api_event make(std::string type, boost::json::object o);
   boost::json::object message_item(bool done) const;
   boost::json::object text_part() const;
+  // {"item_id", "output_index", "content_index"} of the one text part.
+  boost::json::object part_address() const;
 
   std::string id_, msg_id_, model_;
   int64_t created_at_;
