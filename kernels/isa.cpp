@@ -8,29 +8,46 @@ namespace {
 
 std::atomic<int> g_active{-1};
 
-bool os_saves_ymm() {
+// XCR0 (the state components the OS saves on context switch); 0 without OSXSAVE.
+unsigned xcr0() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0;
   const bool osxsave = (ecx & (1u << 27)) != 0;
-  if (!osxsave) return false;
+  if (!osxsave) return 0;
   unsigned lo = 0, hi = 0;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  return (lo & 0x6u) == 0x6u;  // XMM and YMM state enabled
+  return lo;
 }
 
-}  // namespace
-
-isa_level detect_isa() {
+isa_level detect_uncached() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return isa_level::scalar;
   const bool fma = (ecx & (1u << 12)) != 0;
   const bool f16c = (ecx & (1u << 29)) != 0;
   const bool avx = (ecx & (1u << 28)) != 0;
-  if (!(fma && f16c && avx && os_saves_ymm())) return isa_level::scalar;
+  const unsigned xcr = xcr0();
+  const bool os_ymm = (xcr & 0x6u) == 0x6u;     // XMM and YMM state
+  const bool os_zmm = (xcr & 0xe0u) == 0xe0u;   // opmask, ZMM0-15 upper halves, ZMM16-31
+  if (!(fma && f16c && avx && os_ymm)) return isa_level::scalar;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return isa_level::scalar;
   const bool avx2 = (ebx & (1u << 5)) != 0;
-  return avx2 ? isa_level::avx2 : isa_level::scalar;
+  if (!avx2) return isa_level::scalar;
+  const bool avx512f = (ebx & (1u << 16)) != 0;
+  const bool avx512bw = (ebx & (1u << 30)) != 0;
+  const bool avx512vl = (ebx & (1u << 31)) != 0;
+  const bool avx512vnni = (ecx & (1u << 11)) != 0;
+  if (avx512f && avx512bw && avx512vl && avx512vnni && os_zmm) return isa_level::avx512;
+  return isa_level::avx2;
 }
+
+}  // namespace
+
+isa_level detect_isa() {
+  static const isa_level level = detect_uncached();
+  return level;
+}
+
+bool cpu_supports(isa_level level) { return static_cast<int>(level) <= static_cast<int>(detect_isa()); }
 
 isa_level init_isa(bool force_reference) {
   const isa_level level = force_reference ? isa_level::scalar : detect_isa();
@@ -48,6 +65,7 @@ const char* isa_name(isa_level level) {
   switch (level) {
     case isa_level::scalar: return "scalar-reference";
     case isa_level::avx2: return "avx2+fma+f16c";
+    case isa_level::avx512: return "avx512vnni+avx2+fma+f16c";
   }
   return "unknown";
 }

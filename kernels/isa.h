@@ -8,10 +8,19 @@
 
 namespace spate::kernels {
 
-enum class isa_level { scalar = 0, avx2 = 1 };
+// Ordered: each level includes everything the lower ones need.
+//   scalar : portable C++ reference kernels, any x86-64.
+//   avx2   : AVX2 + FMA + F16C (OS saves YMM state).
+//   avx512 : avx2 plus AVX512F, AVX512BW, AVX512VL, AVX512_VNNI (OS saves
+//            ZMM/opmask state). Only the quantized matmuls have avx512
+//            kernels; everything else runs the avx2 kernels at this level.
+enum class isa_level { scalar = 0, avx2 = 1, avx512 = 2 };
 
-// What the CPU supports: AVX2 + FMA + F16C (with OS support for YMM state).
+// The highest level the CPU (and OS) supports.
 isa_level detect_isa();
+
+// True when kernels of `level` may run on this CPU (level <= detect_isa()).
+bool cpu_supports(isa_level level);
 
 // Fixes the active level: detect_isa(), or scalar when force_reference is set.
 // Returns the level chosen. Calling it again is allowed (tests) but not while

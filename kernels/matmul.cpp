@@ -28,6 +28,13 @@ bool supported(ggml_type t) {
 
 }  // namespace
 
+namespace detail {
+bool has_avx512_kernel(ggml_type t) {
+  return t == ggml_type::q4_0 || t == ggml_type::q4_1 || t == ggml_type::q5_0 || t == ggml_type::q5_1 ||
+         t == ggml_type::q8_0;
+}
+}  // namespace detail
+
 packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level) {
   const std::string name = type_name(static_cast<uint32_t>(type));
   if (!supported(type)) throw std::invalid_argument("pack_weight: unsupported weight type " + name);
@@ -37,10 +44,11 @@ packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64
                                 name + " block size " + std::to_string(traits.block_elems));
   if (n_out < 1) throw std::invalid_argument("pack_weight: n_out must be positive for " + name);
   if (data == nullptr) throw std::invalid_argument("pack_weight: null data for " + name);
-  if (level != isa_level::scalar && level != isa_level::avx2)
+  if (level != isa_level::scalar && level != isa_level::avx2 && level != isa_level::avx512)
     throw std::invalid_argument("pack_weight: unknown isa level for " + name);
-  if (level == isa_level::avx2 && detect_isa() != isa_level::avx2)
-    throw std::invalid_argument("pack_weight: avx2 kernels requested for " + name + " but the CPU lacks AVX2/FMA/F16C");
+  if (!cpu_supports(level))
+    throw std::invalid_argument(std::string("pack_weight: ") + isa_name(level) + " kernels requested for " + name +
+                                " but the CPU lacks them");
 
   packed_weight w;
   w.type_ = type;
@@ -53,6 +61,7 @@ packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64
     w.bytes_ = 0;
     return w;
   }
+  // avx2 and avx512 read the same 8-column group layout.
   const detail::group_layout L = detail::layout_of(type, n_in);
   const int64_t n_groups = (n_out + detail::group_cols - 1) / detail::group_cols;
   const size_t size = size_t(L.stride) * size_t(n_groups);
@@ -83,7 +92,7 @@ void quantize_act(const packed_weight& w, const float* x, int64_t ldx, int64_t r
       std::memcpy(out + r * w.n_in(), x + r * ldx, size_t(w.n_in()) * 4);
     return;
   }
-  if (w.isa() == isa_level::avx2)
+  if (w.isa() != isa_level::scalar)  // avx2 and avx512 share the avx2 quantizer
     detail::quantize_act_q8_avx2(x, ldx, w.n_in(), row_begin, row_end, act);
   else
     detail::quantize_act_q8_ref(x, ldx, w.n_in(), row_begin, row_end, act);
@@ -97,10 +106,14 @@ void matmul(const packed_weight& w, const void* act, int64_t n_rows, float* y, i
   if (col_end > w.n_out()) col_end = w.n_out();
   if (col_begin < 0) col_begin = 0;
   if (col_end <= col_begin) return;
-  if (w.isa() == isa_level::avx2)
-    detail::matmul_avx2(w, act, n_rows, y, ldy, col_begin, col_end);
-  else
-    detail::matmul_ref(w, act, n_rows, y, ldy, col_begin, col_end);
+  switch (w.isa()) {
+    case isa_level::avx512:
+      if (detail::has_avx512_kernel(w.type())) return detail::matmul_avx512(w, act, n_rows, y, ldy, col_begin, col_end);
+      return detail::matmul_avx2(w, act, n_rows, y, ldy, col_begin, col_end);  // same packed layout
+    case isa_level::avx2: return detail::matmul_avx2(w, act, n_rows, y, ldy, col_begin, col_end);
+    case isa_level::scalar: break;
+  }
+  detail::matmul_ref(w, act, n_rows, y, ldy, col_begin, col_end);
 }
 
 }  // namespace spate::kernels

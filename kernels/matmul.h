@@ -36,8 +36,9 @@ namespace spate::kernels {
 // A weight matrix W prepared for matmul: n_out rows, each of n_in elements, in a GGUF type.
 // Move-only. May point into the caller's mmap (which must outlive it) or own a repacked copy.
 //
-// isa_level::scalar: points at the GGUF data as given (bytes() == 0).
-// isa_level::avx2  : owns a copy repacked into 8-column interleaved groups (see matmul_layout.h).
+// isa_level::scalar        : points at the GGUF data as given (bytes() == 0).
+// isa_level::avx2 / avx512 : owns a copy repacked into 8-column interleaved groups (one layout for
+//                            both levels; see matmul_internal.h).
 class packed_weight {
  public:
   packed_weight() = default;
@@ -55,7 +56,7 @@ class packed_weight {
   size_t bytes() const { return bytes_; }
 
   // Internal (kernels only): the data the kernels read, and the byte stride
-  // between consecutive units (GGUF rows for scalar, 8-column groups for avx2).
+  // between consecutive units (GGUF rows for scalar, 8-column groups for avx2/avx512).
   const uint8_t* data() const { return data_; }
   int64_t stride() const { return stride_; }
 
@@ -75,7 +76,7 @@ class packed_weight {
 
 // Throws std::invalid_argument naming the type if unsupported or n_in is not a multiple of the block size
 // (also for n_out < 1, n_in < 1 or data == nullptr).
-// level picks the kernels used for this weight (normally active_isa()); avx2 requires detect_isa() == avx2.
+// level picks the kernels used for this weight (normally active_isa()); requires cpu_supports(level).
 // Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 // data: n_out * row_bytes(type, n_in) bytes, GGUF layout, rows contiguous.
 packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level);

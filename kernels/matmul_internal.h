@@ -1,5 +1,5 @@
 // Internals shared by the matmul implementation files (matmul.cpp, repack.cpp,
-// matmul_ref.cpp, matmul_avx2.cpp) and their tests. Not part of the
+// matmul_ref.cpp, matmul_avx2.cpp, matmul_avx512.cpp) and their tests. Not part of the
 // forward-pass interface (that is matmul.h).
 #pragma once
 
@@ -42,7 +42,7 @@ inline q8_act_row q8_act_at(const void* act, int64_t n_in, int64_t r) {
 bool is_quantized(ggml_type t);
 
 // ---------------------------------------------------------------------------
-// Repacked weight layout (isa_level::avx2). Output columns are grouped by 8
+// Repacked weight layout (isa_level::avx2 and avx512). Output columns are grouped by 8
 // (group g = columns 8g .. 8g+7; the last group is padded with all-zero
 // columns). Each group is one contiguous record of layout.stride bytes
 // (a multiple of 64; the buffer is 64-byte aligned), groups in order.
@@ -56,7 +56,8 @@ bool is_quantized(ggml_type t);
 //                 byte 0..3        byte 4..7              byte 28..31
 //
 // so that broadcasting activation bytes k=4j..4j+3 to all 8 lanes and
-// maddubs + madd gives per-column partial dots in the matching int32 lane.
+// maddubs + madd (avx2) or one dpbusd (avx512 VNNI) gives per-column partial
+// dots in the matching int32 lane.
 // These vectors are stored compactly, region by region (nb entries each):
 //
 //   qs  (4- 5- 6-bit types): 128 B per block = 4 x 32 B; packed vector p
@@ -110,9 +111,18 @@ void quantize_act_q8_ref(const float* x, int64_t ldx, int64_t n_in, int64_t row_
 void matmul_ref(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
                 int64_t col_end);
 
-// AVX2+FMA+F16C implementations (matmul_avx2.cpp). Only call when detect_isa() == avx2.
+// AVX2+FMA+F16C implementations (matmul_avx2.cpp). Only call when cpu_supports(isa_level::avx2).
 void quantize_act_q8_avx2(const float* x, int64_t ldx, int64_t n_in, int64_t row_begin, int64_t row_end, void* act);
 void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
                  int64_t col_end);
+
+// AVX-512 VNNI implementations (matmul_avx512.cpp) of the legacy quantized types
+// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) over the avx2 group layout, bitwise
+// equal to matmul_avx2 for every input. Only call when cpu_supports(isa_level::avx512);
+// other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes.
+// has_avx512_kernel is baseline code (matmul.cpp), safe on any CPU.
+bool has_avx512_kernel(ggml_type t);
+void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+                   int64_t col_end);
 
 }  // namespace spate::kernels::detail

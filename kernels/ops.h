@@ -59,6 +59,6 @@ struct ops_table {
 int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx);
 
 const ops_table& ops();                       // for active_isa()
-const ops_table& ops_for(isa_level level);    // for tests; avx2 requires detect_isa() == avx2
+const ops_table& ops_for(isa_level level);    // for tests; requires cpu_supports(level); avx512 gives the avx2 table
 
 }  // namespace spate::kernels

@@ -1,5 +1,5 @@
 // AVX2+FMA+F16C implementations of the ops in kernels/ops.h.
-// Compiled with -mavx2 -mfma -mf16c; only called when detect_isa() == avx2.
+// Compiled with -mavx2 -mfma -mf16c; only called when cpu_supports(isa_level::avx2).
 //
 // Determinism: every reduction uses a lane layout and combine order that
 // depend only on the element count, so results are bitwise reproducible for

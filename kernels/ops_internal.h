@@ -9,7 +9,7 @@
 namespace spate::kernels::detail {
 
 const ops_table& ops_ref_table();
-const ops_table& ops_avx2_table();  // only call when detect_isa() == avx2
+const ops_table& ops_avx2_table();  // only call when cpu_supports(isa_level::avx2)
 
 // Scores stride (floats per query head) inside the attention scratch.
 inline int64_t attention_scores_stride(int32_t n_ctx) { return (static_cast<int64_t>(n_ctx) + 7) & ~int64_t{7}; }

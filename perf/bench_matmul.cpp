@@ -1,12 +1,16 @@
 // Matmul throughput for the default model's shapes (SmolLM2-135M: hidden 576,
-// kv 192, ffn 1536, vocab 49152) on ONE thread, active ISA.
+// kv 192, ffn 1536, vocab 49152) on ONE thread.
 // Reports GFLOP/s (2 * n_out * n_in * n_rows per iteration, activation
 // quantization included) and rows/s.
-//   ./build-k1/perf/bench_matmul --benchmark_filter=Q4_1
+// Args: rows, isa (1 = avx2, 2 = avx512; a level the CPU lacks is skipped), so
+// the same shape at both levels reads off the speedup:
+//   ./build-k/perf/bench_matmul --benchmark_filter='Q4_1_576x576/rows:512'
+//   ./build-k/perf/bench_matmul --benchmark_filter='isa:2'
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/fp16.h"
@@ -33,10 +37,20 @@ std::vector<uint8_t> random_weight(ggml_type t, int64_t n_out, int64_t n_in) {
   return w;
 }
 
+// The isa_level of benchmark arg `i`, or false (benchmark skipped) when the CPU lacks it.
+bool level_arg(benchmark::State& st, int i, isa_level& level) {
+  level = static_cast<isa_level>(st.range(i));
+  if (cpu_supports(level)) return true;
+  st.SkipWithError((std::string("CPU lacks ") + isa_name(level)).c_str());
+  return false;
+}
+
 void bm(benchmark::State& st, ggml_type t, int64_t n_out, int64_t n_in) {
   const int64_t n_rows = st.range(0);
+  isa_level level;
+  if (!level_arg(st, 1, level)) return;
   const auto wq = random_weight(t, n_out, n_in);
-  const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, active_isa());
+  const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, level);
   std::vector<float> x(size_t(n_rows * n_in));
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -54,27 +68,36 @@ void bm(benchmark::State& st, ggml_type t, int64_t n_out, int64_t n_in) {
   st.SetLabel(isa_name(w.isa()));
 }
 
-#define SHAPES(T, NAME)                                                                                       \
-  BENCHMARK_CAPTURE(bm, NAME##_576x576, T, 576, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(bm, NAME##_192x576, T, 192, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(bm, NAME##_1536x576, T, 1536, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(bm, NAME##_576x1536, T, 576, 1536)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond);
+// rows {1, 16, 512} x isa {avx2, avx512}: types with avx512 kernels (legacy quants).
+void rows_isa(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "isa"})->ArgsProduct({{1, 16, 512}, {int64_t(isa_level::avx2), int64_t(isa_level::avx512)}});
+}
+// rows {1, 16, 512} at avx2 only: types the avx512 level runs with the avx2 kernels.
+void rows_avx2(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "isa"})->ArgsProduct({{1, 16, 512}, {int64_t(isa_level::avx2)}});
+}
 
-SHAPES(ggml_type::q4_1, Q4_1)
-SHAPES(ggml_type::q8_0, Q8_0)
+#define SHAPES(T, NAME, ARGS)                                                                                       \
+  BENCHMARK_CAPTURE(bm, NAME##_576x576, T, 576, 576)->Apply(ARGS)->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(bm, NAME##_192x576, T, 192, 576)->Apply(ARGS)->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(bm, NAME##_1536x576, T, 1536, 576)->Apply(ARGS)->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(bm, NAME##_576x1536, T, 576, 1536)->Apply(ARGS)->Unit(benchmark::kMicrosecond);
+
+SHAPES(ggml_type::q4_1, Q4_1, rows_isa)
+SHAPES(ggml_type::q8_0, Q8_0, rows_isa)
 // K-quants need n_in % 256 == 0: the model's 576-wide inputs do not qualify.
 #define KSHAPES(T, NAME)                                                                                        \
-  BENCHMARK_CAPTURE(bm, NAME##_576x1536, T, 576, 1536)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(bm, NAME##_2048x2048, T, 2048, 2048)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond);
+  BENCHMARK_CAPTURE(bm, NAME##_576x1536, T, 576, 1536)->Apply(rows_avx2)->Unit(benchmark::kMicrosecond); \
+  BENCHMARK_CAPTURE(bm, NAME##_2048x2048, T, 2048, 2048)->Apply(rows_avx2)->Unit(benchmark::kMicrosecond);
 KSHAPES(ggml_type::q4_k, Q4_K)
 KSHAPES(ggml_type::q6_k, Q6_K)
-SHAPES(ggml_type::q5_0, Q5_0)
-SHAPES(ggml_type::f16, F16)
+SHAPES(ggml_type::q5_0, Q5_0, rows_isa)
+SHAPES(ggml_type::f16, F16, rows_avx2)
 // 5 groups: the column chunk the engine gives the o / down projections (tail of one group per tile).
-BENCHMARK_CAPTURE(bm, F16_40x576, ggml_type::f16, 40, 576)->Arg(512)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(bm, BF16_1536x576, ggml_type::bf16, 1536, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(bm, F32_1536x576, ggml_type::f32, 1536, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(bm, Q8_0_49152x576, ggml_type::q8_0, 49152, 576)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm, F16_40x576, ggml_type::f16, 40, 576)->ArgNames({"rows", "isa"})->Args({512, 1})->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm, BF16_1536x576, ggml_type::bf16, 1536, 576)->Apply(rows_avx2)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm, F32_1536x576, ggml_type::f32, 1536, 576)->Apply(rows_avx2)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm, Q8_0_49152x576, ggml_type::q8_0, 49152, 576)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
@@ -86,16 +109,18 @@ namespace {
 // tok/s counter = n_rows / time (matmuls only, one thread).
 void bm_model(benchmark::State& st, ggml_type t) {
   const int64_t n_rows = st.range(0);
+  isa_level level;
+  if (!level_arg(st, 1, level)) return;
   struct mat { int64_t n_out, n_in; };
   const mat layer[] = {{576, 576}, {192, 576}, {192, 576}, {576, 576}, {1536, 576}, {1536, 576}, {576, 1536}};
   std::vector<packed_weight> ws;
   for (int l = 0; l < 30; ++l)
     for (const mat& m : layer) {
       const auto raw = random_weight(t, m.n_out, m.n_in);
-      ws.push_back(pack_weight(t, raw.data(), m.n_out, m.n_in, active_isa()));
+      ws.push_back(pack_weight(t, raw.data(), m.n_out, m.n_in, level));
     }
   const auto head_raw = random_weight(ggml_type::q8_0, 49152, 576);
-  const packed_weight head = pack_weight(ggml_type::q8_0, head_raw.data(), 49152, 576, active_isa());
+  const packed_weight head = pack_weight(ggml_type::q8_0, head_raw.data(), 49152, 576, level);
   std::vector<float> x(size_t(n_rows * 1536), 0.5f), y(size_t(n_rows) * 49152);
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
@@ -111,11 +136,12 @@ void bm_model(benchmark::State& st, ggml_type t) {
     benchmark::DoNotOptimize(y.data());
   }
   st.counters["tok/s"] = benchmark::Counter(double(n_rows), benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(isa_name(level));
 }
 
-BENCHMARK_CAPTURE(bm_model, Q4_1, ggml_type::q4_1)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(bm_model, Q8_0, ggml_type::q8_0)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(bm_model, F16, ggml_type::f16)->Arg(1)->Arg(16)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_model, Q4_1, ggml_type::q4_1)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_model, Q8_0, ggml_type::q8_0)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_model, F16, ggml_type::f16)->Apply(rows_avx2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/fp16.h"
@@ -18,14 +19,14 @@ namespace {
 using namespace spate::kernels;
 
 bool usable(isa_level l, benchmark::State& state) {
-  if (l == isa_level::avx2 && detect_isa() != isa_level::avx2) {
-    state.SkipWithError("no AVX2");
+  if (!cpu_supports(l)) {
+    state.SkipWithError((std::string("CPU lacks ") + isa_name(l)).c_str());
     return false;
   }
   return true;
 }
 
-// args: isa (0 scalar, 1 avx2), kv dtype (0 f16, 1 f32), head_dim, n_group, n_ctx
+// args: isa (0 scalar, 1 avx2; 2 = avx512 runs the avx2 ops), kv dtype (0 f16, 1 f32), head_dim, n_group, n_ctx
 void bm_attention(benchmark::State& state) {
   const auto isa = static_cast<isa_level>(state.range(0));
   if (!usable(isa, state)) return;

@@ -20,7 +20,7 @@
 namespace spate::kernels {
 namespace {
 
-bool have_avx2() { return detect_isa() == isa_level::avx2; }
+bool have_avx2() { return cpu_supports(isa_level::avx2); }
 
 #define SPATE_REQUIRE_AVX2() \
   if (!have_avx2()) GTEST_SKIP() << "CPU lacks AVX2+FMA+F16C"
@@ -74,6 +74,10 @@ bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(KernelOps, DispatchFollowsActiveIsa) {
   EXPECT_EQ(&ops(), &ops_for(active_isa()));
   EXPECT_EQ(&ops_for(isa_level::scalar), &detail::ops_ref_table());
+  // The avx512 level has no ops of its own: it runs the avx2 table.
+  if (cpu_supports(isa_level::avx512)) {
+    EXPECT_EQ(&ops_for(isa_level::avx512), &detail::ops_avx2_table());
+  }
   EXPECT_EQ(attention_scratch_floats(3, 1), attention_scratch_floats(3, 8));
   EXPECT_GE(attention_scratch_floats(3, 9), 3 * 9);
 }

@@ -1,0 +1,287 @@
+// AVX-512 VNNI matmul kernels for the legacy quantized types (Q4_0, Q4_1,
+// Q5_0, Q5_1, Q8_0) over the 8-column interleaved layout of matmul_internal.h
+// (the same packed bytes as the avx2 kernels).
+//
+// Micro-kernel: one group of 8 output columns x R activation rows (R = 1..8,
+// using the 32 EVEX ymm registers). Per 32-block the 8 weight vectors are
+// decoded ONCE to unsigned bytes and applied to all R rows with
+//   isum[r] = dpbusd(isum[r], w_J, broadcast(a[r].qs[4J .. 4J+3]))
+// (u8 x s8, four products summed into each int32 lane, no saturation), so lane
+// c of isum[r] is the exact int32 dot of column c with row r. Rows with few
+// siblings split their chain over two accumulators (even / odd J) to cover the
+// dpbusd latency; integer sums are exact, so the split changes nothing.
+// The float part per (row, block) is exactly the avx2 kernel's sequence
+//   acc = fma(cvt(isum), d_w * d_a, acc)
+//   acc = fma(m_w, s_a, acc)                 (types with a min term)
+// so results are bitwise equal to matmul_avx2 and independent of the row
+// tiling, the column split and the thread (batch invariance).
+//
+// Q8_0 (signed weights): dpbusd needs one unsigned operand, so the kernel
+// feeds w + 128 (w XOR 0x80) and corrects exactly in int32:
+//   sum_k (w+128) * a  =  sum_k w * a  +  128 * sum_k a
+// The accumulator of (row, block) starts at -128 * sum_k a, taken from a
+// per-call table of activation block sums (bias_table below).
+// Bounds: |partial| <= 8 vectors * 4 * 255 * 127 < 2^21: no int32 overflow.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/matmul_internal.h"
+
+namespace spate::kernels::detail {
+namespace {
+
+inline __m256i bcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256 load_f16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// Bit J of each byte of H moved to bit 4 (other bits cleared).
+template <int J>
+inline __m256i q5_hbit(__m256i h) {
+  const __m256i hb = _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << J)));
+  if constexpr (J < 4) return _mm256_slli_epi16(hb, 4 - J);
+  else if constexpr (J == 4) return hb;
+  else return _mm256_srli_epi16(hb, J - 4);
+}
+
+template <int J>
+inline __m256i nibble_vec(const uint8_t* qs) {
+  const __m256i v = load256(qs + 32 * (J % 4));
+  if constexpr (J < 4) return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+  else return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
+}
+
+// Decoders over one column group g laid out per L:
+//   vec<J>(b)       : weight vector J (0..7) of block b as UNSIGNED bytes
+//                     (biased by 128 when has_bias).
+//   scales(b,vd,vm) : per-column f32 scale and min of block b (as matmul_avx2).
+// Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region, otherwise
+// m = d * Min (Q4_0: -8, Q5_0: -16).
+template <int Bits, int Min>
+struct dec_legacy {
+  static constexpr bool has_min = true;
+  static constexpr bool has_bias = false;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    __m256i w = nibble_vec<J>(g + L->qs + 128 * b);
+    if constexpr (Bits == 5) w = _mm256_or_si256(w, q5_hbit<J>(load256(g + L->qh + 32 * b)));
+    return w;
+  }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->d + 16 * b);
+    if constexpr (Min == 0) vm = load_f16x8(g + L->m + 16 * b);
+    else vm = _mm256_mul_ps(vd, _mm256_set1_ps(static_cast<float>(Min)));
+  }
+};
+
+struct dec_q8_0 {
+  static constexpr bool has_min = false;
+  static constexpr bool has_bias = true;  // vec = w + 128; needs the -128 * sum(a) start value
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    return _mm256_xor_si256(load256(g + L->qs + 256 * b + 32 * J), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->d + 16 * b);
+    vm = _mm256_setzero_ps();
+  }
+};
+
+// Row tile of the main loop (measured on Zen 4: 8 rows ~1.5x faster than 4 at
+// 16..512 rows), and int32 chains per row for a tile of R rows (two when few
+// rows share each weight vector, so enough dpbusd are in flight; a second chain
+// at R = 8 measured no different).
+inline constexpr int tile_rows = 8;
+template <int R>
+inline constexpr int chains = R <= 4 ? 2 : 1;
+
+// The register-tiled micro-kernel: 8 columns (one group) x R rows, all nb blocks.
+// bias[r] (has_bias only): nb int32 start values of row r's block sums.
+template <class Dec, int R>
+__attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a,
+                                                     const int32_t* const* bias, __m256* out, const uint8_t* pf,
+                                                     int64_t pf_lines_per_block) {
+  constexpr int C = chains<R>;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    // Software prefetch of a later group's record (pf == nullptr: none), spread over the blocks.
+    if (pf != nullptr)
+      for (int64_t i = 0; i < pf_lines_per_block; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + (b * pf_lines_per_block + i) * 64), _MM_HINT_T0);
+    __m256i is[C][R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      if constexpr (Dec::has_bias) is[0][r] = _mm256_set1_epi32(bias[r][b]);
+      else is[0][r] = _mm256_setzero_si256();
+      if constexpr (C == 2) is[1][r] = _mm256_setzero_si256();
+    }
+    auto step = [&]<int J>() {
+      const __m256i w = dec.template vec<J>(b);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        is[J % C][r] = _mm256_dpbusd_epi32(is[J % C][r], w, bcast32(a[r].qs + 32 * b + 4 * J));
+    };
+    step.template operator()<0>();
+    step.template operator()<1>();
+    step.template operator()<2>();
+    step.template operator()<3>();
+    step.template operator()<4>();
+    step.template operator()<5>();
+    step.template operator()<6>();
+    step.template operator()<7>();
+    __m256 vd, vm;
+    dec.scales(b, vd, vm);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256i isum = C == 2 ? _mm256_add_epi32(is[0][r], is[C - 1][r]) : is[0][r];
+      const __m256 scale = _mm256_mul_ps(vd, _mm256_set1_ps(a[r].d[b]));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[r]);
+      if constexpr (Dec::has_min) acc[r] = _mm256_fmadd_ps(vm, _mm256_set1_ps(a[r].s[b]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = acc[r];
+}
+
+// Writes the lanes of v that fall in [c_lo, c_hi) (group starts at column c0) to yrow.
+inline void store_cols(float* yrow, int64_t c0, int64_t c_lo, int64_t c_hi, __m256 v) {
+  if (c_lo == c0 && c_hi == c0 + 8) {
+    _mm256_storeu_ps(yrow + c0, v);
+    return;
+  }
+  alignas(32) float tmp[8];
+  _mm256_store_ps(tmp, v);
+  for (int64_t c = c_lo; c < c_hi; ++c) yrow[c] = tmp[c - c0];
+}
+
+// Rows [r, r+R) x one group. bias: the bias table of the row chunk, row r at bias + (r - r_chunk) * nb.
+template <class Dec, int R>
+__attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
+                                          const int32_t* bias, float* y, int64_t ldy, int64_t c0, int64_t c_lo,
+                                          int64_t c_hi, const uint8_t* pf, int64_t pf_lines) {
+  q8_act_row a[R];
+  const int32_t* br[R];
+  for (int i = 0; i < R; ++i) {
+    a[i] = q8_act_at(act, n_in, r + i);
+    br[i] = bias != nullptr ? bias + i * nb : nullptr;
+  }
+  __m256 out[R];
+  tile_quant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
+  for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, out[i]);
+}
+
+// Cache blocking of run_quant (sizes in bytes; Zen 4: 32 KiB L1D, 1 MiB L2):
+//   row chunk   : activations of ~256 KiB stay in L2 for the whole column range;
+//   group block : ~256 KiB of weight records stay in L2 while the chunk's
+//                 sub-chunks pass over them (weights leave DRAM once per chunk);
+//   sub-chunk   : activations of ~16 KiB stay in L1 while every group of
+//                 the block runs its row tiles over them.
+// Row counts are multiples of tile_rows. Blocking only changes the order in
+// which (row tile, group) pairs run, never the per-output math.
+inline constexpr int64_t chunk_bytes = 256 * 1024, group_block_bytes = 256 * 1024, sub_bytes = 16 * 1024;
+inline int64_t rows_fitting(int64_t bytes, int64_t act_row_bytes) {
+  return std::max<int64_t>(tile_rows, bytes / std::max<int64_t>(act_row_bytes, 1) / tile_rows * tile_rows);
+}
+
+// Bias table of Q8_0 for rows [r0, r1): entry (r - r0) * nb + b = -128 * sum of the
+// 32 activation quants of block b of row r. Exact (|entry| <= 128 * 32 * 127).
+void fill_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
+  const int64_t nb = n_in / 32;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int64_t r = r0; r < r1; ++r) {
+    const q8_act_row a = q8_act_at(act, n_in, r);
+    for (int64_t b = 0; b < nb; ++b) {
+      // sad over (q XOR 0x80) = sum(q + 128): four u64 partial sums.
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * b));
+      const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256());
+      const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+      const int32_t biased = static_cast<int32_t>(_mm_cvtsi128_si32(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h))));
+      out[(r - r0) * nb + b] = -128 * (biased - 128 * 32);
+    }
+  }
+}
+
+// Per-thread scratch for bias tables (grown, never shrunk; one per thread, so
+// concurrent matmul calls on different threads never share it).
+int32_t* bias_buffer(size_t n) {
+  thread_local std::vector<int32_t> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+template <class Dec>
+void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+               int64_t col_end) {
+  const int64_t n_in = w.n_in();
+  const group_layout L = layout_of(w.type(), n_in);
+  const int64_t arb = q8_act_row_bytes(n_in);
+  const int64_t rc = rows_fitting(chunk_bytes, arb), rs = rows_fitting(sub_bytes, arb);
+  const int64_t gblk = std::max<int64_t>(1, group_block_bytes / w.stride());
+  // Prefetch distance (groups ahead) and lines of the record to prefetch per block.
+  constexpr int64_t pf_groups = 4;
+  const int64_t pf_lines = (w.stride() / 64 + L.nb - 1) / L.nb;
+  const int64_t g_begin = col_begin / 8, g_end = (col_end + 7) / 8;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
+    const int64_t r1 = std::min(n_rows, r0 + rc);
+    int32_t* bias = nullptr;
+    if constexpr (Dec::has_bias) {
+      bias = bias_buffer(size_t((r1 - r0) * L.nb));
+      fill_bias_table(act, n_in, r0, r1, bias);
+    }
+    auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb : nullptr; };
+    for (int64_t gb = g_begin; gb < g_end; gb += gblk) {
+      const int64_t gb_end = std::min(g_end, gb + gblk);
+      for (int64_t s0 = r0; s0 < r1; s0 += rs) {
+        const int64_t s1 = std::min(r1, s0 + rs);
+        for (int64_t g = gb; g < gb_end; ++g) {
+          const Dec dec{w.data() + g * w.stride(), &L};
+          const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
+          // Only the first row tile of the first sub-chunk streams a group from memory: it
+          // prefetches a later group (of this block, or of the next one when no other
+          // sub-chunk runs in between); later tiles hit the cache.
+          const int64_t pf_end = s1 == r1 ? g_end : gb_end;
+          const uint8_t* pf =
+              s0 == r0 && g + pf_groups < pf_end ? w.data() + (g + pf_groups) * w.stride() : nullptr;
+          int64_t r = s0;
+          for (; r + tile_rows <= s1; r += tile_rows, pf = nullptr)
+            rows_quant<Dec, tile_rows>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines);
+#define SPATE_TAIL(N) \
+  case N: rows_quant<Dec, N>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+          switch (s1 - r) {
+            SPATE_TAIL(7) SPATE_TAIL(6) SPATE_TAIL(5) SPATE_TAIL(4) SPATE_TAIL(3) SPATE_TAIL(2) SPATE_TAIL(1)
+            default: break;
+          }
+#undef SPATE_TAIL
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
+                   int64_t col_end) {
+  switch (w.type()) {
+    case ggml_type::q4_0: return run_quant<dec_legacy<4, -8>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q4_1: return run_quant<dec_legacy<4, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q5_0: return run_quant<dec_legacy<5, -16>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q5_1: return run_quant<dec_legacy<5, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q8_0: return run_quant<dec_q8_0>(w, act, n_rows, y, ldy, col_begin, col_end);
+    default: return;
+  }
+}
+
+}  // namespace spate::kernels::detail
