@@ -45,6 +45,7 @@ class rng {
 struct sample_result {
   int32_t token = 0;
   // Log-probability of token under the processed, untruncated distribution (see sampler).
+  // Computed only when sampling_params::logprobs is set (0 otherwise).
   float logprob = 0.0f;
   // The n = sampling_params::logprobs most likely tokens under the same distribution, best
   // first (ties: lower id first). Empty when logprobs were not requested.

@@ -218,16 +218,24 @@ int main(int argc, char** argv) {
       }
       const double wall = secs(t0, t_last);
       const engine_stats st = eng.stats();
+      // Tokens the steps computed: prompts minus prefix-cache hits, plus every generated token
+      // but the last of each request (never fed back). padding_frac = padding / (padding + real):
+      // the share of a padded step's rows that would be dummies (spate skips them on the CPU).
+      const double real_tokens = static_cast<double>(prompt_tokens - st.prefix_cache_hits + generated) - static_cast<double>(need);
+      const double padding_frac = static_cast<double>(st.padding_waste_tokens) /
+                                  std::max(1.0, static_cast<double>(st.padding_waste_tokens) + real_tokens);
       std::printf(
           "{\"engine\":\"spate\",\"bench\":\"engine_serving\",\"scenario\":\"throughput\",\"rep\":%d,\"gen_tok_s\":%.2f,"
           "\"ttft_p50_ms\":%.2f,\"ttft_p99_ms\":%.2f,\"itl_p50_ms\":%.2f,\"itl_p99_ms\":%.2f,\"e2e_p50_ms\":%.2f,"
           "\"wall_s\":%.3f,\"requests\":%zu,\"generated_tokens\":%lld,\"prompt_tokens\":%lld,\"threads\":%d,"
-          "\"chunked_prefill\":%s,\"prefix_cache_hits\":%lld,\"preemptions\":%lld,\"steps\":%lld}\n",
+          "\"chunked_prefill\":%s,\"prefix_cache_hits\":%lld,\"preemptions\":%lld,\"steps\":%lld,"
+          "\"padding_tokens\":%lld,\"padding_frac\":%.4f}\n",
           rep, static_cast<double>(generated) / wall, 1e3 * percentile(ttft, 50), 1e3 * percentile(ttft, 99),
           1e3 * percentile(itl, 50), 1e3 * percentile(itl, 99), 1e3 * percentile(e2e, 50), wall, need,
           static_cast<long long>(generated), static_cast<long long>(prompt_tokens), mo.n_threads,
           eo.enable_chunked_prefill ? "true" : "false", static_cast<long long>(st.prefix_cache_hits),
-          static_cast<long long>(st.n_preemptions), static_cast<long long>(st.n_steps));
+          static_cast<long long>(st.n_preemptions), static_cast<long long>(st.n_steps),
+          static_cast<long long>(st.padding_waste_tokens), padding_frac);
       std::fflush(stdout);
     }
   } catch (const std::exception& e) {
