@@ -14,7 +14,7 @@ int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx) {
 
 const ops_table& ops_for(isa_level level) {
   switch (level) {
-    case isa_level::avx512:  // no avx512 ops: the avx2 table (the level includes avx2)
+    case isa_level::avx512: return detail::ops_avx512_table();  // avx2 ops + AVX-512 attention
     case isa_level::avx2: return detail::ops_avx2_table();
     case isa_level::scalar: break;
   }

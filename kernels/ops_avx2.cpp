@@ -565,6 +565,9 @@ void f16c_to_f32(const uint16_t* h, float* f, int64_t n) {
 
 void f16c_from_f32(const float* f, uint16_t* h, int64_t n) { f32_row_to_f16(f, h, n); }
 
+float max_of_avx2(const float* x, int64_t n) { return max_of(x, n); }
+float exp_shift_sum_avx2(float* x, int64_t n, float mx, bool pad_to_8) { return exp_shift_sum(x, n, mx, pad_to_8); }
+
 void exp_avx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_ps(_mm256_loadu_ps(x + i)));

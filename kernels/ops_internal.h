@@ -10,6 +10,9 @@ namespace spate::kernels::detail {
 
 const ops_table& ops_ref_table();
 const ops_table& ops_avx2_table();  // only call when cpu_supports(isa_level::avx2)
+// The avx2 table with the AVX-512 attention (ops_avx512.cpp); only call when
+// cpu_supports(isa_level::avx512).
+const ops_table& ops_avx512_table();
 
 // Scores stride (floats per query head) inside the attention scratch.
 inline int64_t attention_scores_stride(int32_t n_ctx) { return (static_cast<int64_t>(n_ctx) + 7) & ~int64_t{7}; }
@@ -31,5 +34,11 @@ void f16c_to_f32(const uint16_t* h, float* f, int64_t n);
 void f16c_from_f32(const float* f, uint16_t* h, int64_t n);
 // Vectorised exp used by swiglu/softmax/attention: y[i] = exp(x[i]).
 void exp_avx2(const float* x, float* y, int64_t n);
+// Softmax passes of the attention kernels (also used by ops_avx512.cpp).
+// max_of_avx2: max of x[0..n), n >= 1. exp_shift_sum_avx2: x[i] = exp(x[i] - mx)
+// for i < n and returns their sum in a fixed order; with pad_to_8 the lanes up
+// to round_up(n, 8) are written as 0 (the caller provides that room).
+float max_of_avx2(const float* x, int64_t n);
+float exp_shift_sum_avx2(float* x, int64_t n, float mx, bool pad_to_8);
 
 }  // namespace spate::kernels::detail

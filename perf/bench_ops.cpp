@@ -26,7 +26,7 @@ bool usable(isa_level l, benchmark::State& state) {
   return true;
 }
 
-// args: isa (0 scalar, 1 avx2; 2 = avx512 runs the avx2 ops), kv dtype (0 f16, 1 f32), head_dim, n_group, n_ctx
+// args: isa (0 scalar, 1 avx2, 2 avx512), kv dtype (0 f16, 1 f32), head_dim, n_group, n_ctx
 void bm_attention(benchmark::State& state) {
   const auto isa = static_cast<isa_level>(state.range(0));
   if (!usable(isa, state)) return;
@@ -80,6 +80,11 @@ BENCHMARK(bm_attention)
     ->Args({1, 0, 128, 4, 512})
     ->Args({1, 0, 64, 3, 4096})
     ->Args({1, 0, 64, 1, 512})
+    ->Args({2, 0, 64, 3, 512})
+    ->Args({2, 1, 64, 3, 512})
+    ->Args({2, 0, 128, 4, 512})
+    ->Args({2, 0, 64, 3, 4096})
+    ->Args({2, 0, 64, 1, 512})
     ->Args({0, 0, 64, 3, 512});
 
 // args: isa, n

@@ -74,9 +74,14 @@ bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(KernelOps, DispatchFollowsActiveIsa) {
   EXPECT_EQ(&ops(), &ops_for(active_isa()));
   EXPECT_EQ(&ops_for(isa_level::scalar), &detail::ops_ref_table());
-  // The avx512 level has no ops of its own: it runs the avx2 table.
+  // The avx512 level runs the avx2 ops except for its own attention.
   if (cpu_supports(isa_level::avx512)) {
-    EXPECT_EQ(&ops_for(isa_level::avx512), &detail::ops_avx2_table());
+    const ops_table& a512 = ops_for(isa_level::avx512);
+    const ops_table& a2 = detail::ops_avx2_table();
+    EXPECT_EQ(&a512, &detail::ops_avx512_table());
+    EXPECT_EQ(a512.rms_norm, a2.rms_norm);
+    EXPECT_EQ(a512.kv_store, a2.kv_store);
+    EXPECT_NE(a512.attention, a2.attention);
   }
   EXPECT_EQ(attention_scratch_floats(3, 1), attention_scratch_floats(3, 8));
   EXPECT_GE(attention_scratch_floats(3, 9), 3 * 9);
@@ -503,6 +508,12 @@ TEST(KernelOps, AttentionMatchesDoubleAndRef) {
                       scratch.data());
       EXPECT_LT(norm_err(out_avx, want), 2e-6) << what;
       EXPECT_LT(norm_err(out_avx, out_ref), 3e-6) << what;
+      if (!cpu_supports(isa_level::avx512)) continue;
+      std::vector<float> out_512(want.size());
+      ops_for(isa_level::avx512).attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), ac.n_ctx, scale,
+                                           out_512.data(), scratch.data());
+      EXPECT_LT(norm_err(out_512, want), 2e-6) << what;
+      EXPECT_LT(norm_err(out_512, out_avx), 3e-6) << what;
     }
   }
 }
@@ -510,8 +521,8 @@ TEST(KernelOps, AttentionMatchesDoubleAndRef) {
 TEST(KernelOps, AttentionEmptyContextWritesZeros) {
   paged_cache c(kv_dtype::f16, 16, 1, 64, 1, 1);
   std::vector<float> q(2 * 64, 1.0f), out(2 * 64, 5.0f), scratch(attention_scratch_floats(2, 0));
-  for (isa_level l : {isa_level::scalar, isa_level::avx2}) {
-    if (l == isa_level::avx2 && !have_avx2()) continue;
+  for (isa_level l : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
+    if (!cpu_supports(l)) continue;
     ops_for(l).attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0.125f, out.data(), scratch.data());
     for (float v : out) ASSERT_EQ(v, 0.0f);
   }
@@ -522,8 +533,8 @@ TEST(KernelOps, AttentionEmptyContextWritesZeros) {
 // The same values at a different address (misaligned by `shift` floats) give the same bits.
 TEST(KernelOps, ResultsIndependentOfBufferAlignment) {
   std::mt19937 rng(9);
-  for (isa_level l : {isa_level::scalar, isa_level::avx2}) {
-    if (l == isa_level::avx2 && !have_avx2()) continue;
+  for (isa_level l : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
+    if (!cpu_supports(l)) continue;
     const ops_table& t = ops_for(l);
     for (int64_t n : {5, 37, 300}) {
       const auto x = random_vec(rng, n, -5.0f, 5.0f);
@@ -558,8 +569,8 @@ TEST(KernelOps, ResultsIndependentOfBufferAlignment) {
 // block placement, a different block size's worth of pages, q at another
 // address, and dirty scratch all give identical bits.
 TEST(KernelOps, AttentionIndependentOfPhysicalLayout) {
-  for (isa_level l : {isa_level::scalar, isa_level::avx2}) {
-    if (l == isa_level::avx2 && !have_avx2()) continue;
+  for (isa_level l : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
+    if (!cpu_supports(l)) continue;
     const ops_table& t = ops_for(l);
     for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
       const int32_t n_group = 3, hd = 64, n_ctx = 77;
