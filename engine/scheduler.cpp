@@ -137,7 +137,11 @@ scheduler_output scheduler::schedule() {
     }
   }
   prefill_in_row_ = 0;
-  schedule_running(out, budget, false);
+  // A decode step carries one token for every running sequence (at most
+  // max_num_seqs). The budget bounds prefill steps; applied here it would
+  // stall the running sequences past it until those before them finish.
+  int64_t decode_budget = std::max<int64_t>(budget, cfg_.max_num_seqs);
+  schedule_running(out, decode_budget, false);
   return out;
 }
 

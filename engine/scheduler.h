@@ -12,7 +12,8 @@
 //  - chunked prefill off: each step is either a prefill step (only requests
 //    admitted now, whole prompts) or a decode step (one token per running
 //    request). Prefill steps run while requests wait, at most
-//    max_prefill_steps_in_row in a row while decodes wait.
+//    max_prefill_steps_in_row in a row while decodes wait. The token budget
+//    bounds prefill steps only: a decode step runs every running sequence.
 // A prompt longer than the budget still runs when it is alone in its step.
 //
 // A request joins at the first step after it is added; preempted requests
@@ -38,7 +39,7 @@ namespace spate {
 
 struct scheduler_config {
   int32_t max_num_seqs = 256;             // running sequences at most
-  int32_t max_num_batched_tokens = 8192;  // new tokens per step (budget)
+  int32_t max_num_batched_tokens = 8192;  // new tokens per step (budget; not for non-chunked decode steps)
   int32_t max_model_len = 2048;           // prompt + max_tokens at most
   bool enable_chunked_prefill = false;
   // Prefill steps that may delay running decodes. 1 (default): while both

@@ -33,7 +33,7 @@ struct model_options {
 // Options of the serving engine (scheduler, prefix cache, queue), plus the
 // SPATE_{PROMPT,DECODE}_{BS,SEQ,BLOCK}_BUCKET_{MIN,STEP,MAX} and
 // SPATE_SKIP_WARMUP environment variables, read once by finish_engine_options().
-inline constexpr int32_t k_default_batched_tokens = 256;
+inline constexpr int32_t k_default_batched_tokens = 128;
 inline constexpr int32_t k_default_chunked_batched_tokens = 64;
 
 struct engine_options {
@@ -42,10 +42,13 @@ struct engine_options {
   // k_default_chunked_batched_tokens with --enable-chunked-prefill (the chunk
   // size: small enough that a step with a prompt chunk stays within a few
   // decode steps' time on a small CPU, so inter-token latency stays bounded).
-  // Without chunked prefill, 256 tokens keep a burst of prompts from being
-  // prefilled in one long step: the first prompts of the burst get their first
-  // token after ~0.3 s instead of after the whole burst (TTFT), at the same
-  // matmul efficiency; a prompt longer than the budget still runs (alone).
+  // Without chunked prefill it bounds the prompt tokens of a prefill step
+  // (decode steps run every running sequence); 128 keeps a burst of prompts
+  // from being prefilled in long steps, so the first prompts of a burst get
+  // their first token early (TTFT) and running streams wait one short prefill
+  // step between tokens (ITL), at the same prefill rate (spate_bench pp64 to
+  // pp256 are within noise of each other); a prompt longer than the budget
+  // still runs, alone in its step.
   int32_t max_num_batched_tokens = 0;
   bool enable_chunked_prefill = false;    // --enable-chunked-prefill
   bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)

@@ -132,6 +132,32 @@ TEST(Scheduler, WithoutChunkingStepsArePrefillOrDecodeWithABoundedPrefillRun) {
   EXPECT_EQ(t.kv.n_free_blocks(), 256);
 }
 
+TEST(Scheduler, WithoutChunkingADecodeStepRunsEveryRunningSequence) {
+  scheduler_config c;
+  c.max_num_seqs = 8;
+  c.max_num_batched_tokens = 4;  // one prompt per prefill step
+  c.max_model_len = 256;
+  sim t(c, 256, 4);
+  for (int i = 0; i < 8; ++i) t.add(4, 30, 100 * i);  // distinct prompts: no prefix hits
+  // Prefill steps alternate with decode steps; each decode step carries all
+  // running sequences although there are more of them than the budget.
+  size_t n_running = 0;
+  for (int i = 0; i < 16; ++i) {
+    auto out = t.step();
+    if (out.prefill_step) {
+      EXPECT_LE(out.n_tokens, 4);
+      ++n_running;
+    } else {
+      EXPECT_EQ(out.seqs.size(), n_running);
+      EXPECT_EQ(out.n_tokens, static_cast<int64_t>(n_running));
+    }
+  }
+  EXPECT_EQ(n_running, 8u);
+  t.run();
+  for (const auto& r : t.reqs) EXPECT_TRUE(r->done);
+  EXPECT_EQ(t.kv.n_free_blocks(), 256);
+}
+
 TEST(Scheduler, ChunkedPrefillSplitsPromptsAndSharesStepsWithDecodes) {
   scheduler_config c;
   c.enable_chunked_prefill = true;
