@@ -32,6 +32,7 @@ void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t m
     ensure(v_, T * cfg_.kv_dim());
     ensure(gate_, T * cfg_.n_ff);
     ensure(up_, T * cfg_.n_ff);
+    ensure(rope_, T * static_cast<size_t>(std::max(cfg_.n_rot, 1)));
     size_t act = 0;
     for (const auto& L : w_.layers) {
       for (const auto* pw : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
@@ -172,10 +173,14 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
   float* x = x_.data();
   float* xn = xn_.data();
 
+  // Embedding, and each token's rotary angles (once per step, used by every layer).
+  const int32_t n_rot = cfg_.n_rot;
+  float* rope = rope_.data();
   pool_.parallel_for(T, [&](int64_t t, int) {
     const auto& tr = tokens_[static_cast<size_t>(t)];
     const int32_t id = batch.seqs[static_cast<size_t>(tr.seq)].tokens[static_cast<size_t>(tr.pos - batch.seqs[static_cast<size_t>(tr.seq)].n_past)];
     w_.embed(id, x + t * D, D);
+    kernels::rope_angles(n_rot, tr.pos, cfg_.rope_freq_base, freq_factors, rope + t * n_rot);
   });
 
   for (int32_t l = 0; l < cfg_.n_layer; ++l) {
@@ -196,8 +201,8 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
         ops.add(vt, L.bv.data(), KD);
       }
       const auto& tr = tokens_[static_cast<size_t>(t)];
-      ops.rope(qt, cfg_.n_head, HD, cfg_.n_rot, tr.pos, cfg_.rope_freq_base, freq_factors, cfg_.rope);
-      ops.rope(kt, n_kv, HD, cfg_.n_rot, tr.pos, cfg_.rope_freq_base, freq_factors, cfg_.rope);
+      ops.rope(qt, cfg_.n_head, HD, n_rot, rope + t * n_rot, cfg_.rope);
+      ops.rope(kt, n_kv, HD, n_rot, rope + t * n_rot, cfg_.rope);
       const auto& bt = batch.seqs[static_cast<size_t>(tr.seq)].block_table;
       const int32_t block = bt[static_cast<size_t>(tr.pos / kv.block_size)];
       const int32_t slot = tr.pos % kv.block_size;

@@ -63,6 +63,7 @@ class model_runner {
 
   // Workspaces, [T x dim] row-major.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
+  std::vector<float> rope_;         // per token: n_rot floats of rotary cos | sin (kernels::rope_angles)
   std::vector<float> scratch_;      // attention scratch, per thread
   int64_t scratch_per_thread_ = 0;
   std::vector<uint8_t> act_;        // quantized activations

@@ -23,18 +23,14 @@ const ops_table& ops_for(isa_level level) {
 
 const ops_table& ops() { return ops_for(active_isa()); }
 
-namespace detail {
-
-void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_out, float* sin_out) {
+void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_sin) {
   const int32_t half = n_rot / 2;
   const double base = static_cast<double>(freq_base);
   for (int32_t i = 0; i < half; ++i) {
     double theta = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
     if (freq_factors) theta /= static_cast<double>(freq_factors[i]);
-    cos_out[i] = static_cast<float>(std::cos(theta));
-    sin_out[i] = static_cast<float>(std::sin(theta));
+    cos_sin[i] = static_cast<float>(std::cos(theta));
+    cos_sin[half + i] = static_cast<float>(std::sin(theta));
   }
 }
-
-}  // namespace detail
 }  // namespace spate::kernels

@@ -33,11 +33,10 @@ struct paged_kv_view {
 struct ops_table {
   // y = x / sqrt(mean(x^2) + eps) * w ; n floats. x and y may alias. n >= 1.
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
-  // Rotates, in place, n_heads heads of head_dim floats (contiguous) at position pos. Only the first n_rot
-  // dims of each head rotate; theta_i = pos * freq_base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null = 1).
-  // Preconditions: n_rot even, 0 <= n_rot <= head_dim; freq_factors (if set) has n_rot/2 entries.
-  // Angles and their cos/sin are computed in double, so precision holds for large pos.
-  void (*rope)(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, rope_mode mode);
+  // Rotates, in place, n_heads heads of head_dim floats (contiguous) by the angles of one position. Only the
+  // first n_rot dims of each head rotate. cos_sin: n_rot floats from rope_angles() below, cos(theta_i) at
+  // [0, n_rot/2) and sin(theta_i) at [n_rot/2, n_rot). Preconditions: n_rot even, 0 <= n_rot <= head_dim.
+  void (*rope)(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin, rope_mode mode);
   // out[i] = silu(gate[i]) * up[i]
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
   // In-place numerically stable softmax over n floats (n >= 1).
@@ -54,6 +53,13 @@ struct ops_table {
   // y[i] += x[i] (residual add)
   void (*add)(float* y, const float* x, int64_t n);
 };
+
+// Rotary angles of position pos, shared by every ISA so all see identical values: for i in [0, n_rot/2),
+// theta_i = pos * freq_base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null = 1, else n_rot/2
+// entries), evaluated in double (precision holds for large pos) and rounded once to float:
+// cos_sin[i] = cos(theta_i), cos_sin[n_rot/2 + i] = sin(theta_i). Pure, thread-safe. The forward pass
+// computes them once per token and step and reuses them in every layer.
+void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_sin);
 
 // Floats of scratch that attention needs (same for every ISA level).
 int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx);

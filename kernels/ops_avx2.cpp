@@ -122,19 +122,16 @@ struct float_buf {
   }
 };
 
-void rope_avx2(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float freq_base,
-               const float* freq_factors, rope_mode mode) {
+void rope_avx2(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin, rope_mode mode) {
   const int32_t half = n_rot / 2;
   if (half <= 0) return;
-  float_buf buf;
-  float* tab = buf.get(3 * static_cast<int64_t>(n_rot));
-  float* c = tab;          // half
-  float* s = tab + half;   // half
-  detail::rope_angles(n_rot, pos, freq_base, freq_factors, c, s);
+  const float* c = cos_sin;
+  const float* s = cos_sin + half;
   if (mode == rope_mode::normal) {
     // Interleaved tables: cc = (c0, c0, c1, c1, ...), ss = (-s0, s0, -s1, s1, ...).
-    float* cc = tab + n_rot;
-    float* ss = tab + 2 * n_rot;
+    float_buf buf;
+    float* cc = buf.get(2 * static_cast<int64_t>(n_rot));
+    float* ss = cc + n_rot;
     for (int32_t i = 0; i < half; ++i) {
       cc[2 * i] = c[i];
       cc[2 * i + 1] = c[i];

@@ -17,12 +17,6 @@ const ops_table& ops_avx512_table();
 // Scores stride (floats per query head) inside the attention scratch.
 inline int64_t attention_scores_stride(int32_t n_ctx) { return (static_cast<int64_t>(n_ctx) + 7) & ~int64_t{7}; }
 
-// Rotary angle table for one position, shared by every ISA so that both see
-// identical angles: for i in [0, n_rot/2): cos_out[i] = cos(theta_i),
-// sin_out[i] = sin(theta_i), theta_i computed and evaluated in double and
-// rounded once to float. Pure, thread-safe.
-void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_out, float* sin_out);
-
 // Element pointer helpers for the paged layout (see paged_kv_view).
 inline int64_t kv_row_index(const paged_kv_view& kv, int32_t block, int32_t kv_head, int32_t slot) {
   return ((static_cast<int64_t>(block) * kv.n_kv_heads + kv_head) * kv.block_size + slot) * kv.head_dim;

@@ -20,12 +20,11 @@ void rms_norm_ref(const float* x, const float* w, float* y, int64_t n, float eps
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * w[i];
 }
 
-void rope_ref(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos, float freq_base,
-              const float* freq_factors, rope_mode mode) {
+void rope_ref(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin, rope_mode mode) {
   const int32_t half = n_rot / 2;
   if (half <= 0) return;
-  std::vector<float> c(half), s(half);
-  detail::rope_angles(n_rot, pos, freq_base, freq_factors, c.data(), s.data());
+  const float* c = cos_sin;
+  const float* s = cos_sin + half;
   for (int32_t h = 0; h < n_heads; ++h) {
     float* xh = x + static_cast<int64_t>(h) * head_dim;
     for (int32_t i = 0; i < half; ++i) {

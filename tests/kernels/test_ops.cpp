@@ -171,15 +171,17 @@ TEST(KernelOps, RopeMatchesDoubleFormulaAndRef) {
       const auto ffv = random_vec(rng, std::max(1, c.n_rot / 2), 1.0f, 8.0f);
       const float* ff = c.factors ? ffv.data() : nullptr;
       const auto yd = rope_double(x, c, ff, mode);
+      std::vector<float> cs(static_cast<size_t>(std::max(c.n_rot, 1)));
+      rope_angles(c.n_rot, c.pos, c.base, ff, cs.data());
       std::vector<float> yr = x;
-      ref().rope(yr.data(), c.n_heads, c.head_dim, c.n_rot, c.pos, c.base, ff, mode);
+      ref().rope(yr.data(), c.n_heads, c.head_dim, c.n_rot, cs.data(), mode);
       EXPECT_LT(norm_err(yr, yd), 3e-7) << "pos=" << c.pos << " hd=" << c.head_dim << " mode=" << int(mode);
       // Dims past n_rot untouched.
       for (int32_t h = 0; h < c.n_heads; ++h)
         for (int32_t d = c.n_rot; d < c.head_dim; ++d) ASSERT_EQ(yr[h * c.head_dim + d], x[h * c.head_dim + d]);
       if (!have_avx2()) continue;
       std::vector<float> ya = x;
-      avx().rope(ya.data(), c.n_heads, c.head_dim, c.n_rot, c.pos, c.base, ff, mode);
+      avx().rope(ya.data(), c.n_heads, c.head_dim, c.n_rot, cs.data(), mode);
       EXPECT_LT(norm_err(ya, yr), 3e-7) << "pos=" << c.pos << " hd=" << c.head_dim << " mode=" << int(mode);
       EXPECT_LT(norm_err(ya, yd), 3e-7);
       for (int32_t h = 0; h < c.n_heads; ++h)
