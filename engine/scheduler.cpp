@@ -74,10 +74,18 @@ void scheduler::preempt(sched_seq& s) {
 
 void scheduler::schedule_running(scheduler_output& out, int64_t& budget, bool chunked) {
   for (size_t i = 0; i < running_.size();) {
-    if (budget <= 0) break;
     sched_seq& s = *running_[i];
     int32_t n_new = s.n_tokens() - s.n_cached;
-    if (chunked) n_new = static_cast<int32_t>(std::min<int64_t>(n_new, budget));
+    // A decode (one token) always runs and does not use the budget, which
+    // bounds the prompt tokens of the step; a prompt chunk takes what is left.
+    const bool decode = n_new == 1;
+    if (!decode) {
+      if (budget <= 0) {
+        ++i;
+        continue;
+      }
+      if (chunked) n_new = static_cast<int32_t>(std::min<int64_t>(n_new, budget));
+    }
     bool self_preempted = false;
     while (!kv_.grow(s.blocks, static_cast<int64_t>(s.n_cached) + n_new)) {
       sched_seq* victim = running_.back();
@@ -91,7 +99,7 @@ void scheduler::schedule_running(scheduler_output& out, int64_t& budget, bool ch
     }
     if (self_preempted) break;
     push(out, s, n_new);
-    budget -= n_new;
+    if (!decode) budget -= n_new;
     ++i;
   }
 }
@@ -137,11 +145,7 @@ scheduler_output scheduler::schedule() {
     }
   }
   prefill_in_row_ = 0;
-  // A decode step carries one token for every running sequence (at most
-  // max_num_seqs). The budget bounds prefill steps; applied here it would
-  // stall the running sequences past it until those before them finish.
-  int64_t decode_budget = std::max<int64_t>(budget, cfg_.max_num_seqs);
-  schedule_running(out, decode_budget, false);
+  schedule_running(out, budget, false);  // every running sequence decodes
   return out;
 }
 

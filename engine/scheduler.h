@@ -12,8 +12,12 @@
 //  - chunked prefill off: each step is either a prefill step (only requests
 //    admitted now, whole prompts) or a decode step (one token per running
 //    request). Prefill steps run while requests wait, at most
-//    max_prefill_steps_in_row in a row while decodes wait. The token budget
-//    bounds prefill steps only: a decode step runs every running sequence.
+//    max_prefill_steps_in_row in a row while decodes wait.
+// The budget (max_num_batched_tokens) bounds the PROMPT tokens of a step
+// (whole prompts, or chunks); the decodes of all running sequences come on top
+// of it (at most max_num_seqs), so every running sequence advances every decode
+// or mixed step and the number running is capped by max_num_seqs only. A step
+// carries at most budget + n_running tokens.
 // A prompt longer than the budget still runs when it is alone in its step.
 //
 // A request joins at the first step after it is added; preempted requests
@@ -39,7 +43,7 @@ namespace spate {
 
 struct scheduler_config {
   int32_t max_num_seqs = 256;             // running sequences at most
-  int32_t max_num_batched_tokens = 8192;  // new tokens per step (budget; not for non-chunked decode steps)
+  int32_t max_num_batched_tokens = 8192;  // prompt tokens per step (decodes come on top)
   int32_t max_model_len = 2048;           // prompt + max_tokens at most
   bool enable_chunked_prefill = false;
   // Prefill steps that may delay running decodes. 1 (default): while both

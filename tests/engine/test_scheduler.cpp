@@ -158,6 +158,38 @@ TEST(Scheduler, WithoutChunkingADecodeStepRunsEveryRunningSequence) {
   EXPECT_EQ(t.kv.n_free_blocks(), 256);
 }
 
+TEST(Scheduler, ChunkedStepsRunEveryDecodeAndAdmitPastTheBudget) {
+  scheduler_config c;
+  c.enable_chunked_prefill = true;
+  c.max_num_batched_tokens = 4;
+  c.max_num_seqs = 10;
+  c.max_model_len = 256;
+  sim t(c, 256, 4);
+  for (int i = 0; i < 10; ++i) t.add(3, 40, 100 * i);  // distinct prompts: no prefix hits
+  t.run();
+  // Once admitted, a request runs in every step until it finishes, and more
+  // requests run together than the budget has tokens.
+  size_t max_running = 0;
+  for (size_t r = 0; r < t.reqs.size(); ++r) {
+    std::vector<size_t> steps;
+    for (size_t k = 0; k < t.history.size(); ++k)
+      for (const auto& q : t.history[k].seqs)
+        if (q.seq == &t.reqs[r]->ss) steps.push_back(k);
+    ASSERT_FALSE(steps.empty());
+    EXPECT_EQ(steps.back() - steps.front() + 1, steps.size()) << "request " << r << " skipped a step";
+    EXPECT_TRUE(t.reqs[r]->done);
+  }
+  for (const auto& out : t.history) {
+    int64_t prompt_tokens = 0;
+    for (const auto& q : out.seqs)
+      if (q.n_new > 1 || !q.samples) prompt_tokens += q.n_new;
+    EXPECT_LE(prompt_tokens, 4);
+    max_running = std::max(max_running, out.seqs.size());
+  }
+  EXPECT_EQ(max_running, 10u);
+  EXPECT_EQ(t.kv.n_free_blocks(), 256);
+}
+
 TEST(Scheduler, ChunkedPrefillSplitsPromptsAndSharesStepsWithDecodes) {
   scheduler_config c;
   c.enable_chunked_prefill = true;
@@ -171,10 +203,10 @@ TEST(Scheduler, ChunkedPrefillSplitsPromptsAndSharesStepsWithDecodes) {
   ASSERT_EQ(out.seqs.size(), 2u);
   EXPECT_EQ(out.seqs[0].seq, &a.ss);  // the decode first
   EXPECT_EQ(out.seqs[0].n_new, 1);
-  EXPECT_EQ(out.seqs[1].n_new, 15);   // then a chunk within the remaining budget
+  EXPECT_EQ(out.seqs[1].n_new, 16);   // then a chunk of the budget (decodes do not use it)
   EXPECT_FALSE(out.seqs[1].samples);
   s.run();
-  EXPECT_EQ(b.step_sizes, (std::vector<int32_t>{15, 15, 10, 1}));
+  EXPECT_EQ(b.step_sizes, (std::vector<int32_t>{16, 16, 8, 1}));
   EXPECT_EQ(s.kv.n_free_blocks(), 256);
 }
 
