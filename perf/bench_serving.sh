@@ -24,6 +24,9 @@
 #                   SO_REUSEADDR (a stopped server's TIME_WAIT sockets block
 #                   its port for a minute for servers that do not set it)
 #   SPATE_ARGS      extra arguments for `spate serve` (word-split)
+#   ENGINE_ARGS     extra arguments for engine_serving_bench (word-split; it takes
+#                   the engine flags of `spate serve`, so pass the same engine
+#                   flags as SPATE_ARGS for a like-for-like http/engine ratio)
 #   PEER_ARGS       extra arguments for llama-server (word-split)
 #   READY_TIMEOUT   seconds to wait for a server to become ready (default 300)
 #   RUN_TIMEOUT     seconds allowed for one scenario run (default 900)
@@ -39,7 +42,8 @@
 #
 # Each rep runs, per scenario, spate over HTTP, spate in-process (throughput
 # only) and llama-server, in alternating order (odd reps spate first, even
-# reps peer first) so both see the same machine noise. Every run is one JSON
+# reps peer first; odd reps HTTP before in-process, even reps after) so all
+# see the same machine noise. Every run is one JSON
 # line ("kind":"sample") with the load average before and after; a failed run
 # is recorded ("kind":"failure", with the log tail on stderr) and the rest
 # goes on. At the end: a table of medians with spate/peer and HTTP/engine
@@ -261,6 +265,7 @@ PY
 run_engine() {  # rep
   local rep="$1" rc=0 before
   local cmd=("$ENGINE_BENCH" --model "$MODEL" --threads "$THREADS" --prompts "$HERE/data/throughput.jsonl" --reps 1)
+  cmd+=(${ENGINE_ARGS:-})
   before="$(loadavg)"
   timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$TMP/out" 2> "$TMP/err" || rc=$?
   cp "$TMP/err" "$LOGDIR/engine-throughput-rep$rep.log"
@@ -296,12 +301,19 @@ for ((r = 1; r <= REPS; r++)); do
   fi
   for sc in "${SCENARIOS[@]}"; do
     for eng in "${order[@]}"; do
+      # spate in-process next to spate over HTTP: after it on odd reps, before it on even ones.
+      with_engine=0
+      if [[ "$eng" == spate && "$sc" == throughput ]] && ((RUN_ENGINE)); then with_engine=1; fi
+      if ((with_engine && r % 2 == 0)); then
+        log "rep $r/$REPS, $sc, spate in-process (load $(loadavg))"
+        run_engine "$r"
+      fi
       log "rep $r/$REPS, $sc, $eng (load $(loadavg))"
       if start_server "$eng" "$sc" "$r"; then
         run_http "$eng" "$sc" "$r"
         stop_server
       fi
-      if [[ "$eng" == spate && "$sc" == throughput ]] && ((RUN_ENGINE)); then
+      if ((with_engine && r % 2 == 1)); then
         log "rep $r/$REPS, $sc, spate in-process (load $(loadavg))"
         run_engine "$r"
       fi
