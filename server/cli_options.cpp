@@ -140,7 +140,7 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
   desc.add_options()
       ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(256), "sequences scheduled together per step")
       ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(0),
-       "prompt tokens per step, whole prompts or (with --enable-chunked-prefill) chunks; the running sequences' decodes come on top (0 = auto: 128, or 32 with chunked prefill)")
+       "prompt tokens per step, whole prompts or (with --enable-chunked-prefill) chunks; the running sequences' decodes come on top (0 = auto: 128, or 24 with chunked prefill)")
       ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill), "split long prompts into chunks that share steps with decodes")
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")

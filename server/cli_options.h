@@ -34,7 +34,7 @@ struct model_options {
 // SPATE_{PROMPT,DECODE}_{BS,SEQ,BLOCK}_BUCKET_{MIN,STEP,MAX} and
 // SPATE_SKIP_WARMUP environment variables, read once by finish_engine_options().
 inline constexpr int32_t k_default_batched_tokens = 128;
-inline constexpr int32_t k_default_chunked_batched_tokens = 32;
+inline constexpr int32_t k_default_chunked_batched_tokens = 24;
 
 struct engine_options {
   int32_t max_num_seqs = 256;             // --max-num-seqs
@@ -43,8 +43,10 @@ struct engine_options {
   // k_default_batched_tokens, or k_default_chunked_batched_tokens with
   // --enable-chunked-prefill (the chunk size: small enough that a mixed step
   // stays within a few decode steps' time on a small CPU, so inter-token
-  // latency stays bounded; perf/bench_serving.sh --scenario chunked measured
-  // ITL p99 ratios of 1.6-2.1 with 32 against 1.6-2.9 with 64).
+  // latency stays bounded. perf/bench_serving.sh --scenario chunked, 8
+  // decoding streams and a 2,000-token prompt, mixed-step ITL p99: 60-67 ms
+  // with 24, 73-100 ms with 32; 24 and 16 gave long-prompt TTFTs of 3.8 s and
+  // 4.7 s).
   // Without chunked prefill, 128 keeps a burst of prompts
   // from being prefilled in long steps, so the first prompts of a burst get
   // their first token early (TTFT) and running streams wait one short prefill
