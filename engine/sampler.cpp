@@ -174,9 +174,8 @@ int32_t sampler::argmax(std::span<const float> logits) {
   for (const auto& v : m)
     for (int j = 0; j < 4; ++j) mx = v[j] > mx ? v[j] : mx;
   for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  for (size_t i = 0; i < n; ++i)
-    if (logits[i] == mx) return int32_t(i);
-  return 0;
+  const float* first = std::find(x, x + n, mx);
+  return first == x + n ? 0 : int32_t(first - x);
 }
 
 double sampler::log_sum_exp(std::span<const float> logits, float max) {
