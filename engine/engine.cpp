@@ -1,12 +1,22 @@
-#include "engine/engine.h"
+#include "engine/engine_api.h"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 #include <chrono>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
-#include "engine/byte_size.h"
-#include "engine/model_loader.h"
+#include "engine/buckets.h"
+#include "engine/engine_config.h"
+#include "engine/kv_block_manager.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/forward_executor.h"
 
 namespace spate {
 namespace {
@@ -24,18 +34,6 @@ uint64_t mix_seed(uint64_t base, uint64_t index) {
   return z ^ (z >> 31);
 }
 
-int32_t kv_block_count(const model_config& c, const engine_config& cfg) {
-  if (cfg.block_size < 1) throw std::runtime_error("--block-size must be >= 1");
-  const size_t per_block = kv_cache::bytes_per_block(c, cfg.block_size, cfg.kv_dtype);
-  const auto n_blocks = static_cast<int32_t>(std::min<uint64_t>(cfg.kv_cache_bytes / per_block, 1u << 30));
-  spdlog::info("KV cache: {} budget, {} per block of {} tokens ({} per token, {})", format_bytes(cfg.kv_cache_bytes),
-               format_bytes(per_block), cfg.block_size, format_bytes(per_block / static_cast<size_t>(cfg.block_size)),
-               cfg.kv_dtype == kernels::kv_dtype::f16 ? "f16" : "f32");
-  if (n_blocks < 1) throw std::runtime_error("--kv-cache-memory is smaller than one KV block (" + format_bytes(per_block) + ")");
-  spdlog::info("# CPU blocks: {}", n_blocks);
-  return n_blocks;
-}
-
 void deliver(const event_callback& cb, const engine_event& ev) {
   try {
     cb(ev);
@@ -48,7 +46,60 @@ void deliver(const event_callback& cb, const engine_event& ev) {
 
 }  // namespace
 
-struct engine::request_state {
+// The engine's state and loop. Engine-thread state is touched only by the
+// engine thread (and by the constructor / warmup before it starts); the shared
+// state is guarded by mu_.
+class engine::impl {
+ public:
+  impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg);
+  void start();
+  submit_result submit(engine_request r);
+  void cancel(int64_t id);
+  engine_stats stats() const;
+  void wait_idle();
+  void stop();
+  const engine_config& config() const { return cfg_; }
+
+ private:
+  struct request_state;
+  void warmup();
+  void thread_main();
+  void drain_inbox();
+  void step();
+  void account_padding(scheduler_output& out);
+  void finish_request(request_state& r, finish_reason why);
+  void fail_request(request_state& r, const std::string& msg);
+  void publish_stats();
+
+  forward_executor& exec_;
+  const tokenizer& tok_;
+  engine_config cfg_;
+  int32_t n_blocks_ = 0;
+  kv_block_manager blocks_;
+  scheduler sched_;
+  std::vector<bucket> prompt_buckets_, decode_buckets_;
+
+  // Engine-thread state.
+  std::unordered_map<int64_t, std::unique_ptr<request_state>> live_;
+  std::vector<float> logits_;
+  engine_stats local_stats_;
+  bool warned_prompt_overflow_ = false, warned_decode_overflow_ = false;
+
+  // Shared state, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<request_state>> inbox_;
+  std::vector<int64_t> cancels_;
+  int32_t n_queued_ = 0;  // inbox + scheduler waiting
+  bool stop_ = false;
+  bool idle_published_ = true;  // no request in flight as of the last snapshot
+  std::condition_variable idle_cv_;
+  engine_stats shared_stats_;
+  std::thread thread_;
+  std::atomic<int64_t> next_id_{0};
+};
+
+struct engine::impl::request_state {
   request_state(int64_t id, std::vector<int32_t> prompt, const sampling_params& p, uint64_t seed, const tokenizer& tok,
                 block_pool& pool, event_callback cb)
       : seq(id, std::move(prompt), p, *p.max_tokens, seed, tok), ss(id, &seq.tokens(), pool), on_event(std::move(cb)) {}
@@ -61,16 +112,14 @@ struct engine::request_state {
   request_metrics metrics;
 };
 
-engine::engine(const loaded_model& m, const engine_config& cfg)
-    : model_(m), cfg_(cfg), n_blocks_(kv_block_count(m.config, cfg)), pool_(cfg.n_threads),
-      kv_(std::make_unique<kv_cache>(m.config, n_blocks_, cfg.block_size, cfg.kv_dtype)),
-      blocks_(n_blocks_, cfg.block_size, cfg.enable_prefix_caching), runner_(m.config, m.weights, *kv_, pool_),
-      sched_(cfg.sched, blocks_) {
+engine::impl::impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg)
+    : exec_(exec), tok_(tok), cfg_(cfg), n_blocks_(exec.n_kv_blocks()),
+      blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching), sched_(cfg.sched, blocks_) {
   for (auto [r, name] : {std::pair{&cfg_.buckets.prompt_bs, "prompt bs"}, {&cfg_.buckets.prompt_seq, "prompt seq"},
                          {&cfg_.buckets.decode_bs, "decode bs"}, {&cfg_.buckets.decode_block, "decode block"}}) {
-    if (auto err = validate(*r, name); !err.empty()) throw std::runtime_error("bucket config: " + err);
+    if (auto err = validate(*r, name); !err.empty()) throw std::invalid_argument("bucket config: " + err);
   }
-  if (cfg_.max_queued_requests < 1) throw std::runtime_error("--max-queued-requests must be >= 1");
+  if (cfg_.max_queued_requests < 1) throw std::invalid_argument("max_queued_requests must be >= 1");
   prompt_buckets_ = make_buckets(cfg_.buckets.prompt_bs, cfg_.buckets.prompt_seq);
   decode_buckets_ = make_buckets(cfg_.buckets.decode_bs, cfg_.buckets.decode_block);
   local_stats_.n_blocks_total = n_blocks_;
@@ -78,24 +127,22 @@ engine::engine(const loaded_model& m, const engine_config& cfg)
   shared_stats_ = local_stats_;
 }
 
-engine::~engine() { stop(); }
-
-void engine::start() {
+void engine::impl::start() {
   spdlog::info("Prompt bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.prompt_bs, cfg_.buckets.prompt_seq, "seq"));
   spdlog::info("Generated {} prompt buckets: {}", prompt_buckets_.size(), describe(prompt_buckets_));
   spdlog::info("Decode bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.decode_bs, cfg_.buckets.decode_block, "block"));
   spdlog::info("Generated {} decode buckets: {}", decode_buckets_.size(), describe(decode_buckets_));
   if (cfg_.skip_warmup) {
-    spdlog::info("Skipping warmup (SPATE_SKIP_WARMUP)");
+    spdlog::info("Skipping warmup (skip_warmup)");
   } else {
     warmup();
   }
   thread_ = std::thread([this] { thread_main(); });
 }
 
-void engine::warmup() {
+void engine::impl::warmup() {
   const auto t0 = clock_type::now();
-  const int32_t bs = cfg_.block_size;
+  const int32_t block_size = exec_.block_size();
   const int32_t max_ctx = cfg_.sched.max_model_len;
   // Workspaces for the largest bucket of either kind, so steady state allocates nothing.
   int64_t max_tokens = 1, max_rows = 1;
@@ -107,7 +154,7 @@ void engine::warmup() {
     max_tokens = std::max<int64_t>(max_tokens, b.bs);
     max_rows = std::max<int64_t>(max_rows, b.bs);
   }
-  runner_.reserve(max_tokens, max_rows, max_ctx);
+  exec_.reserve(max_tokens, max_rows, max_ctx);
 
   block_pool& pool = blocks_.pool();
   std::vector<int32_t> dummy;
@@ -116,20 +163,20 @@ void engine::warmup() {
     // Clamp to the model length and the cache so any configuration warms up.
     n_new = std::max(1, std::min(n_new, max_ctx));
     n_past = std::max(0, std::min(n_past, max_ctx - n_new));
-    const int64_t per_seq = kv_block_manager::blocks_for(n_past + n_new, bs);
+    const int64_t per_seq = kv_block_manager::blocks_for(n_past + n_new, block_size);
     n_seqs = static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(n_seqs, pool.n_free() / std::max<int64_t>(1, per_seq))));
     if (per_seq > pool.n_free()) return;
-    dummy.assign(static_cast<size_t>(n_new), 1 % model_.config.n_vocab);
+    dummy.assign(static_cast<size_t>(n_new), 1 % exec_.n_vocab());
     std::vector<block_table> tables;
     forward_batch b;
     tables.reserve(static_cast<size_t>(n_seqs));
     for (int32_t i = 0; i < n_seqs; ++i) {
       tables.emplace_back(pool);
-      tables.back().grow_to(n_past + n_new, bs);
+      tables.back().grow_to(n_past + n_new, block_size);
     }
     for (int32_t i = 0; i < n_seqs; ++i) b.seqs.push_back({dummy, n_past, tables[static_cast<size_t>(i)].ids(), 1});
-    logits.resize(static_cast<size_t>(n_seqs) * static_cast<size_t>(model_.config.n_vocab));
-    runner_.forward(b, logits.data());
+    logits.resize(static_cast<size_t>(n_seqs) * static_cast<size_t>(exec_.n_vocab()));
+    exec_.forward(b, logits.data());
   };
   const auto n_total = static_cast<int32_t>(prompt_buckets_.size() + decode_buckets_.size());
   for (size_t i = 0; i < prompt_buckets_.size(); ++i) {
@@ -142,14 +189,14 @@ void engine::warmup() {
     const auto& b = decode_buckets_[i];
     spdlog::info("[Warmup][Decode][{}/{}] batch_size:{} num_blocks:{}", i + 1, decode_buckets_.size(), b.bs, b.len);
     const int32_t blocks_per_seq = std::max(1, b.len / b.bs);
-    run_dummy(b.bs, blocks_per_seq * bs - 1, 1);
+    run_dummy(b.bs, blocks_per_seq * block_size - 1, 1);
     if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1), n_total);
   }
   spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets)",
                std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size());
 }
 
-submit_result engine::submit(engine_request r) {
+submit_result engine::impl::submit(engine_request r) {
   submit_result res;
   const int32_t n_prompt = static_cast<int32_t>(r.prompt.size());
   if (!r.params.max_tokens) {
@@ -158,7 +205,7 @@ submit_result engine::submit(engine_request r) {
     res.error = "no event callback";
   } else {
     for (int32_t t : r.prompt) {
-      if (t < 0 || t >= model_.config.n_vocab) {
+      if (t < 0 || t >= exec_.n_vocab()) {
         res.error = "prompt token id " + std::to_string(t) + " out of range";
         break;
       }
@@ -181,7 +228,7 @@ submit_result engine::submit(engine_request r) {
   // burned if the request is then refused.
   const int64_t id = next_id_.fetch_add(1);
   auto st = std::make_unique<request_state>(id, std::move(r.prompt), r.params, mix_seed(cfg_.seed, static_cast<uint64_t>(id)),
-                                            *model_.tok, blocks_.pool(), std::move(r.on_event));
+                                            tok_, blocks_.pool(), std::move(r.on_event));
   // request_state only stores a pointer to the pool; blocks are taken on the engine thread.
   st->submitted = clock_type::now();
   std::lock_guard lk(mu_);
@@ -205,23 +252,23 @@ submit_result engine::submit(engine_request r) {
   return res;
 }
 
-void engine::cancel(int64_t id) {
+void engine::impl::cancel(int64_t id) {
   std::lock_guard lk(mu_);
   cancels_.push_back(id);
   cv_.notify_one();
 }
 
-engine_stats engine::stats() const {
+engine_stats engine::impl::stats() const {
   std::lock_guard lk(mu_);
   return shared_stats_;
 }
 
-void engine::wait_idle() {
+void engine::impl::wait_idle() {
   std::unique_lock lk(mu_);
   idle_cv_.wait(lk, [&] { return idle_published_ || stop_; });
 }
 
-void engine::stop() {
+void engine::impl::stop() {
   {
     std::lock_guard lk(mu_);
     stop_ = true;
@@ -231,7 +278,7 @@ void engine::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void engine::thread_main() {
+void engine::impl::thread_main() {
   for (;;) {
     {
       std::unique_lock lk(mu_);
@@ -263,7 +310,7 @@ void engine::thread_main() {
   for (auto* r : left) finish_request(*r, finish_reason::abort);
 }
 
-void engine::drain_inbox() {
+void engine::impl::drain_inbox() {
   std::deque<std::unique_ptr<request_state>> fresh;
   std::vector<int64_t> cancels;
   {
@@ -283,7 +330,7 @@ void engine::drain_inbox() {
   }
 }
 
-void engine::account_padding(scheduler_output& out) {
+void engine::impl::account_padding(scheduler_output& out) {
   if (out.seqs.empty()) return;
   const auto n_seqs = static_cast<int32_t>(out.seqs.size());
   if (out.prefill_step) {
@@ -310,7 +357,7 @@ void engine::account_padding(scheduler_output& out) {
   local_stats_.padding_waste_tokens += out.n_padding_tokens;
 }
 
-void engine::step() {
+void engine::impl::step() {
   scheduler_output out = sched_.schedule();
   local_stats_.n_preemptions += out.n_preempted;
   if (out.seqs.empty()) {
@@ -336,10 +383,10 @@ void engine::step() {
     }
   }
   const forward_batch batch = out.to_batch();
-  const size_t n_vocab = static_cast<size_t>(model_.config.n_vocab);
+  const size_t n_vocab = static_cast<size_t>(exec_.n_vocab());
   logits_.resize(static_cast<size_t>(out.n_logit_rows()) * n_vocab);
   try {
-    runner_.forward(batch, logits_.data());
+    exec_.forward(batch, logits_.data());
   } catch (const std::exception& e) {
     spdlog::error("forward failed: {}", e.what());
     for (const auto& q : out.seqs) fail_request(*live_.at(q.seq->id), std::string("internal error: ") + e.what());
@@ -376,7 +423,7 @@ void engine::step() {
   for (auto* r : done) finish_request(*r, r->seq.finish());
 }
 
-void engine::finish_request(request_state& r, finish_reason why) {
+void engine::impl::finish_request(request_state& r, finish_reason why) {
   const int64_t id = r.seq.id();
   sched_.finish(r.ss);
   r.usage.prompt_tokens = r.seq.n_prompt();
@@ -395,7 +442,7 @@ void engine::finish_request(request_state& r, finish_reason why) {
   deliver(cb, ev);
 }
 
-void engine::fail_request(request_state& r, const std::string& msg) {
+void engine::impl::fail_request(request_state& r, const std::string& msg) {
   const int64_t id = r.seq.id();
   sched_.finish(r.ss);
   engine_event ev;
@@ -409,7 +456,7 @@ void engine::fail_request(request_state& r, const std::string& msg) {
   deliver(cb, ev);
 }
 
-void engine::publish_stats() {
+void engine::impl::publish_stats() {
   local_stats_.n_running = sched_.n_running();
   local_stats_.n_blocks_free = blocks_.n_free_blocks();
   local_stats_.kv_usage = 1.0 - static_cast<double>(local_stats_.n_blocks_free) / static_cast<double>(n_blocks_);
@@ -426,5 +473,17 @@ void engine::publish_stats() {
     idle_cv_.notify_all();
   }
 }
+
+// The public face forwards to the implementation.
+engine::engine(forward_executor& exec, const tokenizer& tok, const engine_config& cfg)
+    : impl_(std::make_unique<impl>(exec, tok, cfg)) {}
+engine::~engine() { impl_->stop(); }
+void engine::start() { impl_->start(); }
+submit_result engine::submit(engine_request r) { return impl_->submit(std::move(r)); }
+void engine::cancel(int64_t id) { impl_->cancel(id); }
+engine_stats engine::stats() const { return impl_->stats(); }
+void engine::wait_idle() { impl_->wait_idle(); }
+void engine::stop() { impl_->stop(); }
+const engine_config& engine::config() const { return impl_->config(); }
 
 }  // namespace spate

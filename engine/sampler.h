@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/sampling_params.h"
+#include "engine/engine_api.h"
 
 namespace spate {
 

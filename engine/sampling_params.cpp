@@ -1,4 +1,4 @@
-#include "engine/sampling_params.h"
+#include "engine/engine_api.h"
 
 #include <cstdio>
 

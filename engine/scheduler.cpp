@@ -39,7 +39,7 @@ std::string scheduler::check_admissible(int32_t n_prompt, int32_t max_tokens) co
   if (need > kv_.n_total_blocks()) {
     return "the KV cache (" + std::to_string(kv_.n_total_blocks()) + " blocks of " + std::to_string(kv_.block_size()) +
            " tokens) cannot hold request of " + std::to_string(total) + " tokens (needs " + std::to_string(need) +
-           " blocks); increase --kv-cache-memory";
+           " blocks); increase kv_cache_bytes";
   }
   return "";
 }

@@ -36,23 +36,11 @@
 #include <vector>
 
 #include "engine/buckets.h"
-#include "engine/forward_batch.h"
+#include "engine/engine_config.h"
+#include "model/forward_batch.h"
 #include "engine/kv_block_manager.h"
 
 namespace spate {
-
-struct scheduler_config {
-  int32_t max_num_seqs = 256;             // running sequences at most
-  int32_t max_num_batched_tokens = 8192;  // prompt tokens per step (decodes come on top)
-  int32_t max_model_len = 2048;           // prompt + max_tokens at most
-  bool enable_chunked_prefill = false;
-  // Prefill steps that may delay running decodes. 1 (default): while both
-  // have work, prefill and decode steps alternate; measured on the serving
-  // throughput workload (perf/engine_serving_bench) this roughly halved the
-  // inter-token p99 of 2 (one prefill step instead of two between tokens) at
-  // the same tokens/s and no worse TTFT.
-  int32_t max_prefill_steps_in_row = 1;
-};
 
 // The scheduler's view of one request. tokens points at the owner's vector
 // (prompt then generated), which grows by one after each sampling step.

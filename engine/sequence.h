@@ -11,14 +11,11 @@
 #include <vector>
 
 #include "engine/sampler.h"
-#include "engine/sampling_params.h"
+#include "engine/engine_api.h"
 #include "engine/stop_matcher.h"
-#include "engine/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace spate {
-
-enum class finish_reason { none, stop, length, abort, error };
-const char* finish_reason_name(finish_reason r);  // "stop", "length", "abort", "error", or "" for none
 
 class sequence {
  public:

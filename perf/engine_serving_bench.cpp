@@ -34,9 +34,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/model_loader.h"
-#include "server/cli_options.h"
+#include "engine/engine_api.h"
+#include "model/model_loader.h"
+#include "cli/cli_options.h"
 
 namespace po = boost::program_options;
 using namespace spate;
@@ -187,7 +187,8 @@ int main(int argc, char** argv) {
 
     const engine_config ec = cli::make_engine_config(mo, eo, max_model_len);
     for (int rep = 0; rep < reps; ++rep) {
-      engine eng(*model, ec);
+      model_executor exec(*model, cli::make_executor_config(mo));
+      engine eng(exec, *model->tok, ec);
       eng.start();  // warmup, untimed
       workload w;
       w.eng = &eng;

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "engine/block_pool.h"
-#include "engine/gguf_file.h"
-#include "engine/kv_cache.h"
-#include "engine/model_config.h"
-#include "engine/model_runner.h"
-#include "engine/model_weights.h"
-#include "engine/thread_pool.h"
+#include "model/gguf_file.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/model_runner.h"
+#include "model/model_weights.h"
+#include "model/thread_pool.h"
 #include "kernels/isa.h"
-#include "server/cli_options.h"
+#include "model/model_paths.h"
 
 namespace po = boost::program_options;
 using namespace spate;
@@ -49,7 +49,7 @@ void report(const char* metric, const std::vector<double>& tok_s, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path = cli::default_model_path();
+  std::string model_path = default_model_path();
   int threads = 2, reps = 5, pp = 512, tg = 128, batch = 16, bd_prompt = 32, bd_gen = 64;
   std::string only;
   bool force_reference = false;

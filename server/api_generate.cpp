@@ -6,14 +6,14 @@
 #include <ctime>
 #include <spdlog/spdlog.h>
 
-#include "engine/engine.h"
-#include "engine/model_loader.h"
+#include "engine/engine_api.h"
+#include "model/model_loader.h"
 #include "server/api_router.h"
-#include "server/generation.h"
-#include "server/logprobs_format.h"
+#include "server/generation_submit.h"
+#include "protocol/logprobs_format.h"
 #include "server/metrics.h"
 #include "server/request_stream.h"
-#include "server/responses_format.h"
+#include "protocol/responses_format.h"
 
 namespace spate {
 
@@ -131,7 +131,7 @@ asio::awaitable<void> run_completions(server_context& ctx, http_exchange& ex, ht
     o["id"] = id;
     o["object"] = chat ? "chat.completion.chunk" : "text_completion";
     o["created"] = created;
-    o["model"] = ctx.served_model_name;
+    o["model"] = ctx.model.name;
     o["choices"] = json::array{c};
     if (r.include_usage) o["usage"] = nullptr;
     return sse_data(o);
@@ -213,7 +213,7 @@ asio::awaitable<void> run_completions(server_context& ctx, http_exchange& ex, ht
       o["id"] = id;
       o["object"] = chat ? "chat.completion.chunk" : "text_completion";
       o["created"] = created;
-      o["model"] = ctx.served_model_name;
+      o["model"] = ctx.model.name;
       o["choices"] = json::array();
       o["usage"] = usage_json(n_prompt, completion, cached);
       tail += sse_data(o);
@@ -247,7 +247,7 @@ asio::awaitable<void> run_completions(server_context& ctx, http_exchange& ex, ht
   o["id"] = id;
   o["object"] = chat ? "chat.completion" : "text_completion";
   o["created"] = created;
-  o["model"] = ctx.served_model_name;
+  o["model"] = ctx.model.name;
   o["choices"] = std::move(arr);
   o["usage"] = usage_json(n_prompt, completion, cached);
   co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(o), v));
@@ -257,7 +257,7 @@ asio::awaitable<void> run_responses(server_context& ctx, http_exchange& ex, http
                                     const prepared_generation& g, generation_scope& scope) {
   const unsigned v = ex.req.version();
   const auto keepalive = std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(ctx.opts.sse_keepalive_s));
-  response_builder rb(ctx.make_id("resp"), ctx.make_id("msg"), ctx.served_model_name, unix_now(), r);
+  response_builder rb(ctx.make_id("resp"), ctx.make_id("msg"), ctx.model.name, unix_now(), r);
   if (r.stream) {
     co_await io.write_stream_header(ex, sse_header(v));
     std::string first;
@@ -324,12 +324,12 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
     for (const auto& f : r.unknown_fields) names += (names.empty() ? "" : ", ") + f;
     spdlog::debug("{}: ignoring unknown fields: {}", ex.request_id, names);
   }
-  if (!err && !r.model.empty() && r.model != ctx.served_model_name) {
+  if (!err && !r.model.empty() && r.model != ctx.model.name) {
     err = api::api_error{404, "The model '" + r.model + "' does not exist", "not_found_error", "model", "model_not_found"};
   }
-  if (!err) err = api::validate_for_model(r, ctx.model.config.n_vocab);
+  if (!err) err = api::validate_for_model(r, ctx.model.n_vocab);
   prepared_generation g;
-  if (!err) err = prepare_generation(ctx, r, g);
+  if (!err) err = prepare_generation(ctx.model, r, g);
   auto stream = request_stream::create(co_await asio::this_coro::executor);
   std::vector<int64_t> ids;
   if (!err) err = submit_generation(ctx, g, stream, ids);

@@ -7,7 +7,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "server/http_io.h"
-#include "server/openai_request.h"
+#include "protocol/openai_request.h"
 #include "server/server_context.h"
 
 namespace spate {

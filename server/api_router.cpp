@@ -5,8 +5,8 @@
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "engine/engine.h"
-#include "engine/model_loader.h"
+#include "engine/engine_api.h"
+#include "model/model_loader.h"
 #include "server/api_generate.h"
 #include "server/api_tokenize.h"
 #include "server/metrics.h"
@@ -38,12 +38,12 @@ std::string_view path_of(std::string_view target) {
 
 boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& ex, http_io& io) {
   json::object m;
-  m["id"] = ctx.served_model_name;
+  m["id"] = ctx.model.name;
   m["object"] = "model";
   m["created"] = ctx.created_unix_s;
   m["owned_by"] = "spate";
-  m["root"] = ctx.served_model_name;
-  m["max_model_len"] = ctx.max_model_len;
+  m["root"] = ctx.model.name;
+  m["max_model_len"] = ctx.model.max_model_len;
   json::object body;
   body["object"] = "list";
   body["data"] = json::array{m};
@@ -170,7 +170,7 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
   }
   if (path.starts_with("/v1/models/")) {
     if (!only(http::verb::get)) goto wrong_method;
-    if (path.substr(11) != ctx.served_model_name) {
+    if (path.substr(11) != ctx.model.name) {
       co_await io.write_response(ex, make_error_response(http::status::not_found, "The model '" + std::string(path.substr(11)) + "' does not exist",
                                                          "model_not_found", v, "model"));
       co_return;

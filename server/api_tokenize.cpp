@@ -2,10 +2,11 @@
 
 #include <boost/json.hpp>
 
-#include "engine/model_loader.h"
+#include "model/model_loader.h"
 #include "server/api_router.h"
-#include "server/chat_template.h"
-#include "server/openai_request.h"
+#include "jinja/chat_template.h"
+#include "protocol/openai_request.h"
+#include "util/utf8.h"
 
 namespace spate {
 
@@ -18,7 +19,7 @@ http::response<http::string_body> error_response(const api::api_error& e, unsign
 }
 
 std::optional<api::api_error> check_model(const server_context& ctx, const std::string& model) {
-  if (model.empty() || model == ctx.served_model_name) return std::nullopt;
+  if (model.empty() || model == ctx.model.name) return std::nullopt;
   api::api_error e;
   e.status = 404;
   e.type = "not_found_error";
@@ -44,14 +45,14 @@ boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange&
       if (r.prompt) {
         text = *r.prompt;
         ids = tok.encode(text, r.add_special_tokens, /*parse_special=*/true);
-      } else if (!ctx.tmpl) {
+      } else if (!ctx.model.tmpl) {
         err = api::api_error{400, "this model has no chat template", "invalid_request_error", "messages", "chat_template_missing"};
       } else {
         chat_template_options o;
         o.add_generation_prompt = r.add_generation_prompt;
         o.extra_context = r.template_extra;
         try {
-          text = ctx.tmpl->render(r.messages, o);
+          text = ctx.model.tmpl->render(r.messages, o);
           ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
         } catch (const std::exception& e) {
           err = api::api_error{400, std::string("chat template error: ") + e.what(), "invalid_request_error", "messages", "chat_template_error"};
@@ -65,7 +66,7 @@ boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange&
     json::array arr;
     for (int32_t t : ids) arr.push_back(t);
     out["count"] = static_cast<int64_t>(ids.size());
-    out["max_model_len"] = ctx.max_model_len;
+    out["max_model_len"] = ctx.model.max_model_len;
     out["tokens"] = std::move(arr);
   } else {
     api::detokenize_request r;

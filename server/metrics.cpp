@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "engine/engine.h"
+#include "engine/engine_api.h"
 
 namespace spate {
 namespace {

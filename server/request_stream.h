@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/engine_api.h"
 
 namespace spate {
 

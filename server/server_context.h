@@ -13,24 +13,19 @@
 #include <string>
 #include <vector>
 
+#include "protocol/served_model.h"
 #include "server/serve_options.h"
 
 namespace spate {
 
-struct loaded_model;
 class engine;
-class chat_template;
 class server_metrics;
 
 struct server_context {
-  const loaded_model& model;
+  api::served_model model;              // tokenizer, vocabulary, chat template, name, max_model_len
   engine& eng;
-  const chat_template* tmpl = nullptr;  // null when the model has none and no --chat-template was given
-  std::string tmpl_error;               // why tmpl is null (a parse error of the template), "" if simply absent
   server_metrics& metrics;
   cli::serve_options opts;
-  std::string served_model_name;
-  int32_t max_model_len = 0;
   int64_t created_unix_s = 0;
 
   std::atomic<bool> ready{false};       // warmup finished and not draining

@@ -23,13 +23,13 @@
 #include <spdlog/spdlog.h>
 
 #include "server/api_router.h"
-#include "server/generation.h"
+#include "server/generation_submit.h"
 #include "server/http_io.h"
 #include "server/metrics.h"
 #include "server/request_stream.h"
-#include "server/responses_format.h"
+#include "protocol/responses_format.h"
 #include "server/server_context.h"
-#include "server/ws_protocol.h"
+#include "protocol/ws_protocol.h"
 
 namespace spate {
 
@@ -128,7 +128,7 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
         exec,
         [st, rs, &ctx, req = std::move(c.req), n_prompt = static_cast<int32_t>(c.gen.prompt.size()), rid]() -> asio::awaitable<void> {
           const auto t0 = clock_type::now();
-          response_builder rb(ctx.make_id("resp"), ctx.make_id("msg"), ctx.served_model_name, static_cast<int64_t>(std::time(nullptr)), req);
+          response_builder rb(ctx.make_id("resp"), ctx.make_id("msg"), ctx.model.name, static_cast<int64_t>(std::time(nullptr)), req);
           for (auto& e : rb.begin()) st->send(std::move(e.second));
           bool done = false;
           double ttft = -1;
@@ -175,7 +175,7 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
     }
     const std::string msg = beast::buffers_to_string(buf.data());
     ws_create c;
-    if (auto err = ws_parse_message(ctx, msg, c)) {
+    if (auto err = ws_parse_message(ctx.model, msg, c)) {
       st->send(ws_error_event(*err, st->error_seq++));
       continue;
     }

@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/sampling_params.h"
+#include "engine/engine_api.h"
 
 namespace spate {
 namespace {

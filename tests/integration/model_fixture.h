@@ -12,17 +12,17 @@
 #include <vector>
 
 #include "engine/block_pool.h"
-#include "engine/kv_cache.h"
-#include "engine/model_loader.h"
-#include "engine/model_runner.h"
-#include "engine/thread_pool.h"
-#include "server/cli_options.h"
+#include "model/kv_cache.h"
+#include "model/model_loader.h"
+#include "model/model_runner.h"
+#include "model/thread_pool.h"
+#include "model/model_paths.h"
 
 namespace spate::testing {
 
 inline std::string model_path() {
   const char* m = std::getenv("SPATE_MODEL");
-  return m && *m ? std::string(m) : cli::default_model_path();
+  return m && *m ? std::string(m) : default_model_path();
 }
 
 inline std::string read_file(const std::string& path) {

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "tests/integration/model_fixture.h"
+#include "model_fixture.h"
 
 namespace spate::testing {
 namespace {

@@ -9,8 +9,10 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/engine.h"
-#include "tests/integration/model_fixture.h"
+#include "engine/engine_api.h"
+#include "engine/engine_config.h"
+#include "model/model_executor.h"
+#include "model_fixture.h"
 
 namespace spate::testing {
 namespace {
@@ -98,11 +100,28 @@ const std::vector<test_request>& requests() {
   return r;
 }
 
-engine_config base_config(int32_t n_blocks, int32_t block_size = 16) {
-  engine_config c;
-  c.n_threads = 2;
-  c.block_size = block_size;
-  c.kv_cache_bytes = static_cast<uint64_t>(n_blocks) * kv_cache::bytes_per_block(shared_model().config, block_size, kernels::kv_dtype::f16);
+// An engine configuration plus the executor's, for the real model.
+struct test_config : engine_config {
+  executor_config exec;
+};
+
+// The real model's executor and an engine over it (base-from-member: the
+// executor is built first and outlives the engine).
+struct executor_holder {
+  explicit executor_holder(const executor_config& c) : exec(shared_model(), c) {}
+  model_executor exec;
+};
+class model_engine : private executor_holder, public engine {
+ public:
+  explicit model_engine(const test_config& c) : executor_holder(c.exec), engine(exec, *shared_model().tok, c) {}
+};
+
+test_config base_config(int32_t n_blocks, int32_t block_size = 16) {
+  test_config c;
+  c.exec.n_threads = 2;
+  c.exec.block_size = block_size;
+  c.exec.kv_cache_bytes =
+      static_cast<uint64_t>(n_blocks) * kv_cache::bytes_per_block(shared_model().config, block_size, kernels::kv_dtype::f16);
   c.sched.max_model_len = 512;
   c.skip_warmup = true;
   return c;
@@ -127,8 +146,8 @@ void expect_all_blocks_free(engine& e) {
 }
 
 // Runs the given requests submitted together; returns outcomes in order.
-std::vector<outcome> run_together(const engine_config& cfg, const std::vector<test_request>& reqs, engine_stats* stats = nullptr) {
-  engine e(shared_model(), cfg);
+std::vector<outcome> run_together(const test_config& cfg, const std::vector<test_request>& reqs, engine_stats* stats = nullptr) {
+  model_engine e(cfg);
   e.start();
   collector col;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -206,7 +225,7 @@ TEST(Engine, PrefixCacheHitsMatchAloneAndCachingOff) {
   for (bool caching : {true, false}) {
     auto cfg = base_config(256);
     cfg.enable_prefix_caching = caching;
-    engine e(shared_model(), cfg);
+    model_engine e(cfg);
     e.start();
     collector col;
     // One at a time, so later requests find the shared system prompt cached.
@@ -266,7 +285,7 @@ TEST(Engine, AdmissionRejectsWhatCanNeverFit) {
   auto cfg = base_config(2);
   cfg.sched.max_model_len = 64;
   cfg.max_queued_requests = 2;
-  engine e(shared_model(), cfg);
+  model_engine e(cfg);
   e.start();
   collector col;
   test_request too_long{std::vector<int32_t>(60, 42), 10};
@@ -290,7 +309,7 @@ TEST(Engine, AdmissionRejectsWhatCanNeverFit) {
 TEST(Engine, CancelFreesBlocks) {
   auto cfg = base_config(64);
   cfg.sched.max_num_seqs = 1;
-  engine e(shared_model(), cfg);
+  model_engine e(cfg);
   e.start();
   collector col;
   test_request long_one{requests()[1].prompt, 400};
@@ -319,7 +338,7 @@ TEST(Engine, SubmitAndCancelFromManyThreads) {
   auto cfg = base_config(24);
   cfg.sched.enable_chunked_prefill = true;
   cfg.sched.max_num_batched_tokens = 24;
-  engine e(shared_model(), cfg);
+  model_engine e(cfg);
   e.start();
   collector col;
   std::vector<std::thread> threads;
@@ -354,7 +373,7 @@ TEST(Engine, SubmitAndCancelFromManyThreads) {
 TEST(Engine, FullInboxRejects) {
   auto cfg = base_config(64);
   cfg.max_queued_requests = 2;
-  engine e(shared_model(), cfg);  // not started: nothing leaves the inbox
+  model_engine e(cfg);  // not started: nothing leaves the inbox
   collector col;
   EXPECT_TRUE(e.submit(make(requests()[4], col.callback(0))).ok());
   EXPECT_TRUE(e.submit(make(requests()[4], col.callback(1))).ok());
@@ -365,7 +384,7 @@ TEST(Engine, FullInboxRejects) {
 
 TEST(Engine, StopAbortsRequestsInFlight) {
   auto cfg = base_config(64);
-  engine e(shared_model(), cfg);
+  model_engine e(cfg);
   e.start();
   collector col;
   test_request long_one{requests()[0].prompt, 400};

@@ -19,7 +19,7 @@
 #include <boost/json.hpp>
 #include <cmath>
 
-#include "tests/integration/model_fixture.h"
+#include "model_fixture.h"
 
 namespace spate::testing {
 namespace {

@@ -14,7 +14,7 @@
 #include "kernels/fp16.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
-#include "tests/kernels/matmul_test_util.h"
+#include "matmul_test_util.h"
 
 namespace spate::kernels {
 namespace {

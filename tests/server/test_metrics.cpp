@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
+#include "engine/engine_api.h"
 
 namespace spate {
 namespace {

@@ -1,0 +1,234 @@
+#include "cli/cli_options.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <string_view>
+#include <utility>
+#include <iostream>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/spdlog.h>
+
+#include "util/byte_size.h"
+#include "model/model_loader.h"
+#include "model/model_paths.h"
+#include "model/thread_pool.h"
+#include "kernels/isa.h"
+
+namespace spate::cli {
+
+namespace po = boost::program_options;
+
+void add_model_options(po::options_description& desc, model_options& o) {
+  desc.add_options()
+      ("model", po::value(&o.model_path), "GGUF model file (default: the cached SmolLM2-135M-Instruct Q4_1)")
+      ("threads", po::value(&o.n_threads)->default_value(0), "worker threads of the device executor (0 = physical cores)")
+      ("block-size", po::value(&o.block_size)->default_value(16), "KV cache block size in tokens")
+      ("kv-cache-memory", po::value(&o.kv_cache_memory)->default_value("2GiB"), "KV cache memory budget, e.g. 2GiB, 512MiB")
+      ("kv-cache-dtype", po::value(&o.kv_cache_dtype)->default_value("f16"), "KV cache element type: f16 or f32")
+      ("max-model-len", po::value(&o.max_model_len)->default_value(0), "maximum tokens per sequence (0 = the model's context length)")
+      ("seed", po::value(&o.seed)->default_value(0), "base seed for requests that do not set one")
+      ("log-level", po::value(&o.log_level)->default_value("info"), "trace, debug, info, warn, error")
+      ("log-format", po::value(&o.log_format)->default_value("text"), "text or json (one JSON object per line)");
+}
+
+kernels::kv_dtype parse_kv_dtype(const std::string& s) {
+  if (s == "f16" || s == "fp16" || s == "float16" || s == "auto") return kernels::kv_dtype::f16;
+  if (s == "f32" || s == "fp32" || s == "float32") return kernels::kv_dtype::f32;
+  throw std::invalid_argument("--kv-cache-dtype must be f16 or f32, got '" + s + "'");
+}
+
+namespace {
+
+// %* : the log message as a JSON string body (quotes, backslashes and control
+// characters escaped), for --log-format json.
+class json_message_flag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr char hex[] = "0123456789abcdef";
+    for (char c : std::string_view(msg.payload.data(), msg.payload.size())) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '"' || c == '\\') {
+        dest.push_back('\\');
+        dest.push_back(c);
+      } else if (u < 0x20) {
+        const char esc[] = {'\\', 'u', '0', '0', hex[u >> 4], hex[u & 15]};
+        dest.append(esc, esc + 6);
+      } else {
+        dest.push_back(c);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<json_message_flag>(); }
+};
+
+}  // namespace
+
+std::string finish_model_options(model_options& o) {
+  if (o.log_format != "text" && o.log_format != "json") return "--log-format must be text or json";
+  auto logger = spdlog::get("spate");
+  if (!logger) logger = spdlog::stderr_color_mt("spate");
+  if (o.log_format == "json") {
+    auto f = std::make_unique<spdlog::pattern_formatter>();
+    f->add_flag<json_message_flag>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","logger":"%n","pid":%P,"thread":%t,"msg":"%*"})");
+    logger->set_formatter(std::move(f));
+  } else {
+    logger->set_pattern("%^%L%$ %m-%d %H:%M:%S.%e %v");
+  }
+  spdlog::set_default_logger(logger);
+  const auto level = spdlog::level::from_str(o.log_level);
+  if (level == spdlog::level::off && o.log_level != "off") return "--log-level must be one of trace, debug, info, warn, error, off";
+  spdlog::set_level(level);
+
+  if (o.model_path.empty()) o.model_path = default_model_path();
+  if (o.n_threads < 0 || o.n_threads > 1024) return "--threads must be in [0, 1024]";
+  if (o.n_threads == 0) o.n_threads = physical_core_count();
+  if (o.block_size < 1 || o.block_size > 1024) return "--block-size must be in [1, 1024]";
+  if (!parse_byte_size(o.kv_cache_memory)) return "--kv-cache-memory '" + o.kv_cache_memory + "' is not a size like 2GiB or 512MiB";
+  try {
+    parse_kv_dtype(o.kv_cache_dtype);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (o.max_model_len < 0) return "--max-model-len must be >= 0";
+  const char* force = std::getenv("SPATE_FORCE_REFERENCE");
+  o.force_reference = force && *force && std::string(force) != "0" && std::string(force) != "false";
+  const auto isa = kernels::init_isa(o.force_reference);
+  spdlog::info("Kernels: {}{}; device executor: {} threads", kernels::isa_name(isa),
+               o.force_reference ? " (forced by SPATE_FORCE_REFERENCE)" : "", o.n_threads);
+  return "";
+}
+
+namespace {
+
+// Reads SPATE_<name> as a positive integer into v (unchanged when unset).
+std::string read_env_int(const std::string& name, int32_t& v) {
+  const char* e = std::getenv(name.c_str());
+  if (!e || !*e) return "";
+  try {
+    size_t used = 0;
+    const long x = std::stol(e, &used);
+    if (used != std::string(e).size() || x < 1 || x > (1 << 30)) throw std::invalid_argument("range");
+    v = static_cast<int32_t>(x);
+  } catch (const std::exception&) {
+    return name + " must be a positive integer, got '" + e + "'";
+  }
+  return "";
+}
+
+std::string read_env_range(const std::string& prefix, bucket_range& r) {
+  for (auto [suffix, field] : {std::pair{"_MIN", &r.min}, {"_STEP", &r.step}, {"_MAX", &r.max}}) {
+    if (auto err = read_env_int(prefix + suffix, *field); !err.empty()) return err;
+  }
+  return validate(r, prefix.c_str());
+}
+
+bool env_true(const char* name) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return false;
+  const std::string s(e);
+  return s == "1" || s == "true" || s == "True" || s == "TRUE" || s == "yes" || s == "on";
+}
+
+}  // namespace
+
+void add_engine_options(po::options_description& desc, engine_options& o) {
+  desc.add_options()
+      ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(256), "sequences scheduled together per step")
+      ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(0),
+       "prompt tokens per step, whole prompts or (with --enable-chunked-prefill) chunks; the running sequences' decodes come on top (0 = auto: 128, or 24 with chunked prefill)")
+      ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill), "split long prompts into chunks that share steps with decodes")
+      ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
+      ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
+      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(1024), "requests waiting to run at most; more are rejected");
+}
+
+std::string finish_engine_options(engine_options& o) {
+  if (o.max_num_seqs < 1) return "--max-num-seqs must be >= 1";
+  if (o.max_num_batched_tokens < 0) return "--max-num-batched-tokens must be >= 1 (or 0 for the default)";
+  if (o.max_num_batched_tokens == 0) {
+    o.max_num_batched_tokens = o.enable_chunked_prefill ? k_default_chunked_batched_tokens : k_default_batched_tokens;
+  }
+  if (o.max_queued_requests < 1) return "--max-queued-requests must be >= 1";
+  if (o.enable_prefix_caching_flag && o.no_enable_prefix_caching_flag) {
+    return "--enable-prefix-caching and --no-enable-prefix-caching are mutually exclusive";
+  }
+  o.enable_prefix_caching = !o.no_enable_prefix_caching_flag;
+  for (auto [prefix, range] : {std::pair{"SPATE_PROMPT_BS_BUCKET", &o.buckets.prompt_bs},
+                               {"SPATE_PROMPT_SEQ_BUCKET", &o.buckets.prompt_seq},
+                               {"SPATE_DECODE_BS_BUCKET", &o.buckets.decode_bs},
+                               {"SPATE_DECODE_BLOCK_BUCKET", &o.buckets.decode_block}}) {
+    if (auto err = read_env_range(prefix, *range); !err.empty()) return err;
+  }
+  o.skip_warmup = env_true("SPATE_SKIP_WARMUP");
+  return "";
+}
+
+engine_config make_engine_config(const model_options& mo, const engine_options& eo, int32_t max_model_len) {
+  engine_config c;
+  c.seed = mo.seed;
+  c.sched.max_model_len = max_model_len;
+  c.sched.max_num_seqs = eo.max_num_seqs;
+  c.sched.max_num_batched_tokens = eo.max_num_batched_tokens;
+  c.sched.enable_chunked_prefill = eo.enable_chunked_prefill;
+  c.enable_prefix_caching = eo.enable_prefix_caching;
+  c.max_queued_requests = eo.max_queued_requests;
+  c.buckets = eo.buckets;
+  c.skip_warmup = eo.skip_warmup;
+  return c;
+}
+
+executor_config make_executor_config(const model_options& mo) {
+  executor_config c;
+  c.n_threads = mo.n_threads;
+  c.block_size = mo.block_size;
+  c.kv_cache_bytes = *parse_byte_size(mo.kv_cache_memory);
+  c.kv_dtype = parse_kv_dtype(mo.kv_cache_dtype);
+  return c;
+}
+
+std::string flag_names(std::string msg) {
+  static constexpr std::pair<std::string_view, std::string_view> k_fields[] = {
+      {"kv_cache_bytes", "--kv-cache-memory"},
+      {"block_size", "--block-size"},
+      {"n_threads", "--threads"},
+      {"max_queued_requests", "--max-queued-requests"},
+      {"max_model_len", "--max-model-len"},
+      {"max_num_seqs", "--max-num-seqs"},
+      {"max_num_batched_tokens", "--max-num-batched-tokens"},
+      {"skip_warmup", "SPATE_SKIP_WARMUP"},
+  };
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (const auto& [field, flag] : k_fields) {
+    for (size_t pos = msg.find(field); pos != std::string::npos; pos = msg.find(field, pos)) {
+      const size_t end = pos + field.size();
+      if ((pos > 0 && is_word(msg[pos - 1])) || (end < msg.size() && is_word(msg[end]))) {
+        pos = end;
+        continue;
+      }
+      msg.replace(pos, field.size(), flag);
+      pos += flag.size();
+    }
+  }
+  return msg;
+}
+
+int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len) {
+  try {
+    model = load_model(mo.model_path, kernels::active_isa());
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    std::cerr << "spate " << cmd << ": " << e.what() << "\n";
+    return 1;
+  }
+  if (mo.max_model_len > model->config.n_ctx_train) {
+    std::cerr << "spate " << cmd << ": --max-model-len " << mo.max_model_len << " is greater than the model's context length "
+              << model->config.n_ctx_train << "\n";
+    return 2;
+  }
+  max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
+  return 0;
+}
+
+}  // namespace spate::cli

@@ -1,0 +1,99 @@
+// Options shared by the subcommands that load a model, read once from the
+// command line (and, for the few SPATE_* variables, the environment) into a
+// typed struct. Nothing deeper reads the environment.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/engine_config.h"
+#include "kernels/ops.h"
+#include "model/model_executor.h"
+
+namespace spate {
+struct loaded_model;
+}
+
+namespace spate::cli {
+
+struct model_options {
+  std::string model_path;         // --model; default: the cached SmolLM2-135M-Instruct Q4_1
+  int32_t n_threads = 0;          // --threads; 0 = physical cores
+  int32_t block_size = 16;        // --block-size
+  std::string kv_cache_memory;    // --kv-cache-memory, e.g. "2GiB"
+  std::string kv_cache_dtype = "f16";  // --kv-cache-dtype f16|f32
+  int32_t max_model_len = 0;      // --max-model-len; 0 = the model's trained context
+  uint64_t seed = 0;              // --seed: base of per-request seeds when a request sets none
+  std::string log_level = "info"; // --log-level
+  std::string log_format = "text"; // --log-format text|json (one JSON object per line)
+  bool force_reference = false;   // SPATE_FORCE_REFERENCE=1: scalar reference kernels
+};
+
+// Options of the serving engine (scheduler, prefix cache, queue), plus the
+// SPATE_{PROMPT,DECODE}_{BS,SEQ,BLOCK}_BUCKET_{MIN,STEP,MAX} and
+// SPATE_SKIP_WARMUP environment variables, read once by finish_engine_options().
+inline constexpr int32_t k_default_batched_tokens = 128;
+inline constexpr int32_t k_default_chunked_batched_tokens = 24;
+
+struct engine_options {
+  int32_t max_num_seqs = 256;             // --max-num-seqs
+  // --max-num-batched-tokens: prompt tokens per step (the running sequences'
+  // decodes come on top, see engine/scheduler.h); 0 = auto:
+  // k_default_batched_tokens, or k_default_chunked_batched_tokens with
+  // --enable-chunked-prefill (the chunk size: small enough that a mixed step
+  // stays within a few decode steps' time on a small CPU, so inter-token
+  // latency stays bounded. perf/bench_serving.sh --scenario chunked, 8
+  // decoding streams and a 2,000-token prompt, mixed-step ITL p99: 60-67 ms
+  // with 24, 73-100 ms with 32; 24 and 16 gave long-prompt TTFTs of 3.8 s and
+  // 4.7 s).
+  // Without chunked prefill, 128 keeps a burst of prompts
+  // from being prefilled in long steps, so the first prompts of a burst get
+  // their first token early (TTFT) and running streams wait one short prefill
+  // step between tokens (ITL), at the same prefill rate (spate_bench pp64 to
+  // pp256 are within noise of each other); a prompt longer than the budget
+  // still runs, alone in its step.
+  int32_t max_num_batched_tokens = 0;
+  bool enable_chunked_prefill = false;    // --enable-chunked-prefill
+  bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
+  bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
+  int32_t max_queued_requests = 1024;     // --max-queued-requests
+  // Filled by finish_engine_options():
+  bool enable_prefix_caching = true;
+  bucket_config buckets;
+  bool skip_warmup = false;
+};
+
+void add_engine_options(boost::program_options::options_description& desc, engine_options& opts);
+
+// Validates the flags and reads the bucket / warmup environment variables.
+// Returns "" or an error message.
+std::string finish_engine_options(engine_options& opts);
+
+// The engine configuration for a loaded model (max_model_len already resolved).
+engine_config make_engine_config(const model_options& mo, const engine_options& eo, int32_t max_model_len);
+
+// The forward executor's configuration (threads, KV block size, budget, dtype).
+executor_config make_executor_config(const model_options& mo);
+
+// msg with the configuration field names that engine and model errors use
+// (kv_cache_bytes, block_size, max_queued_requests, ...) replaced by the
+// command-line flags that set them (--kv-cache-memory, --block-size, ...).
+std::string flag_names(std::string msg);
+
+// Adds the options above to desc, bound to opts.
+void add_model_options(boost::program_options::options_description& desc, model_options& opts);
+
+// Applies defaults that depend on the machine or environment, sets up logging
+// (stderr) and the kernel ISA. Returns "" or an error message.
+std::string finish_model_options(model_options& opts);
+
+// Loads mo.model_path and resolves --max-model-len (0 = the model's context;
+// beyond it is refused, as vLLM does). On failure prints "spate CMD: why" to
+// stderr and returns the exit code (1: the model, 2: the flag); 0 on success.
+int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len);
+
+kernels::kv_dtype parse_kv_dtype(const std::string& s);
+
+}  // namespace spate::cli

@@ -1,0 +1,204 @@
+// The engine's public API: what a caller submits (engine_request with its
+// sampling_params), what it gets back (submit_result, then engine_events), the
+// engine-wide counters (engine_stats), and the engine itself. Includes no
+// engine internals: the protocol and server layers include only this header.
+//
+// The engine is one owner thread that runs steps over and over: each step it
+// drains the inbox (new requests, cancellations), asks the scheduler for the
+// next step, runs one forward pass on the device executor, samples, and
+// publishes events through each request's callback. Only the engine thread
+// touches the scheduler, the KV block manager and the block pool. When there
+// is nothing to do it sleeps on a condition variable (no polling).
+//
+// Thread-safety: submit(), cancel(), stats(), wait_idle() and stop() may be
+// called from any thread. Event callbacks run on the engine thread, one at a
+// time; they must not block or throw (a throw is logged and ignored) and may
+// call only submit()/cancel()/stats() on the engine (these take the inbox
+// lock briefly). The engine never waits on a consumer.
+//
+// Events per request: zero or more `tokens`, then exactly one `finished`
+// (reason stop, length or abort) or `error`, after which the callback is
+// destroyed. Per-request timings (queue time, TTFT, inter-token gaps) come
+// with `finished`; engine-wide counters through stats().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spate {
+
+class tokenizer;
+class forward_executor;
+struct engine_config;
+
+// Per-request sampling parameters (the OpenAI / vLLM field set).
+//
+// Contract: the caller fills a sampling_params from the request (absent fields
+// keep the defaults below) and calls validate() with the model's vocabulary
+// size before submitting; the sampler and stop matcher assume a validated struct.
+struct sampling_params {
+  // Softmax temperature, [0, 2]. 0 (or anything below 1e-5, as in vLLM) means greedy argmax.
+  float temperature = 1.0f;
+  // Keep only the k most likely tokens. -1 and 0 both disable it.
+  int32_t top_k = -1;
+  // Nucleus sampling: keep the smallest most-likely set with cumulative probability >= top_p. (0, 1].
+  float top_p = 1.0f;
+  // Drop tokens whose probability is below min_p * (probability of the most likely token). [0, 1].
+  float min_p = 0.0f;
+  // Applied to tokens seen in prompt or output: positive logits divided, negative multiplied. (0, 2].
+  float repetition_penalty = 1.0f;
+  // Subtracted once from the logit of every token that occurs in the generated output. [-2, 2].
+  float presence_penalty = 0.0f;
+  // Subtracted per occurrence in the generated output. [-2, 2].
+  float frequency_penalty = 0.0f;
+  // RNG seed; when empty the engine supplies a per-request seed.
+  std::optional<uint64_t> seed;
+  // Maximum number of generated tokens (>= 1); empty means "until the context is full".
+  std::optional<int32_t> max_tokens;
+  // End-of-generation tokens and stop_token_ids are masked until this many tokens were generated.
+  int32_t min_tokens = 0;
+  // Stop strings: generation ends when the output text contains one; the stop string itself and
+  // everything after it are not returned. Must be non-empty strings.
+  std::vector<std::string> stop;
+  // Additional token ids that end generation (the token itself is not part of the text).
+  std::vector<int32_t> stop_token_ids;
+  // Keep generating past the model's end-of-generation tokens (stop/stop_token_ids still apply).
+  bool ignore_eos = false;
+  // Added to the raw logits of the given token ids, each value in [-100, 100]. Duplicate ids add up.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // Number of top alternatives to return with each token, [0, 20]; empty means no logprobs at all.
+  std::optional<int32_t> logprobs;
+};
+
+// Upper bound on sampling_params::logprobs (OpenAI's limit).
+inline constexpr int32_t max_top_logprobs = 20;
+
+// Returns "" when p is acceptable for a model with n_vocab tokens, otherwise a message that names
+// the first offending field, its allowed range and the value given,
+// e.g. "temperature must be in [0, 2], got -1". NaN is rejected for every float field.
+std::string validate(const sampling_params& p, int32_t n_vocab);
+
+enum class finish_reason { none, stop, length, abort, error };
+const char* finish_reason_name(finish_reason r);  // "stop", "length", "abort", "error", or "" for none
+
+struct request_usage {
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_prompt_tokens = 0;  // prompt tokens served by the prefix cache at first admission
+};
+
+struct request_metrics {
+  int64_t queue_us = 0;              // submit -> first scheduled
+  int64_t ttft_us = 0;               // submit -> first token
+  std::vector<int64_t> itl_us;       // gaps between consecutive tokens
+  int32_t n_preemptions = 0;
+};
+
+// Per sampled token, when the request asked for logprobs: the token's
+// log-probability and the n most likely alternatives (sampler.h defines the
+// distribution).
+struct token_logprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+struct engine_event {
+  enum class kind { tokens, finished, error };
+  kind type = kind::tokens;
+  int64_t request_id = 0;
+  std::vector<int32_t> token_ids;  // tokens: the new token(s) of this step
+  std::string text;                // tokens: text delta (may be empty while held back)
+  std::vector<token_logprob> logprobs;  // tokens: one per token id when requested, else empty
+  finish_reason reason = finish_reason::none;  // finished
+  request_usage usage;             // finished and error
+  request_metrics metrics;         // finished
+  std::string error;               // error: message
+};
+
+// Called on the engine thread; must not block.
+using event_callback = std::function<void(const engine_event&)>;
+
+struct engine_request {
+  std::vector<int32_t> prompt;   // non-empty token ids in [0, n_vocab)
+  sampling_params params;        // validated; max_tokens set
+  event_callback on_event;       // required
+};
+
+struct submit_result {
+  // Why a request was refused, so a server can pick the status code.
+  enum class refusal { none, invalid, context_length, queue_full, stopped };
+  int64_t id = -1;     // >= 0 when accepted
+  std::string error;   // why not, when id < 0
+  refusal why = refusal::none;
+  bool ok() const { return id >= 0; }
+};
+
+struct engine_stats {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;            // in the scheduler's waiting queue or the inbox
+  int32_t n_blocks_total = 0;
+  int32_t n_blocks_free = 0;        // including evictable cached blocks
+  double kv_usage = 0.0;            // 1 - free / total
+  int64_t prefix_cache_queries = 0; // tokens
+  int64_t prefix_cache_hits = 0;    // tokens
+  int64_t n_preemptions = 0;
+  int64_t n_steps = 0;
+  int64_t prompt_tokens = 0;        // prompt tokens of finished requests
+  int64_t generated_tokens = 0;     // tokens sampled
+  int64_t padding_waste_tokens = 0; // padded minus real tokens over all steps
+  int64_t n_finished = 0;
+  int64_t n_rejected = 0;
+};
+
+class engine {
+ public:
+  // Sizes the block pool from the executor's KV storage and builds the
+  // scheduler. Throws std::invalid_argument whose message names the
+  // engine_config field (e.g. "max_queued_requests must be >= 1") when a value
+  // is invalid; the command line maps field names to its flags. The executor
+  // and the tokenizer must outlive the engine.
+  engine(forward_executor& exec, const tokenizer& tok, const engine_config& cfg);
+  ~engine();  // stop()
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  // Logs the buckets, runs warmup (unless skipped) and starts the engine
+  // thread. Blocking; call once, before submit().
+  void start();
+
+  // Queues a request. Returns its id, or an error when it can never fit
+  // (max_model_len, whole KV cache), the inbox is full, or the engine stopped.
+  // Never blocks on the engine's work. The request's events start after the
+  // next step begins.
+  submit_result submit(engine_request r);
+
+  // Cancels a request: it finishes with reason abort by the next step and its
+  // blocks are freed. Unknown or finished ids are ignored. Any thread.
+  void cancel(int64_t id);
+
+  // Snapshot, published after every step. Any thread.
+  engine_stats stats() const;
+
+  // Blocks until every submitted request has finished and the stats snapshot
+  // reflects it (e.g. all blocks back in the pool). Any thread except the
+  // engine thread (not from a callback).
+  void wait_idle();
+
+  // Stops the engine thread after the current step (idempotent, blocking);
+  // requests still in flight finish with reason abort.
+  void stop();
+
+  const engine_config& config() const;
+
+ private:
+  class impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace spate

@@ -1,0 +1,42 @@
+// How the serving engine is configured: scheduling, buckets, queue bound,
+// seeds and the liveness hooks. Plain data, read once at start-up by the
+// command line (which maps its flags and environment onto these fields).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "engine/buckets.h"
+
+namespace spate {
+
+struct scheduler_config {
+  int32_t max_num_seqs = 256;             // running sequences at most
+  int32_t max_num_batched_tokens = 8192;  // prompt tokens per step (decodes come on top)
+  int32_t max_model_len = 2048;           // prompt + max_tokens at most
+  bool enable_chunked_prefill = false;
+  // Prefill steps that may delay running decodes. 1 (default): while both
+  // have work, prefill and decode steps alternate; measured on the serving
+  // throughput workload (perf/engine_serving_bench) this roughly halved the
+  // inter-token p99 of 2 (one prefill step instead of two between tokens) at
+  // the same tokens/s and no worse TTFT.
+  int32_t max_prefill_steps_in_row = 1;
+};
+
+struct engine_config {
+  scheduler_config sched;                // max_model_len, budget, chunked prefill, ...
+  bool enable_prefix_caching = true;
+  int32_t max_queued_requests = 1024;    // submitted but not yet running; submit() rejects beyond
+  bucket_config buckets;
+  bool skip_warmup = false;              // no dummy forward per bucket before serving
+  uint64_t seed = 0;                     // base of per-request seeds for requests without one
+  // Liveness hook (e.g. the systemd watchdog): called on the engine thread
+  // after every loop iteration, and at least every heartbeat_interval_us while
+  // idle. A wedged engine stops calling it. Must not block. 0 / empty: off.
+  int64_t heartbeat_interval_us = 0;
+  std::function<void()> on_heartbeat;
+  // Warmup progress (calling thread of start()): (buckets done, buckets total).
+  std::function<void(int32_t, int32_t)> on_warmup_progress;
+};
+
+}  // namespace spate

@@ -1,0 +1,38 @@
+// The seam between the serving engine and the model: the engine hands a plain
+// forward_batch to a forward_executor and gets logits back. The real one is
+// model_executor (weights, KV storage, thread pool); tests of the engine loop
+// use a fake that needs no weights.
+//
+// Thread-safety: an executor is used by one thread at a time (the engine
+// thread, or the caller before the engine starts).
+#pragma once
+
+#include <cstdint>
+
+#include "model/forward_batch.h"
+
+namespace spate {
+
+class forward_executor {
+ public:
+  virtual ~forward_executor() = default;
+
+  virtual int32_t n_vocab() const = 0;
+  // The KV storage: n_kv_blocks() blocks of block_size() token positions each.
+  // Block ids in a forward_batch's block tables are in [0, n_kv_blocks()).
+  virtual int32_t n_kv_blocks() const = 0;
+  virtual int32_t block_size() const = 0;
+
+  // Grows workspaces for steps of up to max_tokens tokens, max_logit_rows
+  // logit rows and contexts of up to max_ctx positions (no allocation in
+  // steps within these bounds).
+  virtual void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) = 0;
+
+  // Runs the batch: writes the KV of its positions and batch.n_logit_rows()
+  // rows of n_vocab() floats to logits, in batch order. Throws on an invalid
+  // batch (std::invalid_argument) or any failure; the engine then fails the
+  // requests of that step and keeps serving.
+  virtual void forward(const forward_batch& batch, float* logits) = 0;
+};
+
+}  // namespace spate

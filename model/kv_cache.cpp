@@ -1,0 +1,48 @@
+#include "model/kv_cache.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <sys/mman.h>
+
+namespace spate {
+
+size_t kv_cache::bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
+  const size_t elem = dtype == kernels::kv_dtype::f16 ? 2 : 4;
+  return 2ull * static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(block_size) *
+         static_cast<size_t>(c.head_dim) * elem;
+}
+
+kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, kernels::kv_dtype dtype)
+    : n_layer_(c.n_layer), n_blocks_(n_blocks), block_size_(block_size), n_kv_heads_(c.n_head_kv),
+      head_dim_(c.head_dim), dtype_(dtype) {
+  if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("kv_cache needs at least one block of at least one slot");
+  const size_t elem = dtype == kernels::kv_dtype::f16 ? 2 : 4;
+  layer_pool_bytes_ = static_cast<size_t>(n_blocks) * static_cast<size_t>(n_kv_heads_) * static_cast<size_t>(block_size) *
+                      static_cast<size_t>(head_dim_) * elem;
+  layer_pool_bytes_ = (layer_pool_bytes_ + 63) / 64 * 64;
+  total_bytes_ = layer_pool_bytes_ * 2 * static_cast<size_t>(n_layer_);
+  // Anonymous mapping: zero pages, committed lazily, 4 KiB aligned.
+  void* p = ::mmap(nullptr, total_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  memory_ = p;
+}
+
+kv_cache::~kv_cache() {
+  if (memory_) ::munmap(memory_, total_bytes_);
+}
+
+kernels::paged_kv_view kv_cache::layer_view(int32_t layer) const {
+  kernels::paged_kv_view v;
+  auto* base = static_cast<uint8_t*>(memory_) + static_cast<size_t>(layer) * 2 * layer_pool_bytes_;
+  v.k = base;
+  v.v = base + layer_pool_bytes_;
+  v.dtype = dtype_;
+  v.block_size = block_size_;
+  v.n_kv_heads = n_kv_heads_;
+  v.head_dim = head_dim_;
+  return v;
+}
+
+}  // namespace spate

@@ -1,0 +1,57 @@
+// Paged KV cache storage: one K pool and one V pool per layer, each a pool of
+// n_blocks fixed-size blocks. Which block belongs to which sequence is decided
+// by the block_pool (allocation) and each sequence's block table; this class
+// only owns the memory.
+//
+// Layout of one layer's K (and likewise V) pool, dtype f16 or f32:
+//
+//   block 0                               block 1
+//   +-------------------------------+     +---------------------------
+//   | kv head 0: slot 0 [head_dim]  |     | kv head 0: slot 0 ...
+//   |            slot 1 [head_dim]  |     | ...
+//   |            ...  (block_size)  |
+//   | kv head 1: slot 0 ...         |
+//   | ...        (n_kv_heads)       |
+//   +-------------------------------+     +---------------------------
+//
+//   element (b, h, s, d) at ((b * n_kv_heads + h) * block_size + s) * head_dim + d
+//
+// Thread-safety: the memory is written by the forward pass only for slots of
+// sequences in the current step (disjoint per task) and read by attention.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/model_config.h"
+#include "kernels/ops.h"
+
+namespace spate {
+
+class kv_cache {
+ public:
+  kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, kernels::kv_dtype dtype);
+  ~kv_cache();
+  kv_cache(const kv_cache&) = delete;
+  kv_cache& operator=(const kv_cache&) = delete;
+
+  kernels::paged_kv_view layer_view(int32_t layer) const;
+  int32_t n_blocks() const { return n_blocks_; }
+  int32_t block_size() const { return block_size_; }
+  kernels::kv_dtype dtype() const { return dtype_; }
+  size_t total_bytes() const { return total_bytes_; }
+
+  // Bytes one block takes across all layers, K and V.
+  static size_t bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype);
+
+ private:
+  int32_t n_layer_, n_blocks_, block_size_, n_kv_heads_, head_dim_;
+  kernels::kv_dtype dtype_;
+  size_t layer_pool_bytes_ = 0;  // bytes of one layer's K (or V) pool
+  size_t total_bytes_ = 0;
+  void* memory_ = nullptr;       // [layer][K|V][pool]
+};
+
+}  // namespace spate

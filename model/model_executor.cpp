@@ -1,0 +1,40 @@
+#include "model/model_executor.h"
+
+#include <algorithm>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
+
+#include "model/model_loader.h"
+#include "util/byte_size.h"
+
+namespace spate {
+namespace {
+
+int32_t kv_block_count(const model_config& c, const executor_config& cfg) {
+  if (cfg.block_size < 1) throw std::invalid_argument("block_size must be >= 1");
+  const size_t per_block = kv_cache::bytes_per_block(c, cfg.block_size, cfg.kv_dtype);
+  const auto n_blocks = static_cast<int32_t>(std::min<uint64_t>(cfg.kv_cache_bytes / per_block, 1u << 30));
+  spdlog::info("KV cache: {} budget, {} per block of {} tokens ({} per token, {})", format_bytes(cfg.kv_cache_bytes),
+               format_bytes(per_block), cfg.block_size, format_bytes(per_block / static_cast<size_t>(cfg.block_size)),
+               cfg.kv_dtype == kernels::kv_dtype::f16 ? "f16" : "f32");
+  if (n_blocks < 1) throw std::invalid_argument("kv_cache_bytes is smaller than one KV block (" + format_bytes(per_block) + ")");
+  spdlog::info("# CPU blocks: {}", n_blocks);
+  return n_blocks;
+}
+
+}  // namespace
+
+model_executor::model_executor(const loaded_model& m, const executor_config& cfg)
+    : model_(m), cfg_(cfg), n_blocks_(kv_block_count(m.config, cfg)), pool_(cfg.n_threads),
+      kv_(std::make_unique<kv_cache>(m.config, n_blocks_, cfg.block_size, cfg.kv_dtype)),
+      runner_(m.config, m.weights, *kv_, pool_) {}
+
+int32_t model_executor::n_vocab() const { return model_.config.n_vocab; }
+
+void model_executor::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) {
+  runner_.reserve(max_tokens, max_logit_rows, max_ctx);
+}
+
+void model_executor::forward(const forward_batch& batch, float* logits) { runner_.forward(batch, logits); }
+
+}  // namespace spate

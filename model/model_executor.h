@@ -1,0 +1,50 @@
+// The real forward executor: a loaded model's runner over a paged KV cache on
+// a thread-pool device executor. Sizes the KV cache from a byte budget and
+// logs it ("KV cache: ..." and "# CPU blocks: N").
+//
+// Thread-safety: as forward_executor (one thread at a time).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/ops.h"
+#include "model/forward_executor.h"
+#include "model/kv_cache.h"
+#include "model/model_runner.h"
+#include "model/thread_pool.h"
+
+namespace spate {
+
+struct loaded_model;
+
+struct executor_config {
+  int32_t n_threads = 1;                 // device executor threads
+  int32_t block_size = 16;               // tokens per KV block
+  uint64_t kv_cache_bytes = 2ull << 30;  // KV budget
+  kernels::kv_dtype kv_dtype = kernels::kv_dtype::f16;
+};
+
+class model_executor final : public forward_executor {
+ public:
+  // Throws std::invalid_argument naming the executor_config field when
+  // block_size < 1 or kv_cache_bytes is smaller than one block. The model must
+  // outlive the executor.
+  model_executor(const loaded_model& m, const executor_config& cfg);
+
+  int32_t n_vocab() const override;
+  int32_t n_kv_blocks() const override { return n_blocks_; }
+  int32_t block_size() const override { return cfg_.block_size; }
+  void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override;
+  void forward(const forward_batch& batch, float* logits) override;
+
+ private:
+  const loaded_model& model_;
+  executor_config cfg_;
+  int32_t n_blocks_ = 0;
+  thread_pool pool_;
+  std::unique_ptr<kv_cache> kv_;
+  model_runner runner_;
+};
+
+}  // namespace spate

@@ -1,0 +1,47 @@
+#include "model/model_loader.h"
+
+#include <chrono>
+#include <map>
+#include <spdlog/spdlog.h>
+
+#include "util/byte_size.h"
+#include "model/tokenizer_gguf.h"
+
+namespace spate {
+
+std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto m = std::make_unique<loaded_model>();
+  m->file = gguf_file::open(path);
+  const gguf_file& f = *m->file;
+  m->config = read_model_config(f);
+  const model_config& c = m->config;
+  spdlog::info("Loading model {} (GGUF v{}, {}, arch {}, {} layers, n_embd {}, n_head {}/{} kv, n_ff {}, vocab {}, ctx {})", path,
+               f.version(), format_bytes(f.file_bytes()), c.arch, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.n_ff, c.n_vocab,
+               c.n_ctx_train);
+  std::map<std::string, int> type_counts;
+  for (const auto& t : f.tensors()) ++type_counts[kernels::type_name(t.type)];
+  std::string types;
+  for (const auto& [name, n] : type_counts) types += (types.empty() ? "" : ", ") + name + ": " + std::to_string(n);
+  spdlog::info("Tensor types: {}", types);
+
+  m->tok = std::make_unique<tokenizer>(vocab_spec_from_gguf(f));
+  if (m->tok->n_vocab() != c.n_vocab) {
+    throw gguf_error("model '" + path + "': tokenizer has " + std::to_string(m->tok->n_vocab()) +
+                     " tokens but the model's vocabulary is " + std::to_string(c.n_vocab));
+  }
+  m->chat_template = f.get_string("tokenizer.chat_template").value_or("");
+  m->weights = load_model_weights(f, c, level);
+  // Touch nothing here: the mapping is paged in on first use; report sizes.
+  const auto t1 = std::chrono::steady_clock::now();
+  m->load_seconds = std::chrono::duration<double>(t1 - t0).count();
+  const uint64_t mem = m->weights.file_weight_bytes + m->weights.owned_bytes;
+  spdlog::info("Model weights: {} from the file, {} repacked for {} kernels{}", format_bytes(m->weights.file_weight_bytes),
+               format_bytes(m->weights.owned_bytes), kernels::isa_name(level),
+               m->weights.tied_output ? ", output tied to token_embd" : "");
+  spdlog::info("Model loading took {:.4f} GiB and {:.3f} seconds", static_cast<double>(mem) / (1024.0 * 1024 * 1024),
+               m->load_seconds);
+  return m;
+}
+
+}  // namespace spate

@@ -1,0 +1,28 @@
+// Loads a GGUF model: file mapping, hyper-parameters, weights and tokenizer,
+// and logs what it took the way vLLM and llama.cpp's servers do.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "tokenizer/tokenizer.h"
+#include "kernels/isa.h"
+
+namespace spate {
+
+struct loaded_model {
+  std::unique_ptr<gguf_file> file;  // owns the mapping the weights point into
+  model_config config;
+  model_weights weights;
+  std::unique_ptr<tokenizer> tok;
+  std::string chat_template;        // tokenizer.chat_template, may be empty
+  double load_seconds = 0.0;
+};
+
+// Throws gguf_error / std::runtime_error with a message naming the file and problem.
+std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level);
+
+}  // namespace spate

@@ -1,0 +1,242 @@
+#include "model/model_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace spate {
+namespace {
+
+// Ensures v holds at least n elements (grows only).
+template <typename T>
+void ensure(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
+model_runner::model_runner(const model_config& c, const model_weights& w, kv_cache& kv, thread_pool& pool)
+    : cfg_(c), w_(w), kv_(kv), pool_(pool) {}
+
+void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) {
+  max_tokens = std::max<int64_t>(max_tokens, max_logit_rows);
+  if (max_tokens > cap_tokens_) {
+    const size_t T = static_cast<size_t>(max_tokens);
+    ensure(x_, T * cfg_.n_embd);
+    ensure(xn_, T * cfg_.n_embd);
+    ensure(tmp_, T * cfg_.n_embd);
+    ensure(q_, T * cfg_.q_dim());
+    ensure(attn_, T * cfg_.q_dim());
+    ensure(k_, T * cfg_.kv_dim());
+    ensure(v_, T * cfg_.kv_dim());
+    ensure(gate_, T * cfg_.n_ff);
+    ensure(up_, T * cfg_.n_ff);
+    ensure(rope_, T * static_cast<size_t>(std::max(cfg_.n_rot, 1)));
+    size_t act = 0;
+    for (const auto& L : w_.layers) {
+      for (const auto* pw : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+        act = std::max(act, kernels::act_bytes(*pw, max_tokens));
+      }
+    }
+    act = std::max(act, kernels::act_bytes(w_.output, max_tokens));
+    ensure(act_, act);
+    tokens_.reserve(T);
+    logit_rows_.reserve(T);
+    cap_tokens_ = max_tokens;
+  }
+  if (max_ctx > cap_ctx_) {
+    scratch_per_thread_ = kernels::attention_scratch_floats(cfg_.n_group(), max_ctx);
+    ensure(scratch_, static_cast<size_t>(scratch_per_thread_) * static_cast<size_t>(pool_.n_threads()));
+    cap_ctx_ = max_ctx;
+  }
+}
+
+void model_runner::validate(const forward_batch& batch) const {
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const forward_seq& q = batch.seqs[s];
+    const std::string where = "forward: sequence " + std::to_string(s) + ": ";
+    if (q.n_past < 0) throw std::invalid_argument(where + "negative n_past");
+    if (q.n_logits < 0 || q.n_logits > static_cast<int32_t>(q.tokens.size())) {
+      throw std::invalid_argument(where + "n_logits out of range");
+    }
+    for (int32_t t : q.tokens) {
+      if (t < 0 || t >= cfg_.n_vocab) throw std::invalid_argument(where + "token id " + std::to_string(t) + " out of range");
+    }
+    const int64_t need = q.n_past + static_cast<int64_t>(q.tokens.size());
+    if (static_cast<int64_t>(q.block_table.size()) * kv_.block_size() < need) {
+      throw std::invalid_argument(where + "block table covers " +
+                                  std::to_string(q.block_table.size() * static_cast<size_t>(kv_.block_size())) +
+                                  " positions, needs " + std::to_string(need));
+    }
+    const int64_t used_blocks = (need + kv_.block_size() - 1) / kv_.block_size();
+    for (int64_t b = 0; b < used_blocks; ++b) {
+      const int32_t id = q.block_table[static_cast<size_t>(b)];
+      if (id < 0 || id >= kv_.n_blocks()) throw std::invalid_argument(where + "block id " + std::to_string(id) + " out of range");
+    }
+  }
+}
+
+void model_runner::quantize(const kernels::packed_weight& w, const float* x, int64_t ldx, int64_t n_rows) {
+  // Chunks of rows; the activation format is per row, so any split gives the same bytes.
+  const int64_t rows_per_task = std::max<int64_t>(1, n_rows / (4 * pool_.n_threads()));
+  const int64_t n_tasks = (n_rows + rows_per_task - 1) / rows_per_task;
+  uint8_t* act = act_.data();
+  pool_.parallel_for(n_tasks, [&](int64_t t, int) {
+    const int64_t r0 = t * rows_per_task;
+    const int64_t r1 = std::min(n_rows, r0 + rows_per_task);
+    kernels::quantize_act(w, x, ldx, r0, r1, act);
+  });
+}
+
+void model_runner::project(const float* x, int64_t ldx, int64_t n_rows, std::initializer_list<mm_job> jobs) {
+  // Weights that share an activation format share one quantized copy of x
+  // (e.g. Q/K/V of the same type); a mixed-type file (Q4_K_M) gets one per format.
+  mm_job group[4];
+  bool done[4] = {false, false, false, false};
+  const mm_job* all = jobs.begin();
+  const int n_jobs = static_cast<int>(jobs.size());
+  for (int i = 0; i < n_jobs; ++i) {
+    if (done[i]) continue;
+    int n_group = 0;
+    const int fmt = kernels::act_format_id(*all[i].w);
+    for (int j = i; j < n_jobs; ++j) {
+      if (!done[j] && kernels::act_format_id(*all[j].w) == fmt && all[j].w->n_in() == all[i].w->n_in()) {
+        group[n_group++] = all[j];
+        done[j] = true;
+      }
+    }
+    quantize(*all[i].w, x, ldx, n_rows);
+    matmuls(group, n_group, n_rows);
+  }
+}
+
+void model_runner::matmuls(const mm_job* jobs, int n_jobs, int64_t n_rows) {
+  // Split every weight's output columns into chunks (multiples of its granularity),
+  // enough chunks for load balance; all chunks of all jobs form one parallel loop.
+  struct chunk_plan {
+    const mm_job* job;
+    int64_t chunk;
+    int64_t n_chunks;
+  };
+  chunk_plan plans[4];
+  int64_t total = 0;
+  const int64_t target_tasks = 8 * pool_.n_threads();
+  int64_t total_out = 0;
+  for (int i = 0; i < n_jobs; ++i) total_out += jobs[i].w->n_out();
+  for (int i = 0; i < n_jobs; ++i) {
+    const mm_job& j = jobs[i];
+    const int64_t g = kernels::col_granularity(*j.w);
+    const int64_t n_out = j.w->n_out();
+    const int64_t want = std::max<int64_t>(1, target_tasks * n_out / std::max<int64_t>(1, total_out));
+    int64_t chunk = (n_out + want - 1) / want;
+    chunk = std::max(g, (chunk + g - 1) / g * g);
+    const int64_t n_chunks = (n_out + chunk - 1) / chunk;
+    plans[i] = {&j, chunk, n_chunks};
+    total += n_chunks;
+  }
+  const void* act = act_.data();
+  pool_.parallel_for(total, [&](int64_t t, int) {
+    int p = 0;
+    while (t >= plans[p].n_chunks) t -= plans[p++].n_chunks;
+    const chunk_plan& pl = plans[p];
+    const int64_t c0 = t * pl.chunk;
+    const int64_t c1 = std::min(pl.job->w->n_out(), c0 + pl.chunk);
+    kernels::matmul(*pl.job->w, act, n_rows, pl.job->y, pl.job->ldy, c0, c1);
+  });
+}
+
+void model_runner::forward(const forward_batch& batch, float* logits) {
+  validate(batch);
+  const int64_t T = batch.n_tokens();
+  if (T == 0) return;
+  int32_t max_ctx = 0;
+  for (const auto& s : batch.seqs) max_ctx = std::max<int32_t>(max_ctx, s.n_past + static_cast<int32_t>(s.tokens.size()));
+  reserve(T, batch.n_logit_rows(), max_ctx);
+
+  tokens_.clear();
+  logit_rows_.clear();
+  for (size_t s = 0; s < batch.seqs.size(); ++s) {
+    const auto& q = batch.seqs[s];
+    const int32_t n = static_cast<int32_t>(q.tokens.size());
+    for (int32_t i = 0; i < n; ++i) {
+      if (i >= n - q.n_logits) logit_rows_.push_back(static_cast<int64_t>(tokens_.size()));
+      tokens_.push_back({static_cast<int32_t>(s), q.n_past + i});
+    }
+  }
+
+  const auto& ops = kernels::ops();
+  const int32_t D = cfg_.n_embd, QD = cfg_.q_dim(), KD = cfg_.kv_dim(), F = cfg_.n_ff, HD = cfg_.head_dim;
+  const int32_t n_kv = cfg_.n_head_kv, n_group = cfg_.n_group();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const float* freq_factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
+  float* x = x_.data();
+  float* xn = xn_.data();
+
+  // Embedding, and each token's rotary angles (once per step, used by every layer).
+  const int32_t n_rot = cfg_.n_rot;
+  float* rope = rope_.data();
+  pool_.parallel_for(T, [&](int64_t t, int) {
+    const auto& tr = tokens_[static_cast<size_t>(t)];
+    const int32_t id = batch.seqs[static_cast<size_t>(tr.seq)].tokens[static_cast<size_t>(tr.pos - batch.seqs[static_cast<size_t>(tr.seq)].n_past)];
+    w_.embed(id, x + t * D, D);
+    kernels::rope_angles(n_rot, tr.pos, cfg_.rope_freq_base, freq_factors, rope + t * n_rot);
+  });
+
+  for (int32_t l = 0; l < cfg_.n_layer; ++l) {
+    const layer_weights& L = w_.layers[static_cast<size_t>(l)];
+    const kernels::paged_kv_view kv = kv_.layer_view(l);
+
+    pool_.parallel_for(T, [&](int64_t t, int) { ops.rms_norm(x + t * D, L.attn_norm.data(), xn + t * D, D, cfg_.rms_eps); });
+    project(xn, D, T, {{&L.wq, q_.data(), QD}, {&L.wk, k_.data(), KD}, {&L.wv, v_.data(), KD}});
+
+    // Bias, RoPE and KV store, per token.
+    pool_.parallel_for(T, [&](int64_t t, int) {
+      float* qt = q_.data() + t * QD;
+      float* kt = k_.data() + t * KD;
+      float* vt = v_.data() + t * KD;
+      if (!L.bq.empty()) {
+        ops.add(qt, L.bq.data(), QD);
+        ops.add(kt, L.bk.data(), KD);
+        ops.add(vt, L.bv.data(), KD);
+      }
+      const auto& tr = tokens_[static_cast<size_t>(t)];
+      ops.rope(qt, cfg_.n_head, HD, n_rot, rope + t * n_rot, cfg_.rope);
+      ops.rope(kt, n_kv, HD, n_rot, rope + t * n_rot, cfg_.rope);
+      const auto& bt = batch.seqs[static_cast<size_t>(tr.seq)].block_table;
+      const int32_t block = bt[static_cast<size_t>(tr.pos / kv.block_size)];
+      const int32_t slot = tr.pos % kv.block_size;
+      for (int32_t h = 0; h < n_kv; ++h) ops.kv_store(kv, block, slot, h, kt + h * HD, vt + h * HD);
+    });
+
+    // Attention: one task per (token, kv head).
+    pool_.parallel_for(T * n_kv, [&](int64_t task, int tid) {
+      const int64_t t = task / n_kv;
+      const int32_t h = static_cast<int32_t>(task % n_kv);
+      const auto& tr = tokens_[static_cast<size_t>(t)];
+      const auto& bt = batch.seqs[static_cast<size_t>(tr.seq)].block_table;
+      ops.attention(q_.data() + t * QD + h * n_group * HD, n_group, kv, h, bt.data(), tr.pos + 1, scale,
+                    attn_.data() + t * QD + h * n_group * HD, scratch_.data() + tid * scratch_per_thread_);
+    });
+
+    project(attn_.data(), QD, T, {{&L.wo, tmp_.data(), D}});
+    pool_.parallel_for(T, [&](int64_t t, int) {
+      ops.add(x + t * D, tmp_.data() + t * D, D);
+      ops.rms_norm(x + t * D, L.ffn_norm.data(), xn + t * D, D, cfg_.rms_eps);
+    });
+    project(xn, D, T, {{&L.w_gate, gate_.data(), F}, {&L.w_up, up_.data(), F}});
+    pool_.parallel_for(T, [&](int64_t t, int) { ops.swiglu(gate_.data() + t * F, up_.data() + t * F, gate_.data() + t * F, F); });
+    project(gate_.data(), F, T, {{&L.w_down, tmp_.data(), D}});
+    pool_.parallel_for(T, [&](int64_t t, int) { ops.add(x + t * D, tmp_.data() + t * D, D); });
+  }
+
+  // Final norm and output projection for the requested rows only.
+  const int64_t R = static_cast<int64_t>(logit_rows_.size());
+  if (R == 0) return;
+  pool_.parallel_for(R, [&](int64_t r, int) {
+    ops.rms_norm(x + logit_rows_[static_cast<size_t>(r)] * D, w_.output_norm.data(), xn + r * D, D, cfg_.rms_eps);
+  });
+  project(xn, D, R, {{&w_.output, logits, cfg_.n_vocab}});
+}
+
+}  // namespace spate

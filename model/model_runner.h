@@ -1,0 +1,76 @@
+// Runs one batched forward pass of a llama/qwen2 decoder over the paged KV
+// cache on the thread-pool executor.
+//
+// A batch mixes sequences that prefill many tokens with sequences that decode
+// one. Every per-row computation (norms, matmuls, RoPE, attention) depends only
+// on that row's own data, so a sequence's logits are bitwise identical whatever
+// else shares the step.
+//
+// Thread-safety: not thread-safe; only the engine thread calls forward(). The
+// runner writes the KV slots of the positions it processes.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "model/forward_batch.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "model/thread_pool.h"
+
+namespace spate {
+
+class model_runner {
+ public:
+  model_runner(const model_config& c, const model_weights& w, kv_cache& kv, thread_pool& pool);
+
+  // Grows the workspaces for steps of up to max_tokens tokens, max_logit_rows
+  // logit rows and contexts of up to max_ctx positions. Steps within these
+  // bounds allocate nothing.
+  void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx);
+
+  // Runs the batch. logits receives n_logit_rows() rows of n_vocab floats, in
+  // batch order (for each sequence, its last n_logits tokens in order).
+  // Throws std::invalid_argument on an out-of-range token, a block table that
+  // does not cover the positions, or a block id outside the cache.
+  void forward(const forward_batch& batch, float* logits);
+
+  const model_config& config() const { return cfg_; }
+
+ private:
+  struct token_ref {
+    int32_t seq;
+    int32_t pos;
+  };
+  void validate(const forward_batch& batch) const;
+  // y[T x n_out] = act x W^T for several weights sharing one activation buffer.
+  struct mm_job {
+    const kernels::packed_weight* w;
+    float* y;
+    int64_t ldy;
+  };
+  void quantize(const kernels::packed_weight& w, const float* x, int64_t ldx, int64_t n_rows);
+  void matmuls(const mm_job* jobs, int n_jobs, int64_t n_rows);
+  // Quantizes x once per activation format and runs the jobs (at most 4).
+  void project(const float* x, int64_t ldx, int64_t n_rows, std::initializer_list<mm_job> jobs);
+
+  const model_config& cfg_;
+  const model_weights& w_;
+  kv_cache& kv_;
+  thread_pool& pool_;
+
+  // Workspaces, [T x dim] row-major.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
+  std::vector<float> rope_;         // per token: n_rot floats of rotary cos | sin (kernels::rope_angles)
+  std::vector<float> scratch_;      // attention scratch, per thread
+  int64_t scratch_per_thread_ = 0;
+  std::vector<uint8_t> act_;        // quantized activations
+  std::vector<token_ref> tokens_;   // flattened token -> (seq, pos)
+  std::vector<int64_t> logit_rows_; // flattened token indices whose logits are returned
+  int64_t cap_tokens_ = 0;
+  int32_t cap_ctx_ = 0;
+};
+
+}  // namespace spate

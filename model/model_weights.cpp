@@ -1,0 +1,114 @@
+#include "model/model_weights.h"
+
+#include <string>
+
+#include "model/gguf_file.h"
+#include "kernels/dequant.h"
+
+namespace spate {
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+const gguf_tensor_info& need_tensor(const gguf_file& f, const std::string& name, std::vector<int64_t> dims) {
+  const gguf_tensor_info* t = f.find_tensor(name);
+  if (!t) throw gguf_error("model '" + f.path() + "' lacks tensor '" + name + "'");
+  // Trailing 1-dims are equivalent.
+  std::vector<int64_t> got = t->dims;
+  while (got.size() > dims.size() && got.back() == 1) got.pop_back();
+  if (got != dims) {
+    throw gguf_error("model '" + f.path() + "': tensor '" + name + "' has shape " + dims_str(t->dims) +
+                     ", expected " + dims_str(dims) + " from the architecture's hyper-parameters");
+  }
+  const auto tr = kernels::traits_of(t->type);
+  if (!tr || !tr->supported) {
+    throw gguf_error("model '" + f.path() + "': tensor '" + name + "' has type " + kernels::type_name(t->type) +
+                     ", which spate does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
+  }
+  return *t;
+}
+
+std::vector<float> to_f32(const gguf_tensor_info& t) {
+  std::vector<float> out(static_cast<size_t>(t.n_elements()));
+  kernels::dequantize_row(static_cast<kernels::ggml_type>(t.type), t.data, out.data(), t.n_elements());
+  return out;
+}
+
+std::vector<float> vec_tensor(const gguf_file& f, const std::string& name, int64_t n, size_t& used) {
+  const auto& t = need_tensor(f, name, {n});
+  used += t.n_bytes;
+  return to_f32(t);
+}
+
+kernels::packed_weight mat_tensor(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_out,
+                                  kernels::isa_level level, size_t& used, size_t& owned) {
+  const auto& t = need_tensor(f, name, {n_in, n_out});
+  used += t.n_bytes;
+  try {
+    auto w = kernels::pack_weight(static_cast<kernels::ggml_type>(t.type), t.data, n_out, n_in, level);
+    owned += w.bytes();
+    return w;
+  } catch (const std::exception& e) {
+    throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
+  }
+}
+
+}  // namespace
+
+void model_weights::embed(int32_t id, float* out, int32_t n_embd) const {
+  kernels::dequantize_row(static_cast<kernels::ggml_type>(tok_embd_type), tok_embd + static_cast<int64_t>(id) * tok_embd_row_bytes,
+                          out, n_embd);
+}
+
+model_weights load_model_weights(const gguf_file& f, const model_config& c, kernels::isa_level level) {
+  model_weights w;
+  size_t& used = w.file_weight_bytes;
+  size_t& owned = w.owned_bytes;
+  const auto& emb = need_tensor(f, "token_embd.weight", {c.n_embd, c.n_vocab});
+  w.tok_embd_type = emb.type;
+  w.tok_embd = emb.data;
+  w.tok_embd_row_bytes = kernels::row_bytes(*kernels::traits_of(emb.type), c.n_embd);
+  used += emb.n_bytes;
+
+  const bool qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  if (c.arch == "qwen2" && !qkv_bias) throw gguf_error("model '" + f.path() + "': qwen2 model lacks 'blk.0.attn_q.bias'");
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    layer_weights& L = w.layers[static_cast<size_t>(l)];
+    L.attn_norm = vec_tensor(f, p + "attn_norm.weight", c.n_embd, used);
+    L.wq = mat_tensor(f, p + "attn_q.weight", c.n_embd, c.q_dim(), level, used, owned);
+    L.wk = mat_tensor(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), level, used, owned);
+    L.wv = mat_tensor(f, p + "attn_v.weight", c.n_embd, c.kv_dim(), level, used, owned);
+    L.wo = mat_tensor(f, p + "attn_output.weight", c.q_dim(), c.n_embd, level, used, owned);
+    if (qkv_bias) {
+      L.bq = vec_tensor(f, p + "attn_q.bias", c.q_dim(), used);
+      L.bk = vec_tensor(f, p + "attn_k.bias", c.kv_dim(), used);
+      L.bv = vec_tensor(f, p + "attn_v.bias", c.kv_dim(), used);
+    }
+    L.ffn_norm = vec_tensor(f, p + "ffn_norm.weight", c.n_embd, used);
+    L.w_gate = mat_tensor(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, level, used, owned);
+    L.w_up = mat_tensor(f, p + "ffn_up.weight", c.n_embd, c.n_ff, level, used, owned);
+    L.w_down = mat_tensor(f, p + "ffn_down.weight", c.n_ff, c.n_embd, level, used, owned);
+  }
+  w.output_norm = vec_tensor(f, "output_norm.weight", c.n_embd, used);
+  if (f.find_tensor("output.weight")) {
+    w.output = mat_tensor(f, "output.weight", c.n_embd, c.n_vocab, level, used, owned);
+  } else {
+    w.tied_output = true;
+    try {
+      w.output = kernels::pack_weight(static_cast<kernels::ggml_type>(emb.type), emb.data, c.n_vocab, c.n_embd, level);
+      owned += w.output.bytes();
+    } catch (const std::exception& e) {
+      throw gguf_error("model '" + f.path() + "': tied output from 'token_embd.weight': " + e.what());
+    }
+  }
+  if (f.find_tensor("rope_freqs.weight")) w.rope_freqs = vec_tensor(f, "rope_freqs.weight", c.n_rot / 2, used);
+  return w;
+}
+
+}  // namespace spate

@@ -1,0 +1,49 @@
+// The model's tensors, bound from a GGUF file and prepared for the kernels.
+//
+// Matrices become kernels::packed_weight (which may point into the file's
+// mmap or own a repacked copy); norm weights and biases are converted to owned
+// f32 vectors. The gguf_file must outlive the model_weights.
+// Immutable after load; safe to read from any thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+#include "kernels/ggml_type.h"
+#include "kernels/matmul.h"
+
+namespace spate {
+
+class gguf_file;
+
+struct layer_weights {
+  std::vector<float> attn_norm;               // [n_embd]
+  kernels::packed_weight wq, wk, wv, wo;      // q: [q_dim x n_embd], k/v: [kv_dim x n_embd], o: [n_embd x q_dim]
+  std::vector<float> bq, bk, bv;              // qwen2 only; empty otherwise
+  std::vector<float> ffn_norm;                // [n_embd]
+  kernels::packed_weight w_gate, w_up, w_down;  // gate/up: [n_ff x n_embd], down: [n_embd x n_ff]
+};
+
+struct model_weights {
+  // Token embeddings stay in their GGUF type and are dequantized row by row.
+  uint32_t tok_embd_type = 0;
+  const uint8_t* tok_embd = nullptr;
+  int64_t tok_embd_row_bytes = 0;
+  std::vector<layer_weights> layers;
+  std::vector<float> output_norm;             // [n_embd]
+  kernels::packed_weight output;              // [n_vocab x n_embd]; tied to token_embd when the file has no output.weight
+  bool tied_output = false;
+  std::vector<float> rope_freqs;              // optional per-dimension frequency factors [n_rot / 2]
+  size_t file_weight_bytes = 0;               // bytes of tensor data used from the file
+  size_t owned_bytes = 0;                     // bytes of repacked/converted copies we own
+
+  // Writes the f32 embedding of token id into out[n_embd]. Precondition: 0 <= id < n_vocab.
+  void embed(int32_t id, float* out, int32_t n_embd) const;
+};
+
+// Binds and validates every tensor; throws gguf_error naming the tensor whose
+// shape or type is wrong, missing, or unsupported.
+model_weights load_model_weights(const gguf_file& f, const model_config& c, kernels::isa_level level);
+
+}  // namespace spate

@@ -1,0 +1,660 @@
+#include "protocol/openai_request.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <set>
+
+#include "protocol/sampling_json.h"
+
+namespace spate::api {
+namespace {
+
+namespace json = boost::json;
+using error_opt = std::optional<api_error>;
+
+constexpr int64_t k_i32_max = std::numeric_limits<int32_t>::max();
+
+api_error bad(std::string param, std::string message) {
+  api_error e;
+  e.param = std::move(param);
+  e.message = std::move(message);
+  return e;
+}
+
+api_error type_error(std::string_view param, std::string_view want, const json::value& got) {
+  return bad(std::string(param), "'" + std::string(param) + "' must be " + std::string(want) + ", got " + describe_json(got));
+}
+
+std::string at(std::string_view base, size_t i) { return std::string(base) + "[" + std::to_string(i) + "]"; }
+std::string dot(std::string_view base, std::string_view key) { return std::string(base) + "." + std::string(key); }
+
+// Offset of the first byte that does not belong to a well-formed UTF-8
+// sequence (no overlongs, surrogates or code points above U+10FFFF), or npos.
+size_t first_invalid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = p[i];
+    if (c < 0x80) { ++i; continue; }
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) { len = 3; lo = 0xA0; }
+    else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) len = 3;
+    else if (c == 0xED) { len = 3; hi = 0x9F; }
+    else if (c == 0xF0) { len = 4; lo = 0x90; }
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) { len = 4; hi = 0x8F; }
+    if (len == 0 || i + len > n) return i;
+    if (p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xBF) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+// Parses the body into a JSON object.
+error_opt parse_object(std::string_view body, json::object& out) {
+  if (const size_t bad_at = first_invalid_utf8(body); bad_at != std::string_view::npos)
+    return bad("", "request body is not valid UTF-8 (first invalid byte at offset " + std::to_string(bad_at) + ")");
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return bad("", "request body is empty; expected a JSON object");
+  json::parse_options opts;
+  opts.max_depth = k_max_json_depth;
+  json::parser p(json::storage_ptr(), opts);
+  boost::system::error_code ec;
+  const size_t n = p.write(body.data(), body.size(), ec);
+  if (ec == json::error::too_deep)
+    return bad("", "malformed JSON: nested deeper than " + std::to_string(k_max_json_depth) + " levels at offset " +
+                       std::to_string(n));
+  if (ec) return bad("", "malformed JSON: " + ec.message() + " at offset " + std::to_string(n));
+  json::value v = p.release();
+  if (!v.is_object()) return bad("", "request body must be a JSON object, got " + describe_json(v));
+  out = std::move(v.get_object());
+  return std::nullopt;
+}
+
+// Typed access to the top-level fields of a body; remembers which keys were
+// looked at so the rest can be reported as unknown. Absent and null are alike.
+class fields {
+ public:
+  explicit fields(const json::object& o) : o_(o) {}
+
+  const json::value* get(std::string_view key) {
+    seen_.insert(std::string(key));
+    const json::value* v = o_.if_contains(key);
+    return v && !v->is_null() ? v : nullptr;
+  }
+  bool has(std::string_view key) const {
+    const json::value* v = o_.if_contains(key);
+    return v && !v->is_null();
+  }
+  void mark(std::string_view key) { seen_.insert(std::string(key)); }
+
+  error_opt boolean(std::string_view key, bool& out) {
+    if (const json::value* v = get(key)) {
+      if (!v->is_bool()) return type_error(key, "a boolean", *v);
+      out = v->get_bool();
+    }
+    return std::nullopt;
+  }
+  error_opt string(std::string_view key, std::string& out) {
+    if (const json::value* v = get(key)) {
+      if (!v->is_string()) return type_error(key, "a string", *v);
+      out = std::string(v->get_string());
+    }
+    return std::nullopt;
+  }
+  error_opt integer(std::string_view key, int32_t& out) {
+    if (const json::value* v = get(key)) {
+      int64_t i = 0;
+      switch (json_get_int(*v, std::numeric_limits<int32_t>::min(), k_i32_max, i)) {
+        case json_int_status::ok: out = static_cast<int32_t>(i); break;
+        case json_int_status::out_of_range:
+          return bad(std::string(key), "'" + std::string(key) + "' must be a 32-bit integer, got " + describe_json(*v));
+        case json_int_status::not_integer: return type_error(key, "an integer", *v);
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::vector<std::string> unknown() const {
+    std::vector<std::string> out;
+    for (const auto& kv : o_)
+      if (!seen_.count(std::string(kv.key()))) out.emplace_back(kv.key());
+    return out;
+  }
+
+ private:
+  const json::object& o_;
+  std::set<std::string> seen_;
+};
+
+// Part types that carry non-text data; rejected with "not supported".
+bool is_media_part(std::string_view type) {
+  static constexpr std::array<std::string_view, 9> k_media = {
+      "image_url", "image", "input_image", "input_audio", "audio_url", "video_url", "file", "input_file", "video"};
+  return std::find(k_media.begin(), k_media.end(), type) != k_media.end();
+}
+
+// Joins the text parts of a content list; text_types are the accepted part types
+// (each carries its text in "text").
+error_opt join_text_parts(const json::array& parts, std::string_view param,
+                          std::initializer_list<std::string_view> text_types, std::string& out) {
+  out.clear();
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const std::string pp = at(param, j);
+    if (!parts[j].is_object()) return type_error(pp, "a content part object", parts[j]);
+    const json::object& part = parts[j].get_object();
+    const json::value* t = part.if_contains("type");
+    if (!t || t->is_null()) return bad(dot(pp, "type"), "'" + dot(pp, "type") + "' is required");
+    if (!t->is_string()) return type_error(dot(pp, "type"), "a string", *t);
+    const std::string_view type = t->get_string();
+    if (is_media_part(type))
+      return bad(dot(pp, "type"), "content part type '" + std::string(type) + "' in " + pp +
+                                      " is not supported: this server accepts text only");
+    if (std::find(text_types.begin(), text_types.end(), type) == text_types.end()) {
+      std::string expected;
+      for (auto tt : text_types) expected += (expected.empty() ? "'" : ", '") + std::string(tt) + "'";
+      return bad(dot(pp, "type"), "unknown content part type '" + std::string(type) + "' in " + pp + "; expected " + expected);
+    }
+    const json::value* text = part.if_contains("text");
+    if (!text || !text->is_string()) {
+      if (!text || text->is_null()) return bad(dot(pp, "text"), "'" + dot(pp, "text") + "' is required");
+      return type_error(dot(pp, "text"), "a string", *text);
+    }
+    if (j > 0) out += '\n';
+    out.append(text->get_string().data(), text->get_string().size());
+  }
+  return std::nullopt;
+}
+
+error_opt check_tool_calls(const json::value& v, std::string_view param, json::array& out) {
+  if (!v.is_array()) return type_error(param, "a list of tool calls", v);
+  out = v.get_array();
+  for (size_t j = 0; j < out.size(); ++j) {
+    const std::string pp = at(param, j);
+    if (!out[j].is_object()) return type_error(pp, "an object", out[j]);
+    json::object& call = out[j].get_object();
+    if (const json::value* t = call.if_contains("type"); t && !t->is_null() && !(t->is_string() && t->get_string() == "function"))
+      return bad(dot(pp, "type"), "'" + dot(pp, "type") + "' must be \"function\"");
+    if (const json::value* id = call.if_contains("id"); id && !id->is_null() && !id->is_string())
+      return type_error(dot(pp, "id"), "a string", *id);
+    json::value* fn = call.if_contains("function");
+    if (!fn || fn->is_null()) return bad(dot(pp, "function"), "'" + dot(pp, "function") + "' is required");
+    if (!fn->is_object()) return type_error(dot(pp, "function"), "an object", *fn);
+    json::object& f = fn->get_object();
+    const std::string fp = dot(pp, "function");
+    const json::value* name = f.if_contains("name");
+    if (!name || name->is_null()) return bad(dot(fp, "name"), "'" + dot(fp, "name") + "' is required");
+    if (!name->is_string()) return type_error(dot(fp, "name"), "a string", *name);
+    if (json::value* args = f.if_contains("arguments"); args && !args->is_null()) {
+      if (args->is_string()) {
+        // Templates index into the arguments; a JSON object in a string becomes that object.
+        boost::system::error_code ec;
+        json::parse_options opts;
+        opts.max_depth = k_max_json_depth;
+        json::value parsed = json::parse(args->get_string(), ec, json::storage_ptr(), opts);
+        if (!ec && parsed.is_object()) *args = std::move(parsed);
+      } else if (!args->is_object()) {
+        return type_error(dot(fp, "arguments"), "a string or an object", *args);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// Validates chat messages into the template shape (see parsed_request::messages).
+error_opt parse_messages(const json::value* v, std::string_view param, json::array& out) {
+  if (!v) return bad(std::string(param), "'" + std::string(param) + "' is required");
+  if (!v->is_array()) return type_error(param, "a list of messages", *v);
+  const json::array& in = v->get_array();
+  if (in.empty()) return bad(std::string(param), "'" + std::string(param) + "' must contain at least one message");
+  out.clear();
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string mp = at(param, i);
+    if (!in[i].is_object()) return type_error(mp, "a message object", in[i]);
+    const json::object& m = in[i].get_object();
+    const json::value* role_v = m.if_contains("role");
+    if (!role_v || role_v->is_null()) return bad(dot(mp, "role"), "'" + dot(mp, "role") + "' is required");
+    if (!role_v->is_string()) return type_error(dot(mp, "role"), "a string", *role_v);
+    std::string role(role_v->get_string());
+    if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool")
+      return bad(dot(mp, "role"), "unknown role '" + role + "' in " + mp +
+                                      "; expected one of system, developer, user, assistant, tool");
+    if (role == "developer") role = "system";
+
+    json::object msg;
+    msg["role"] = role;
+    json::array tool_calls;
+    bool has_tool_calls = false;
+    if (const json::value* tc = m.if_contains("tool_calls"); tc && !tc->is_null()) {
+      if (role != "assistant")
+        return bad(dot(mp, "tool_calls"), "'" + dot(mp, "tool_calls") + "' is only allowed in assistant messages");
+      if (auto e = check_tool_calls(*tc, dot(mp, "tool_calls"), tool_calls)) return e;
+      has_tool_calls = !tool_calls.empty();
+    }
+    const json::value* content = m.if_contains("content");
+    if (!content || content->is_null()) {
+      if (!has_tool_calls)
+        return bad(dot(mp, "content"), "'" + dot(mp, "content") +
+                                           "' is required (it may be null only in an assistant message with tool_calls)");
+      msg["content"] = "";
+    } else if (content->is_string()) {
+      msg["content"] = content->get_string();
+    } else if (content->is_array()) {
+      std::string text;
+      if (auto e = join_text_parts(content->get_array(), dot(mp, "content"), {"text"}, text)) return e;
+      msg["content"] = std::move(text);
+    } else {
+      return type_error(dot(mp, "content"), "a string or a list of content parts", *content);
+    }
+    for (std::string_view key : {"name", "tool_call_id"}) {
+      const json::value* s = m.if_contains(key);
+      if (s && !s->is_null() && !s->is_string()) return type_error(dot(mp, key), "a string", *s);
+    }
+    for (const auto& kv : m) {
+      const std::string_view k = kv.key();
+      if (k == "role" || k == "content" || k == "tool_calls") continue;
+      msg[k] = kv.value();
+    }
+    if (has_tool_calls) msg["tool_calls"] = std::move(tool_calls);
+    out.emplace_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+// Chat template inputs shared by chat completions and tokenize: tools,
+// tool_choice, documents, chat_template_kwargs, add_generation_prompt and
+// continue_final_message. messages must already be parsed.
+error_opt parse_template_inputs(fields& f, const json::array& messages, json::object& extra, bool& add_generation_prompt,
+                                bool& continue_final_message) {
+  const json::value* tools = f.get("tools");
+  if (tools) {
+    if (!tools->is_array()) return type_error("tools", "a list of tools", *tools);
+    const json::array& a = tools->get_array();
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string tp = at("tools", i);
+      if (!a[i].is_object()) return type_error(tp, "a tool object", a[i]);
+      const json::object& t = a[i].get_object();
+      if (const json::value* ty = t.if_contains("type"); ty && !ty->is_null() && !(ty->is_string() && ty->get_string() == "function"))
+        return bad(dot(tp, "type"), "'" + dot(tp, "type") + "' must be \"function\" (the only tool type supported)");
+      const json::value* fn = t.if_contains("function");
+      if (!fn || fn->is_null()) return bad(dot(tp, "function"), "'" + dot(tp, "function") + "' is required");
+      if (!fn->is_object()) return type_error(dot(tp, "function"), "an object", *fn);
+      const std::string fp = dot(tp, "function");
+      const json::value* name = fn->get_object().if_contains("name");
+      if (!name || name->is_null()) return bad(dot(fp, "name"), "'" + dot(fp, "name") + "' is required");
+      if (!name->is_string() || name->get_string().empty()) return type_error(dot(fp, "name"), "a non-empty string", *name);
+      if (const json::value* ps = fn->get_object().if_contains("parameters"); ps && !ps->is_null() && !ps->is_object())
+        return type_error(dot(fp, "parameters"), "an object (a JSON schema)", *ps);
+    }
+  }
+  std::string tool_choice = tools && !tools->get_array().empty() ? "auto" : "none";
+  if (const json::value* tc = f.get("tool_choice")) {
+    if (tc->is_object()) {
+      return bad("tool_choice", "a named 'tool_choice' is not supported (it needs guided decoding); use \"auto\" or \"none\"");
+    }
+    if (!tc->is_string()) return type_error("tool_choice", "a string", *tc);
+    tool_choice = std::string(tc->get_string());
+    if (tool_choice == "required")
+      return bad("tool_choice", "tool_choice \"required\" is not supported (it needs guided decoding); use \"auto\" or \"none\"");
+    if (tool_choice != "auto" && tool_choice != "none")
+      return bad("tool_choice", "unknown tool_choice '" + tool_choice + "'; expected \"auto\" or \"none\"");
+    if (tool_choice == "auto" && !tools) return bad("tool_choice", "tool_choice \"auto\" requires 'tools'");
+  }
+  if (tools && tool_choice != "none") extra["tools"] = *tools;
+
+  if (const json::value* docs = f.get("documents")) {
+    if (!docs->is_array()) return type_error("documents", "a list of objects", *docs);
+    for (size_t i = 0; i < docs->get_array().size(); ++i)
+      if (!docs->get_array()[i].is_object()) return type_error(at("documents", i), "an object", docs->get_array()[i]);
+    extra["documents"] = *docs;
+  }
+  if (const json::value* kw = f.get("chat_template_kwargs")) {
+    if (!kw->is_object()) return type_error("chat_template_kwargs", "an object", *kw);
+    for (const auto& kv : kw->get_object()) {
+      const std::string_view k = kv.key();
+      if (k == "messages" || k == "add_generation_prompt" || k == "continue_final_message")
+        return bad(dot("chat_template_kwargs", k),
+                   "'chat_template_kwargs' may not set '" + std::string(k) + "'; use the top-level field");
+      extra[k] = kv.value();
+    }
+  }
+
+  const bool explicit_agp = f.has("add_generation_prompt");
+  if (auto e = f.boolean("add_generation_prompt", add_generation_prompt)) return e;
+  if (auto e = f.boolean("continue_final_message", continue_final_message)) return e;
+  if (continue_final_message) {
+    if (explicit_agp && add_generation_prompt)
+      return bad("continue_final_message", "cannot set both 'continue_final_message' and 'add_generation_prompt' to true");
+    if (messages.empty() || messages.back().get_object().at("role").get_string() != "assistant")
+      return bad("continue_final_message", "'continue_final_message' requires the last message to be an assistant message");
+    add_generation_prompt = false;
+  }
+  return std::nullopt;
+}
+
+// Completions' prompt: a string, token ids, or a list with exactly one of these.
+error_opt parse_prompt(const json::value* v, parsed_request& out) {
+  if (!v) return bad("prompt", "'prompt' is required");
+  const auto read_ids = [&](const json::array& a, const std::string& param) -> error_opt {
+    std::vector<int32_t> ids;
+    ids.reserve(a.size());
+    for (size_t j = 0; j < a.size(); ++j) {
+      int64_t id = 0;
+      const auto st = json_get_int(a[j], std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), id);
+      if (st == json_int_status::not_integer) return type_error(at(param, j), "a token id (an integer)", a[j]);
+      if (st != json_int_status::ok || id < 0 || id > k_i32_max)
+        return bad(at(param, j), at(param, j) + " must be a token id in [0, 2147483647], got " + describe_json(a[j]));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    out.prompt_ids = std::move(ids);
+    return std::nullopt;
+  };
+  const auto read_text = [&](const json::string& s, const std::string& param) -> error_opt {
+    if (s.empty()) return bad(param, "'" + param + "' must not be empty");
+    out.prompt_text = std::string(s);
+    return std::nullopt;
+  };
+  if (v->is_string()) return read_text(v->get_string(), "prompt");
+  if (!v->is_array())
+    return type_error("prompt", "a string, a list of token ids, or a list with one of these", *v);
+  const json::array& a = v->get_array();
+  if (a.empty()) return bad("prompt", "'prompt' must not be empty");
+  if (a[0].is_string() || a[0].is_array()) {
+    if (a.size() > 1) return bad("prompt", "batched prompts are not supported; send one prompt per request");
+    if (a[0].is_string()) return read_text(a[0].get_string(), "prompt[0]");
+    if (a[0].get_array().empty()) return bad("prompt[0]", "'prompt[0]' must not be empty");
+    return read_ids(a[0].get_array(), "prompt[0]");
+  }
+  return read_ids(a, "prompt");
+}
+
+// The field a sampling validate() message is about: its first word.
+std::string validate_field(const std::string& msg) { return msg.substr(0, msg.find(' ')); }
+
+// Range checks with the request's own field names, then validate() for the rest.
+error_opt check_sampling_ranges(const parsed_request& r, const fields& f) {
+  const sampling_params& p = r.params;
+  if (p.max_tokens && *p.max_tokens < 1) {
+    std::string name = "max_tokens";
+    if (r.kind == endpoint::responses) name = "max_output_tokens";
+    else if (r.kind == endpoint::chat_completions && f.has("max_completion_tokens")) name = "max_completion_tokens";
+    return bad(name, name + " must be at least 1, got " + std::to_string(*p.max_tokens));
+  }
+  if (r.n < 1 || r.n > k_max_n)
+    return bad("n", "n must be in [1, " + std::to_string(k_max_n) + "], got " + std::to_string(r.n));
+  if (r.kind == endpoint::completions && p.logprobs && (*p.logprobs < 0 || *p.logprobs > k_max_completion_logprobs))
+    return bad("logprobs", "logprobs must be in [0, " + std::to_string(k_max_completion_logprobs) + "], got " +
+                               std::to_string(*p.logprobs));
+  if (r.kind == endpoint::chat_completions && p.logprobs && (*p.logprobs < 0 || *p.logprobs > max_top_logprobs))
+    return bad("top_logprobs", "top_logprobs must be in [0, " + std::to_string(max_top_logprobs) + "], got " +
+                                   std::to_string(*p.logprobs));
+  // Token ids (stop_token_ids, logit_bias) are checked against the model's
+  // vocabulary in validate_for_model(); everything else here.
+  sampling_params q = p;
+  q.stop_token_ids.clear();
+  q.logit_bias.clear();
+  if (std::string msg = validate(q, std::numeric_limits<int32_t>::max()); !msg.empty()) return bad(validate_field(msg), msg);
+  return std::nullopt;
+}
+
+// Copies the body's sampling fields (except those in skip) into a small object for
+// parse_sampling_json and marks them seen.
+error_opt read_sampling(fields& f, const json::object& o, std::initializer_list<std::string_view> skip,
+                        sampling_params& out) {
+  json::object s;
+  for (const auto& kv : o) {
+    const std::string_view k = kv.key();
+    if (!is_sampling_field(k) || std::find(skip.begin(), skip.end(), k) != skip.end()) continue;
+    f.mark(k);
+    s[k] = kv.value();
+  }
+  std::string field;
+  if (std::string msg = parse_sampling_json(s, out, &field); !msg.empty()) return bad(field, msg);
+  return std::nullopt;
+}
+
+error_opt parse_stream(fields& f, parsed_request& out) {
+  if (auto e = f.boolean("stream", out.stream)) return e;
+  if (const json::value* so = f.get("stream_options")) {
+    if (!so->is_object()) return type_error("stream_options", "an object", *so);
+    if (!out.stream) return bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    if (const json::value* iu = so->get_object().if_contains("include_usage"); iu && !iu->is_null()) {
+      if (!iu->is_bool()) return type_error("stream_options.include_usage", "a boolean", *iu);
+      out.include_usage = iu->get_bool();
+    }
+  }
+  return std::nullopt;
+}
+
+error_opt parse_completions(fields& f, const json::object& o, parsed_request& out) {
+  if (auto e = parse_prompt(f.get("prompt"), out)) return e;
+  if (const json::value* lp = f.get("logprobs"); lp && lp->is_bool())
+    return type_error("logprobs", "an integer", *lp);
+  // top_logprobs and max_completion_tokens are chat fields; here they are unknown.
+  if (auto e = read_sampling(f, o, {"top_logprobs", "max_completion_tokens"}, out.params)) return e;
+  if (auto e = f.boolean("echo", out.echo)) return e;
+  if (const json::value* sfx = f.get("suffix")) {
+    if (!sfx->is_string()) return type_error("suffix", "a string", *sfx);
+    if (!sfx->get_string().empty()) return bad("suffix", "'suffix' is not supported");
+  }
+  if (auto e = f.integer("n", out.n)) return e;
+  out.logprobs = out.params.logprobs;
+  return parse_stream(f, out);
+}
+
+error_opt parse_chat(fields& f, const json::object& o, parsed_request& out) {
+  if (auto e = parse_messages(f.get("messages"), "messages", out.messages)) return e;
+  if (auto e = parse_template_inputs(f, out.messages, out.template_extra, out.add_generation_prompt,
+                                     out.continue_final_message))
+    return e;
+  if (const json::value* lp = f.get("logprobs"); lp && !lp->is_bool()) return type_error("logprobs", "a boolean", *lp);
+  if (auto e = read_sampling(f, o, {}, out.params)) return e;
+  // parse_sampling_json takes a lone top_logprobs as the count; chat follows vLLM:
+  // a top_logprobs other than 0 needs logprobs:true.
+  out.chat_logprobs = f.has("logprobs") && o.at("logprobs").get_bool();
+  if (!out.chat_logprobs && out.params.logprobs) {
+    if (*out.params.logprobs != 0) return bad("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    out.params.logprobs.reset();
+  }
+  out.logprobs = out.params.logprobs;
+  if (const json::value* rf = f.get("response_format")) {
+    if (!rf->is_object()) return type_error("response_format", "an object", *rf);
+    const json::value* t = rf->get_object().if_contains("type");
+    if (!t || !t->is_string()) return bad("response_format.type", "'response_format.type' must be a string");
+    if (t->get_string() != "text")
+      return bad("response_format.type", "response_format type '" + std::string(t->get_string()) +
+                                             "' is not supported (structured output needs guided decoding); use \"text\"");
+  }
+  if (auto e = f.integer("n", out.n)) return e;
+  return parse_stream(f, out);
+}
+
+// One Responses API input item -> a chat message.
+error_opt parse_input_item(const json::value& item, const std::string& ip, json::array& out) {
+  if (!item.is_object()) return type_error(ip, "an input item object", item);
+  const json::object& m = item.get_object();
+  if (const json::value* t = m.if_contains("type"); t && !t->is_null()) {
+    if (!t->is_string()) return type_error(dot(ip, "type"), "a string", *t);
+    if (t->get_string() != "message")
+      return bad(dot(ip, "type"), "input item type '" + std::string(t->get_string()) + "' in " + ip +
+                                      " is not supported; send messages with a role and content");
+  }
+  const json::value* role_v = m.if_contains("role");
+  if (!role_v || role_v->is_null()) return bad(dot(ip, "role"), "'" + dot(ip, "role") + "' is required");
+  if (!role_v->is_string()) return type_error(dot(ip, "role"), "a string", *role_v);
+  std::string role(role_v->get_string());
+  if (role != "system" && role != "developer" && role != "user" && role != "assistant")
+    return bad(dot(ip, "role"), "unknown role '" + role + "' in " + ip + "; expected one of system, developer, user, assistant");
+  if (role == "developer") role = "system";
+  const json::value* content = m.if_contains("content");
+  std::string text;
+  if (!content || content->is_null()) return bad(dot(ip, "content"), "'" + dot(ip, "content") + "' is required");
+  if (content->is_string()) {
+    text = std::string(content->get_string());
+  } else if (content->is_array()) {
+    if (auto e = join_text_parts(content->get_array(), dot(ip, "content"), {"input_text", "output_text", "text"}, text))
+      return e;
+  } else {
+    return type_error(dot(ip, "content"), "a string or a list of content parts", *content);
+  }
+  json::object msg;
+  msg["role"] = role;
+  msg["content"] = std::move(text);
+  out.emplace_back(std::move(msg));
+  return std::nullopt;
+}
+
+error_opt parse_responses(fields& f, const json::object& o, parsed_request& out) {
+  // Stateless server: conversation state and background runs would be silently lost.
+  if (f.get("previous_response_id"))
+    return bad("previous_response_id", "'previous_response_id' is not supported: this server does not store "
+                                       "responses; send the whole conversation in 'input'");
+  bool background = false;
+  if (auto e = f.boolean("background", background)) return e;
+  if (background) return bad("background", "'background' responses are not supported");
+  if (f.get("prompt")) return bad("prompt", "prompt templates ('prompt') are not supported; use 'input'");
+  if (const json::value* tools = f.get("tools")) {
+    if (!tools->is_array()) return type_error("tools", "a list of tools", *tools);
+    if (!tools->get_array().empty()) return bad("tools", "'tools' are not supported on /v1/responses; use /v1/chat/completions");
+  }
+  if (const json::value* text = f.get("text")) {
+    if (!text->is_object()) return type_error("text", "an object", *text);
+    if (const json::value* fmt = text->get_object().if_contains("format"); fmt && !fmt->is_null()) {
+      const json::value* t = fmt->is_object() ? fmt->get_object().if_contains("type") : nullptr;
+      if (!t || !t->is_string()) return bad("text.format.type", "'text.format.type' must be a string");
+      if (t->get_string() != "text")
+        return bad("text.format.type", "text format type '" + std::string(t->get_string()) +
+                                           "' is not supported (structured output needs guided decoding); use \"text\"");
+    }
+  }
+
+  if (const json::value* ins = f.get("instructions")) {
+    if (!ins->is_string()) return type_error("instructions", "a string", *ins);
+    if (!ins->get_string().empty()) out.messages.emplace_back(json::object{{"role", "system"}, {"content", ins->get_string()}});
+  }
+  const json::value* input = f.get("input");
+  if (!input) return bad("input", "'input' is required");
+  if (input->is_string()) {
+    out.messages.emplace_back(json::object{{"role", "user"}, {"content", input->get_string()}});
+  } else if (input->is_array()) {
+    const json::array& a = input->get_array();
+    if (a.empty()) return bad("input", "'input' must contain at least one item");
+    for (size_t i = 0; i < a.size(); ++i)
+      if (auto e = parse_input_item(a[i], at("input", i), out.messages)) return e;
+  } else {
+    return type_error("input", "a string or a list of input items", *input);
+  }
+
+  int32_t max_output = 0;
+  if (auto e = f.integer("max_output_tokens", max_output)) return e;
+  if (f.has("max_output_tokens")) out.params.max_tokens = max_output;
+  json::object s;
+  for (std::string_view k : {"temperature", "top_p"}) {
+    if (const json::value* v = f.get(k)) s[k] = *v;
+  }
+  std::string field;
+  if (std::string msg = parse_sampling_json(s, out.params, &field); !msg.empty()) return bad(field, msg);
+  return parse_stream(f, out);
+}
+
+}  // namespace
+
+std::string error_body(const api_error& e) {
+  json::object err;
+  err["message"] = e.message;
+  err["type"] = e.type;
+  err["param"] = e.param.empty() ? json::value(nullptr) : json::value(e.param);
+  err["code"] = e.code.empty() ? json::value(nullptr) : json::value(e.code);
+  return json::serialize(json::object{{"error", std::move(err)}});
+}
+
+std::optional<api_error> parse_request(endpoint kind, std::string_view body, parsed_request& out) {
+  out = parsed_request{};
+  out.kind = kind;
+  json::object o;
+  if (auto e = parse_object(body, o)) return e;
+  fields f(o);
+  if (auto e = f.string("model", out.model)) return e;
+  error_opt err;
+  switch (kind) {
+    case endpoint::completions: err = parse_completions(f, o, out); break;
+    case endpoint::chat_completions: err = parse_chat(f, o, out); break;
+    case endpoint::responses: err = parse_responses(f, o, out); break;
+  }
+  if (err) return err;
+  if (auto e = check_sampling_ranges(out, f)) return e;
+  out.unknown_fields = f.unknown();
+  return std::nullopt;
+}
+
+std::optional<api_error> validate_for_model(const parsed_request& r, int32_t n_vocab) {
+  if (std::string msg = validate(r.params, n_vocab); !msg.empty()) return bad(validate_field(msg), msg);
+  if (r.prompt_ids) return validate_token_ids(*r.prompt_ids, n_vocab, "prompt");
+  return std::nullopt;
+}
+
+std::optional<api_error> validate_token_ids(std::span<const int32_t> ids, int32_t n_vocab, std::string_view param) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= n_vocab)
+      return bad(at(param, i), "token id " + std::to_string(ids[i]) + " at " + at(param, i) + " is out of range [0, " +
+                                   std::to_string(n_vocab) + ")");
+  }
+  return std::nullopt;
+}
+
+std::optional<api_error> parse_tokenize(std::string_view body, tokenize_request& out) {
+  out = tokenize_request{};
+  json::object o;
+  if (auto e = parse_object(body, o)) return e;
+  fields f(o);
+  if (auto e = f.string("model", out.model)) return e;
+  const bool has_prompt = f.has("prompt"), has_messages = f.has("messages");
+  if (has_prompt && has_messages) return bad("messages", "send either 'prompt' or 'messages', not both");
+  if (!has_prompt && !has_messages) return bad("prompt", "'prompt' or 'messages' is required");
+  if (has_prompt) {
+    std::string prompt;
+    if (auto e = f.string("prompt", prompt)) return e;
+    out.prompt = std::move(prompt);
+  } else {
+    out.add_special_tokens = false;  // the chat template adds them
+    if (auto e = parse_messages(f.get("messages"), "messages", out.messages)) return e;
+    if (auto e = parse_template_inputs(f, out.messages, out.template_extra, out.add_generation_prompt,
+                                       out.continue_final_message))
+      return e;
+  }
+  if (auto e = f.boolean("add_special_tokens", out.add_special_tokens)) return e;
+  out.unknown_fields = f.unknown();
+  return std::nullopt;
+}
+
+std::optional<api_error> parse_detokenize(std::string_view body, detokenize_request& out) {
+  out = detokenize_request{};
+  json::object o;
+  if (auto e = parse_object(body, o)) return e;
+  fields f(o);
+  if (auto e = f.string("model", out.model)) return e;
+  const json::value* tokens = f.get("tokens");
+  if (!tokens) return bad("tokens", "'tokens' is required");
+  if (!tokens->is_array()) return type_error("tokens", "a list of token ids", *tokens);
+  const json::array& a = tokens->get_array();
+  out.tokens.reserve(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    int64_t id = 0;
+    const auto st = json_get_int(a[i], std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), id);
+    if (st == json_int_status::not_integer) return type_error(at("tokens", i), "a token id (an integer)", a[i]);
+    if (st != json_int_status::ok || id < 0 || id > k_i32_max)
+      return bad(at("tokens", i), at("tokens", i) + " must be a token id in [0, 2147483647], got " + describe_json(a[i]));
+    out.tokens.push_back(static_cast<int32_t>(id));
+  }
+  out.unknown_fields = f.unknown();
+  return std::nullopt;
+}
+
+}  // namespace spate::api

@@ -1,0 +1,170 @@
+#include "protocol/responses_format.h"
+
+namespace spate {
+
+namespace json = boost::json;
+
+response_builder::response_builder(std::string response_id, std::string message_id, std::string model, int64_t created_at,
+                                   const api::parsed_request& req)
+    : id_(std::move(response_id)), msg_id_(std::move(message_id)), model_(std::move(model)), created_at_(created_at) {
+  instructions_ = nullptr;
+  max_output_tokens_ = req.params.max_tokens ? json::value(*req.params.max_tokens) : json::value(nullptr);
+  temperature_ = static_cast<double>(req.params.temperature);
+  top_p_ = static_cast<double>(req.params.top_p);
+}
+
+json::object response_builder::text_part() const {
+  json::object p;
+  p["type"] = "output_text";
+  p["text"] = text_;
+  p["annotations"] = json::array();
+  p["logprobs"] = json::array();
+  return p;
+}
+
+json::object response_builder::message_item(bool done) const {
+  json::object m;
+  m["id"] = msg_id_;
+  m["type"] = "message";
+  m["status"] = done ? (status_ == "in_progress" ? "completed" : status_) : "in_progress";
+  m["role"] = "assistant";
+  json::array content;
+  if (done) content.push_back(text_part());
+  m["content"] = std::move(content);
+  return m;
+}
+
+json::object response_builder::response_object() const {
+  json::object r;
+  r["id"] = id_;
+  r["object"] = "response";
+  r["created_at"] = created_at_;
+  r["status"] = status_;
+  r["model"] = model_;
+  json::array output;
+  if (status_ != "in_progress" && error_.empty()) output.push_back(message_item(true));
+  r["output"] = std::move(output);
+  r["output_text"] = text_;
+  if (error_.empty()) {
+    r["error"] = nullptr;
+  } else {
+    json::object e;
+    e["code"] = "server_error";
+    e["message"] = error_;
+    r["error"] = std::move(e);
+  }
+  if (incomplete_reason_.empty()) {
+    r["incomplete_details"] = nullptr;
+  } else {
+    json::object d;
+    d["reason"] = incomplete_reason_;
+    r["incomplete_details"] = std::move(d);
+  }
+  r["instructions"] = instructions_;
+  r["max_output_tokens"] = max_output_tokens_;
+  r["metadata"] = json::object();
+  r["parallel_tool_calls"] = false;
+  r["temperature"] = temperature_;
+  r["top_p"] = top_p_;
+  r["tool_choice"] = "auto";
+  r["tools"] = json::array();
+  json::object fmt;
+  fmt["type"] = "text";
+  json::object textcfg;
+  textcfg["format"] = std::move(fmt);
+  r["text"] = std::move(textcfg);
+  r["truncation"] = "disabled";
+  if (has_usage_) {
+    json::object u;
+    u["input_tokens"] = usage_.prompt_tokens;
+    json::object in_d;
+    in_d["cached_tokens"] = usage_.cached_prompt_tokens;
+    u["input_tokens_details"] = std::move(in_d);
+    u["output_tokens"] = usage_.completion_tokens;
+    json::object out_d;
+    out_d["reasoning_tokens"] = 0;
+    u["output_tokens_details"] = std::move(out_d);
+    u["total_tokens"] = usage_.prompt_tokens + usage_.completion_tokens;
+    r["usage"] = std::move(u);
+  } else {
+    r["usage"] = nullptr;
+  }
+  return r;
+}
+
+json::object response_builder::part_address() const {
+  json::object o;
+  o["item_id"] = msg_id_;
+  o["output_index"] = 0;
+  o["content_index"] = 0;
+  return o;
+}
+
+api_event response_builder::make(std::string type, json::object o) {
+  o["type"] = type;
+  o["sequence_number"] = seq_++;
+  return {std::move(type), json::serialize(o)};
+}
+
+std::vector<api_event> response_builder::begin() {
+  std::vector<api_event> ev;
+  json::object a;
+  a["response"] = response_object();
+  ev.push_back(make("response.created", a));
+  json::object b;
+  b["response"] = response_object();
+  ev.push_back(make("response.in_progress", b));
+  json::object c;
+  c["output_index"] = 0;
+  c["item"] = message_item(false);
+  ev.push_back(make("response.output_item.added", c));
+  json::object d = part_address();
+  d["part"] = text_part();
+  ev.push_back(make("response.content_part.added", d));
+  return ev;
+}
+
+api_event response_builder::delta(std::string_view text) {
+  text_.append(text);
+  json::object o = part_address();
+  o["delta"] = text;
+  o["logprobs"] = json::array();
+  return make("response.output_text.delta", o);
+}
+
+std::vector<api_event> response_builder::finish(finish_reason reason, const request_usage& usage) {
+  has_usage_ = true;
+  usage_ = usage;
+  if (reason == finish_reason::length) {
+    status_ = "incomplete";
+    incomplete_reason_ = "max_output_tokens";
+  } else {
+    status_ = "completed";
+  }
+  std::vector<api_event> ev;
+  json::object a = part_address();
+  a["text"] = text_;
+  a["logprobs"] = json::array();
+  ev.push_back(make("response.output_text.done", a));
+  json::object b = part_address();
+  b["part"] = text_part();
+  ev.push_back(make("response.content_part.done", b));
+  json::object c;
+  c["output_index"] = 0;
+  c["item"] = message_item(true);
+  ev.push_back(make("response.output_item.done", c));
+  json::object d;
+  d["response"] = response_object();
+  ev.push_back(make(status_ == "incomplete" ? "response.incomplete" : "response.completed", d));
+  return ev;
+}
+
+std::vector<api_event> response_builder::fail(std::string_view message) {
+  status_ = "failed";
+  error_ = std::string(message);
+  json::object d;
+  d["response"] = response_object();
+  return {make("response.failed", d)};
+}
+
+}  // namespace spate

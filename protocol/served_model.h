@@ -1,0 +1,28 @@
+// What the protocol layer knows of the model it serves: plain data, filled
+// once at start-up (by the command line) and read-only afterwards.
+//
+// Thread-safety: const after start-up; the tokenizer and chat template are
+// themselves safe for concurrent const use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace spate {
+
+class tokenizer;
+class chat_template;
+
+namespace api {
+
+struct served_model {
+  const tokenizer* tok = nullptr;       // never null once serving
+  int32_t n_vocab = 0;
+  int32_t max_model_len = 0;            // prompt + max_tokens bound
+  std::string name;                     // --served-model-name: "model" in requests and responses
+  const chat_template* tmpl = nullptr;  // null when the model has none and none was given
+  std::string tmpl_error;               // why tmpl is null (a parse error), "" if simply absent
+};
+
+}  // namespace api
+}  // namespace spate

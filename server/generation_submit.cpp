@@ -1,0 +1,53 @@
+#include "server/generation_submit.h"
+
+#include "engine/engine_api.h"
+
+namespace spate {
+
+std::optional<api::api_error> submit_generation(server_context& ctx, const prepared_generation& g,
+                                                const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids) {
+  ids.clear();
+  for (int32_t i = 0; i < g.n; ++i) {
+    engine_request er;
+    er.prompt = g.prompt;
+    er.params = g.params;
+    if (er.params.seed && i > 0) er.params.seed = *er.params.seed + static_cast<uint64_t>(i);
+    er.on_event = stream->make_callback(i);
+    const submit_result sr = ctx.eng.submit(std::move(er));
+    if (sr.ok()) {
+      ids.push_back(sr.id);
+      continue;
+    }
+    cancel_generation(ctx, ids);
+    ids.clear();
+    api::api_error e;
+    e.message = sr.error;
+    switch (sr.why) {
+      case submit_result::refusal::queue_full:
+        e.status = 429;
+        e.type = "rate_limit_error";
+        e.code = "queue_full";
+        break;
+      case submit_result::refusal::stopped:
+        e.status = 503;
+        e.type = "server_error";
+        e.code = "shutting_down";
+        break;
+      case submit_result::refusal::context_length:
+        e.status = 400;
+        e.code = "context_length_exceeded";
+        break;
+      default:
+        e.status = 400;
+        break;
+    }
+    return e;
+  }
+  return std::nullopt;
+}
+
+void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids) {
+  for (int64_t id : ids) ctx.eng.cancel(id);
+}
+
+}  // namespace spate

@@ -1,0 +1,26 @@
+// Hands a prepared generation to the engine: one engine request per choice,
+// whose events flow into the session's request_stream.
+//
+// Thread-safety: any I/O thread (engine::submit/cancel are thread-safe).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "protocol/generation.h"
+#include "server/request_stream.h"
+#include "server/server_context.h"
+
+namespace spate {
+
+// Submits the n choices (choice i uses seed + i when a seed was given). On a
+// refusal, already-submitted choices are cancelled and the error returned
+// (429 with Retry-After semantics when the queue is full, 400 context_length
+// for what can never fit, 503 when stopping). ids receives the engine ids.
+std::optional<api::api_error> submit_generation(server_context& ctx, const prepared_generation& g,
+                                                const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids);
+
+void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids);
+
+}  // namespace spate
