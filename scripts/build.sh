@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Configures and builds spate (Release) into build/. Idempotent and incremental.
+# Configures and builds spate (Release, -Wall -Wextra -Werror) into build/.
+# Idempotent and incremental. Uses ccache when it is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${SPATE_BUILD_DIR:-build}"
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPATE_WERROR=ON "${launcher[@]}" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"

@@ -8,7 +8,7 @@ APT_PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev libboost-program-options1.81-dev
   libspdlog-dev libfmt-dev libpcre2-dev libssl-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-jinja2 curl openssl dpkg-dev
+  python3-jinja2 curl openssl dpkg-dev ccache
 )
 
 missing=()

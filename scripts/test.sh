@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # All setup plus the full test suite, on a fresh machine: dependencies, the
-# default model, a Release build, the C++ tests (ctest) and the Python
-# integration tests (pytest) that drive the real binary.
+# default model, the layering check (no #include crosses a library boundary
+# the wrong way), a Release build with -Werror, the C++ tests (ctest) and the
+# Python integration tests (pytest) that drive the real binary.
+# SPATE_REQUIRE_TESTDATA=1: tests that need ../shared/testdata fail, instead
+# of skipping, when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 export SPATE_MODEL="$(bash scripts/fetch-model.sh)"
+python3 scripts/check_layering.py
 bash scripts/build.sh
 export SPATE_BIN="$PWD/build/spate"
+export SPATE_REQUIRE_TESTDATA=1
 (cd build && ctest --output-on-failure -j 2 --timeout 1200)
 python3 -m pytest -q tests/integration

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_api.h"
-#include "model/model_loader.h"
+#include "tokenizer/tokenizer.h"
 #include "server/api_router.h"
 #include "server/generation_submit.h"
 #include "protocol/logprobs_format.h"

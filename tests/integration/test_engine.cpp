@@ -77,6 +77,9 @@ class collector {
 };
 
 struct test_request {
+  test_request(std::vector<int32_t> prompt_, int32_t max_tokens_, float temperature_ = 0.0f,
+               std::optional<uint64_t> seed_ = std::nullopt)
+      : prompt(std::move(prompt_)), max_tokens(max_tokens_), temperature(temperature_), seed(seed_) {}
   std::vector<int32_t> prompt;
   int32_t max_tokens = 16;
   float temperature = 0.0f;

@@ -115,7 +115,9 @@ TEST(ReferenceLlamaCpp, LogitsWithinToleranceTeacherForced) {
             worst = std::max(worst, d);
             errs.push_back(d);
           }
-          if (st.margin > k_tie_margin) EXPECT_EQ(argmax(logits, n_vocab), st.token) << c.name << " step " << i;
+          if (st.margin > k_tie_margin) {
+            EXPECT_EQ(argmax(logits, n_vocab), st.token) << c.name << " step " << i;
+          }
         });
   }
   std::sort(errs.begin(), errs.end());
