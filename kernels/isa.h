@@ -12,7 +12,8 @@ namespace spate::kernels {
 //   scalar : portable C++ reference kernels, any x86-64.
 //   avx2   : AVX2 + FMA + F16C (OS saves YMM state).
 //   avx512 : avx2 plus AVX512F, AVX512BW, AVX512VL, AVX512_VNNI (OS saves
-//            ZMM/opmask state). Only the quantized matmuls have avx512
+//            ZMM/opmask state). Only the matmuls of the legacy quantized
+//            types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and attention have avx512
 //            kernels; everything else runs the avx2 kernels at this level.
 enum class isa_level { scalar = 0, avx2 = 1, avx512 = 2 };
 

@@ -9,7 +9,7 @@
 //   isum  = exact int32 dot (maddubs -> int16 partial sums -> madd by the
 //           int16 multipliers [1 or sub-block scales])
 //   acc   = fma(cvt(isum), d_w * d_a, acc)
-//   acc   = fma(m_w, s_a, acc)                 (types with a min term)
+//   acc   = fma(m_w, s_a, acc)                 (types with a min term; block_fma)
 // so results are bitwise independent of the row tiling (batch invariance).
 // Integer partial sums never overflow int16: |maddubs| pairs are bounded by
 // 2*15*127 (4-bit; 8 summed), 2*31*127 / 2*32*127 (5/6-bit; 4 summed),
@@ -17,9 +17,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx2.h"
 
 namespace spate::kernels::detail {
 namespace {
@@ -29,15 +29,6 @@ namespace {
 // spills the 16 ymm registers). Pure scheduling hint; no instructions.
 inline void pin(__m256i& v) { __asm__("" : "+x"(v)); }
 
-inline __m256i bcast32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-inline __m256 load_f16x8(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m128i load64(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
 
 // int16 pair (v, v) in each 32-bit lane from 8 int32 lanes.
@@ -45,14 +36,6 @@ inline __m256i pair16(__m256i v32) {
   return _mm256_or_si256(_mm256_and_si256(v32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(v32, 16));
 }
 
-// Bit J of each byte of H moved to bit 4 (other bits cleared).
-template <int J>
-inline __m256i q5_hbit(__m256i h) {
-  const __m256i hb = _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << J)));
-  if constexpr (J < 4) return _mm256_slli_epi16(hb, 4 - J);
-  else if constexpr (J == 4) return hb;
-  else return _mm256_srli_epi16(hb, J - 4);
-}
 // Bits 2T..2T+1 of each byte of H moved to bits 4..5 (other bits cleared).
 template <int T>
 inline __m256i q6_hbits(__m256i h) {
@@ -69,12 +52,6 @@ inline __m256i q6_hbits(__m256i h) {
 //                     only a couple of weight registers are live at a time.
 //   mult(b, h)      : int16 multipliers for vectors 4h..4h+3 (1 or the scales).
 //   scales(b,vd,vm) : per-column f32 scale and min of block b.
-template <int J>
-inline __m256i nibble_vec(const uint8_t* qs) {
-  const __m256i v = load256(qs + 32 * (J % 4));
-  if constexpr (J < 4) return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-  else return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
-}
 
 // Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region, otherwise
 // m = d * Min (Q4_0: -8, Q5_0: -16).
@@ -86,16 +63,10 @@ struct dec_legacy {
   const uint8_t* g;
   const group_layout* L;
   template <int J>
-  __m256i vec(int64_t b) const {
-    __m256i w = nibble_vec<J>(g + L->qs + 128 * b);
-    if constexpr (Bits == 5) w = _mm256_or_si256(w, q5_hbit<J>(load256(g + L->qh + 32 * b)));
-    return w;
-  }
+  __m256i vec(int64_t b) const { return quant_vec<Bits, J>(g, L->qs + 128 * b, L->qh + 32 * b); }
   __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->d + 16 * b);
-    if constexpr (Min == 0) vm = load_f16x8(g + L->m + 16 * b);
-    else vm = _mm256_mul_ps(vd, _mm256_set1_ps(static_cast<float>(Min)));
+    legacy_scales<Min>(g, L->d + 16 * b, L->m + 16 * b, vd, vm);
   }
 };
 
@@ -123,11 +94,7 @@ struct dec_k45 {
   const uint8_t* g;
   const group_layout* L;
   template <int J>
-  __m256i vec(int64_t b) const {
-    __m256i w = nibble_vec<J>(g + L->qs + 128 * b);
-    if constexpr (Bits == 5) w = _mm256_or_si256(w, q5_hbit<J>(load256(g + L->qh + 32 * b)));
-    return w;
-  }
+  __m256i vec(int64_t b) const { return quant_vec<Bits, J>(g, L->qs + 128 * b, L->qh + 32 * b); }
   __m256i mult(int64_t b, int) const { return pair16(_mm256_cvtepu8_epi32(load64(g + L->sc + 8 * b))); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->sd + 16 * (b / 8));
@@ -164,9 +131,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch of a later group's record (pf == nullptr: none), spread over the blocks.
-    if (pf != nullptr)
-      for (int64_t i = 0; i < pf_lines_per_block; ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + (b * pf_lines_per_block + i) * 64), _MM_HINT_T0);
+    prefetch_block(pf, b, pf_lines_per_block);
     __m256i s16[R], isum[R];
     // One weight vector J: applied to all R rows (int16 partial sums), folded into int32 every chunk.
     auto step = [&]<int J>() {
@@ -192,35 +157,13 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
         }
       }
     };
-    step.template operator()<0>();
-    step.template operator()<1>();
-    step.template operator()<2>();
-    step.template operator()<3>();
-    step.template operator()<4>();
-    step.template operator()<5>();
-    step.template operator()<6>();
-    step.template operator()<7>();
+    for_each_vec(step);
     __m256 vd, vm;
     dec.scales(b, vd, vm);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m256 scale = _mm256_mul_ps(vd, _mm256_set1_ps(a[r].d[b]));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), scale, acc[r]);
-      if constexpr (Dec::has_min) acc[r] = _mm256_fmadd_ps(vm, _mm256_set1_ps(a[r].s[b]), acc[r]);
-    }
+    for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
-}
-
-// Writes the lanes of v that fall in [c_lo, c_hi) (group starts at column c0) to yrow.
-inline void store_cols(float* yrow, int64_t c0, int64_t c_lo, int64_t c_hi, __m256 v) {
-  if (c_lo == c0 && c_hi == c0 + 8) {
-    _mm256_storeu_ps(yrow + c0, v);
-    return;
-  }
-  alignas(32) float tmp[8];
-  _mm256_store_ps(tmp, v);
-  for (int64_t c = c_lo; c < c_hi; ++c) yrow[c] = tmp[c - c0];
 }
 
 template <class Dec, int R>
@@ -386,12 +329,9 @@ void run_float(const packed_weight& w, const void* act, int64_t n_rows, float* y
 
 void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
                  int64_t col_end) {
+  auto run_legacy = [&]<class Dec>() { run_quant<Dec>(w, act, n_rows, y, ldy, col_begin, col_end); };
+  if (with_legacy_decoder<dec_legacy, dec_q8_0>(w.type(), run_legacy)) return;
   switch (w.type()) {
-    case ggml_type::q4_0: return run_quant<dec_legacy<4, -8>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q4_1: return run_quant<dec_legacy<4, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q5_0: return run_quant<dec_legacy<5, -16>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q5_1: return run_quant<dec_legacy<5, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q8_0: return run_quant<dec_q8_0>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);

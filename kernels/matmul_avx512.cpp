@@ -10,7 +10,8 @@
 // c of isum[r] is the exact int32 dot of column c with row r. Rows with few
 // siblings split their chain over two accumulators (even / odd J) to cover the
 // dpbusd latency; integer sums are exact, so the split changes nothing.
-// The float part per (row, block) is exactly the avx2 kernel's sequence
+// The float part per (row, block) is the avx2 kernel's sequence (block_fma of
+// simd_avx2.h, shared by both files):
 //   acc = fma(cvt(isum), d_w * d_a, acc)
 //   acc = fma(m_w, s_a, acc)                 (types with a min term)
 // so results are bitwise equal to matmul_avx2 and independent of the row
@@ -25,39 +26,13 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx2.h"
 
 namespace spate::kernels::detail {
 namespace {
-
-inline __m256i bcast32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-inline __m256 load_f16x8(const uint8_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-inline __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
-
-// Bit J of each byte of H moved to bit 4 (other bits cleared).
-template <int J>
-inline __m256i q5_hbit(__m256i h) {
-  const __m256i hb = _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << J)));
-  if constexpr (J < 4) return _mm256_slli_epi16(hb, 4 - J);
-  else if constexpr (J == 4) return hb;
-  else return _mm256_srli_epi16(hb, J - 4);
-}
-
-template <int J>
-inline __m256i nibble_vec(const uint8_t* qs) {
-  const __m256i v = load256(qs + 32 * (J % 4));
-  if constexpr (J < 4) return _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-  else return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
-}
 
 // Decoders over one column group g laid out per L:
 //   vec<J>(b)       : weight vector J (0..7) of block b as UNSIGNED bytes
@@ -72,15 +47,9 @@ struct dec_legacy {
   const uint8_t* g;
   const group_layout* L;
   template <int J>
-  __m256i vec(int64_t b) const {
-    __m256i w = nibble_vec<J>(g + L->qs + 128 * b);
-    if constexpr (Bits == 5) w = _mm256_or_si256(w, q5_hbit<J>(load256(g + L->qh + 32 * b)));
-    return w;
-  }
+  __m256i vec(int64_t b) const { return quant_vec<Bits, J>(g, L->qs + 128 * b, L->qh + 32 * b); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->d + 16 * b);
-    if constexpr (Min == 0) vm = load_f16x8(g + L->m + 16 * b);
-    else vm = _mm256_mul_ps(vd, _mm256_set1_ps(static_cast<float>(Min)));
+    legacy_scales<Min>(g, L->d + 16 * b, L->m + 16 * b, vd, vm);
   }
 };
 
@@ -118,9 +87,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch of a later group's record (pf == nullptr: none), spread over the blocks.
-    if (pf != nullptr)
-      for (int64_t i = 0; i < pf_lines_per_block; ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + (b * pf_lines_per_block + i) * 64), _MM_HINT_T0);
+    prefetch_block(pf, b, pf_lines_per_block);
     __m256i is[C][R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -134,36 +101,16 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
       for (int r = 0; r < R; ++r)
         is[J % C][r] = _mm256_dpbusd_epi32(is[J % C][r], w, bcast32(a[r].qs + 32 * b + 4 * J));
     };
-    step.template operator()<0>();
-    step.template operator()<1>();
-    step.template operator()<2>();
-    step.template operator()<3>();
-    step.template operator()<4>();
-    step.template operator()<5>();
-    step.template operator()<6>();
-    step.template operator()<7>();
+    for_each_vec(step);
     __m256 vd, vm;
     dec.scales(b, vd, vm);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const __m256i isum = C == 2 ? _mm256_add_epi32(is[0][r], is[C - 1][r]) : is[0][r];
-      const __m256 scale = _mm256_mul_ps(vd, _mm256_set1_ps(a[r].d[b]));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[r]);
-      if constexpr (Dec::has_min) acc[r] = _mm256_fmadd_ps(vm, _mm256_set1_ps(a[r].s[b]), acc[r]);
+      acc[r] = block_fma<Dec::has_min>(acc[r], isum, vd, vm, a[r].d[b], a[r].s[b]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
-}
-
-// Writes the lanes of v that fall in [c_lo, c_hi) (group starts at column c0) to yrow.
-inline void store_cols(float* yrow, int64_t c0, int64_t c_lo, int64_t c_hi, __m256 v) {
-  if (c_lo == c0 && c_hi == c0 + 8) {
-    _mm256_storeu_ps(yrow + c0, v);
-    return;
-  }
-  alignas(32) float tmp[8];
-  _mm256_store_ps(tmp, v);
-  for (int64_t c = c_lo; c < c_hi; ++c) yrow[c] = tmp[c - c0];
 }
 
 // Rows [r, r+R) x one group. bias: the bias table of the row chunk, row r at bias + (r - r_chunk) * nb.
@@ -274,14 +221,9 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
 
 void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
                    int64_t col_end) {
-  switch (w.type()) {
-    case ggml_type::q4_0: return run_quant<dec_legacy<4, -8>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q4_1: return run_quant<dec_legacy<4, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q5_0: return run_quant<dec_legacy<5, -16>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q5_1: return run_quant<dec_legacy<5, 0>>(w, act, n_rows, y, ldy, col_begin, col_end);
-    case ggml_type::q8_0: return run_quant<dec_q8_0>(w, act, n_rows, y, ldy, col_begin, col_end);
-    default: return;
-  }
+  // Other types never reach this level's kernel (has_avx512_kernel); they are left untouched.
+  with_legacy_decoder<dec_legacy, dec_q8_0>(
+      w.type(), [&]<class Dec>() { run_quant<Dec>(w, act, n_rows, y, ldy, col_begin, col_end); });
 }
 
 }  // namespace spate::kernels::detail

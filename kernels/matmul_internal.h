@@ -102,6 +102,22 @@ struct group_layout {
 // Precondition: type supported and n_in a multiple of its block size.
 group_layout layout_of(ggml_type type, int64_t n_in);
 
+// Legacy 32-block decoders of the SIMD kernels: calls f.template operator()<Dec>()
+// with Dec = Legacy<Bits, Min> for Q4_0 <4, -8>, Q4_1 <4, 0>, Q5_0 <5, -16>,
+// Q5_1 <5, 0> (Min != 0: the block min is d * Min), or Q8 for Q8_0, and returns
+// true; returns false (f not called) for any other type.
+template <template <int, int> class Legacy, class Q8, class F>
+bool with_legacy_decoder(ggml_type t, F&& f) {
+  switch (t) {
+    case ggml_type::q4_0: f.template operator()<Legacy<4, -8>>(); return true;
+    case ggml_type::q4_1: f.template operator()<Legacy<4, 0>>(); return true;
+    case ggml_type::q5_0: f.template operator()<Legacy<5, -16>>(); return true;
+    case ggml_type::q5_1: f.template operator()<Legacy<5, 0>>(); return true;
+    case ggml_type::q8_0: f.template operator()<Q8>(); return true;
+    default: return false;
+  }
+}
+
 // Fills dst (layout_of(type, n_in).stride * ceil(n_out/8) bytes, zero-initialised by the caller)
 // from GGUF rows at src. Pure, single-threaded.
 void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in, uint8_t* dst);

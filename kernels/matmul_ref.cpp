@@ -1,7 +1,7 @@
 // Scalar reference matmul and activation quantization (isa_level::scalar).
 // Reads the GGUF layout directly (packed_weight points at the caller's data).
 // The per-output math is the one described in matmul_internal.h, in the same
-// order as the AVX2 kernels: per block an exact integer dot product, then
+// order as the AVX2 and AVX-512 kernels: per block an exact integer dot product, then
 //   acc = fma(float(isum), d_w * d_a, acc);  [acc = fma(m_w, s_a, acc);]
 #include <algorithm>
 #include <cmath>

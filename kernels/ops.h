@@ -2,7 +2,9 @@
 // activation, softmax, paged KV cache store and attention, residual add.
 //
 // Every op exists as a scalar reference (ops_ref.cpp) and an AVX2+FMA+F16C
-// version (ops_avx2.cpp); ops() returns the table for active_isa().
+// version (ops_avx2.cpp); attention also has an AVX-512 version (ops_avx512.cpp),
+// which the avx512 level's table uses with the avx2 versions of the other ops.
+// ops() returns the table for active_isa().
 //
 // Contracts shared by all ops:
 //  * Thread-safety: every function is pure with respect to its arguments (no
@@ -65,6 +67,7 @@ void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_
 int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx);
 
 const ops_table& ops();                       // for active_isa()
-const ops_table& ops_for(isa_level level);    // for tests; requires cpu_supports(level); avx512 gives the avx2 table
+// For tests and benchmarks; requires cpu_supports(level). avx512: the avx2 table with the AVX-512 attention.
+const ops_table& ops_for(isa_level level);
 
 }  // namespace spate::kernels

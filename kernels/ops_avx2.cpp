@@ -10,72 +10,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 
-#include "kernels/fp16.h"
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
+#include "kernels/ops_simd_avx2.h"
+#include "kernels/simd_avx2.h"
 
-namespace spate::kernels {
+namespace spate::kernels::detail {
 namespace {
-
-// Lanes [0, r) set, for masked loads/stores of a tail of r < 8 floats.
-inline __m256i tail_mask(int64_t r) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(r)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-// Horizontal sum, fixed order: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)).
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// Lane j of the result = sum of the lanes of a[j] (fixed pairwise order).
-inline __m256 hsum8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5, __m256 a6, __m256 a7) {
-  const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-  const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-// exp(x) for all floats: Cody-Waite reduction x = n*ln2 + r, |r| <= ln2/2,
-// degree-7 Taylor polynomial for exp(r) (truncation error < 0.1 ulp), then
-// scaling by 2^n in two steps so that subnormal results round once.
-// exp(-inf) = 0, exp(+inf) = inf, NaN propagates. Max error ~1 ulp.
-inline __m256 exp_ps(__m256 x) {
-  // min/max keep the second operand when one is NaN, so NaN passes through.
-  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 high part, exact product
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);       // ln2 - 0.693359375
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  // n in [-150, 128]: split into two halves, each a normal power of two.
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i n1 = _mm256_srai_epi32(ni, 1);
-  const __m256i n2 = _mm256_sub_epi32(ni, n1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
-}
 
 // ---------------------------------------------------------------- rms_norm
 void rms_norm_avx2(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -201,56 +144,6 @@ void add_avx2(float* y, const float* x, int64_t n) {
 }
 
 // ---------------------------------------------------------------- softmax
-// Max of x[0..n), n >= 1.
-float max_of(const float* x, int64_t n) {
-  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  __m256 m0 = ninf, m1 = ninf;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
-  }
-  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
-  if (i < n) {
-    const __m256i m = tail_mask(n - i);
-    m1 = _mm256_max_ps(m1, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)));
-  }
-  return hmax(_mm256_max_ps(m0, m1));
-}
-
-// x[i] = exp(x[i] - mx) for i < n; returns the sum (fixed order). When
-// pad_to_8 is set, the lanes of the last partial vector past n are written
-// as 0 (caller guarantees room up to round_up(n, 8)).
-float exp_shift_sum(float* x, int64_t n, float mx, bool pad_to_8) {
-  const __m256 mv = _mm256_set1_ps(mx);
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m256 e0 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
-    const __m256 e1 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv));
-    _mm256_storeu_ps(x + i, e0);
-    _mm256_storeu_ps(x + i + 8, e1);
-    s0 = _mm256_add_ps(s0, e0);
-    s1 = _mm256_add_ps(s1, e1);
-  }
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e0 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
-    _mm256_storeu_ps(x + i, e0);
-    s0 = _mm256_add_ps(s0, e0);
-  }
-  if (i < n) {
-    const __m256i m = tail_mask(n - i);
-    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mv)), _mm256_castsi256_ps(m));
-    if (pad_to_8) {
-      _mm256_storeu_ps(x + i, e);
-    } else {
-      _mm256_maskstore_ps(x + i, m, e);
-    }
-    s1 = _mm256_add_ps(s1, e);
-  }
-  return hsum(_mm256_add_ps(s0, s1));
-}
-
 void scale_inplace(float* x, int64_t n, float f) {
   const __m256 fv = _mm256_set1_ps(f);
   int64_t i = 0;
@@ -269,14 +162,6 @@ void softmax_avx2(float* x, int64_t n) {
 }
 
 // ---------------------------------------------------------------- f16 rows
-inline void f16_row_to_f32(const uint16_t* h, float* f, int32_t n) {
-  int32_t d = 0;
-  for (; d + 8 <= n; d += 8) {
-    _mm256_storeu_ps(f + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + d))));
-  }
-  for (; d < n; ++d) f[d] = _cvtsh_ss(h[d]);
-}
-
 inline void f32_row_to_f16(const float* f, uint16_t* h, int64_t n) {
   int64_t d = 0;
   for (; d + 8 <= n; d += 8) {
@@ -288,7 +173,7 @@ inline void f32_row_to_f16(const float* f, uint16_t* h, int64_t n) {
 
 void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k,
                    const float* v) {
-  const int64_t at = detail::kv_row_index(kv, block, kv_head, slot);
+  const int64_t at = kv_row_index(kv, block, kv_head, slot);
   if (kv.dtype == kv_dtype::f32) {
     std::memcpy(static_cast<float*>(kv.k) + at, k, sizeof(float) * kv.head_dim);
     std::memcpy(static_cast<float*>(kv.v) + at, v, sizeof(float) * kv.head_dim);
@@ -309,11 +194,11 @@ void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t
 //     32 dims so all accumulators stay in registers and each V element is
 //     loaded (and converted) once per head tile.
 
-// Loads 8 K elements [at, at + 8) of a pool as floats.
+// 8 elements [at, at + 8) of a KV pool (fp16 halves if F16, else floats) as floats. Unaligned.
 template <bool F16>
-inline __m256 load_k8(const void* pool, int64_t at) {
+inline __m256 load_kv8(const void* pool, int64_t at) {
   if constexpr (F16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(pool) + at)));
+    return load_f16x8(reinterpret_cast<const uint8_t*>(static_cast<const uint16_t*>(pool) + at));
   } else {
     return _mm256_loadu_ps(static_cast<const float*>(pool) + at);
   }
@@ -350,7 +235,7 @@ inline void score_tile(const float* q, int32_t hd, int32_t hdv, const void* kpoo
   for (int32_t d = 0; d < hdv; d += 8) {
     #pragma GCC unroll 16
     for (int j = 0; j < NP; ++j) {
-      const __m256 k = load_k8<F16>(kpool, rows[j] + d);
+      const __m256 k = load_kv8<F16>(kpool, rows[j] + d);
       #pragma GCC unroll 16
       for (int h = 0; h < HT; ++h) acc[h][j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + d), k, acc[h][j]);
     }
@@ -359,8 +244,7 @@ inline void score_tile(const float* q, int32_t hd, int32_t hdv, const void* kpoo
   for (int h = 0; h < HT; ++h) {
     float* o = out + h * stride;
     if constexpr (NP == 8) {
-      _mm256_storeu_ps(o, _mm256_mul_ps(hsum8(acc[h][0], acc[h][1], acc[h][2], acc[h][3], acc[h][4], acc[h][5],
-                                              acc[h][6], acc[h][7]),
+      _mm256_storeu_ps(o, _mm256_mul_ps(hsum8(acc[h]),
                                         _mm256_set1_ps(scale)));
     } else {
       static_assert(NP == 4);
@@ -401,135 +285,96 @@ void scores_for_rows(const float* q, int32_t n_group, int32_t hd, const void* kp
     }
     return;
   }
-  int32_t g = 0;
   if constexpr (NP == 8) {
-    for (; g < n_group; ++g) score_tile<1, 8, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
+    for (int32_t g = 0; g < n_group; ++g)
+      score_tile<1, 8, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
   } else {
-    for (; g + 3 <= n_group; g += 3) score_tile<3, 4, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
-    if (n_group - g == 2) score_tile<2, 4, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
-    if (n_group - g == 1) score_tile<1, 4, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
+    for_head_tiles(n_group, [&]<int HT>(int32_t g) {
+      score_tile<HT, 4, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
+    });
   }
 }
 
-// Pass 1: scores[g * stride + p] = scale * q_g . k_p for p < n_ctx (lanes up
-// to the next multiple of 4 or 8 past n_ctx hold junk; pass 2 zeroes them).
-template <bool F16>
-void attention_scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t n_ctx, float scale, float* scores, int64_t stride) {
-  const int32_t hd = kv.head_dim;
-  // One head per call: 8 rows x 1 head; otherwise 4 rows x up to 3 heads.
-  const int32_t np = n_group == 1 ? 8 : 4;
-  int32_t blk = 0, slot = 0;
-  for (int32_t p0 = 0; p0 < n_ctx; p0 += np) {
-    const int32_t r = std::min(np, n_ctx - p0);
-    int64_t rows[8];
-    for (int32_t j = 0; j < r; ++j) {
-      rows[j] = detail::kv_row_index(kv, block_table[blk], kv_head, slot);
-      if (++slot == kv.block_size) {
-        slot = 0;
-        ++blk;
+// Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
+struct avx2_attention {
+  // Pass 1: dst[g * stride + p] = scale * q_g . k_p for p < n_ctx (lanes up
+  // to the next multiple of 4 or 8 past n_ctx hold junk; pass 2 zeroes them).
+  // Kept out of line: inlined into attention_passes, GCC 12 spills the K row
+  // pointers of the score tiles (f16 KV attention measured ~12% slower).
+  template <bool F16>
+  __attribute__((noinline)) static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
+                     const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
+    const int32_t hd = kv.head_dim;
+    // One head per call: 8 rows x 1 head; otherwise 4 rows x up to 3 heads.
+    const int32_t np = n_group == 1 ? 8 : 4;
+    int32_t blk = 0, slot = 0;
+    for (int32_t p0 = 0; p0 < n_ctx; p0 += np) {
+      int64_t rows[8];
+      next_kv_rows(kv, kv_head, block_table, std::min(np, n_ctx - p0), np, blk, slot, rows);
+      if (np == 8) {
+        scores_for_rows<8, F16>(q, n_group, hd, kv.k, rows, scale, dst + p0, stride);
+      } else {
+        scores_for_rows<4, F16>(q, n_group, hd, kv.k, rows, scale, dst + p0, stride);
       }
     }
-    for (int32_t j = r; j < np; ++j) rows[j] = rows[0];  // junk lanes past n_ctx
-    if (np == 8) {
-      scores_for_rows<8, F16>(q, n_group, hd, kv.k, rows, scale, scores + p0, stride);
-    } else {
-      scores_for_rows<4, F16>(q, n_group, hd, kv.k, rows, scale, scores + p0, stride);
-    }
   }
-}
 
-// out[h][d0 .. d0 + 8*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.
-template <int HT, int DC, bool F16>
-void attention_v_tile(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t n_ctx, int32_t d0, const float* inv, float* out) {
-  __m256 acc[HT][DC];
-  #pragma GCC unroll 16
-  for (int h = 0; h < HT; ++h)
+  // out[h][d0 .. d0 + 8*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.
+  template <int HT, int DC, bool F16>
+  static void v_tile(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
+                     const int32_t* block_table, int32_t n_ctx, int32_t d0, const float* inv, float* out) {
+    __m256 acc[HT][DC];
     #pragma GCC unroll 16
-    for (int c = 0; c < DC; ++c) acc[h][c] = _mm256_setzero_ps();
-  const int32_t hd = kv.head_dim;
-  int32_t p = 0;
-  for (int32_t b = 0; p < n_ctx; ++b) {
-    int64_t at = detail::kv_row_index(kv, block_table[b], kv_head, 0) + d0;
-    const int32_t end = std::min(n_ctx, p + kv.block_size);
-    for (; p < end; ++p, at += hd) {
+    for (int h = 0; h < HT; ++h)
+      #pragma GCC unroll 16
+      for (int c = 0; c < DC; ++c) acc[h][c] = _mm256_setzero_ps();
+    const int32_t hd = kv.head_dim;
+    for_each_kv_pos(kv, kv_head, block_table, n_ctx, d0, [&](int32_t p, int64_t at) {
       // Weights first, then one V vector at a time: HT*DC + HT + 1 <= 16 registers.
       __m256 wv[HT];
       #pragma GCC unroll 16
       for (int h = 0; h < HT; ++h) wv[h] = _mm256_broadcast_ss(w + h * stride + p);
       #pragma GCC unroll 16
       for (int c = 0; c < DC; ++c) {
-        const __m256 v = load_k8<F16>(kv.v, at + 8 * c);
+        const __m256 v = load_kv8<F16>(kv.v, at + 8 * c);
         #pragma GCC unroll 16
         for (int h = 0; h < HT; ++h) acc[h][c] = _mm256_fmadd_ps(wv[h], v, acc[h][c]);
       }
-    }
-  }
-  #pragma GCC unroll 16
-  for (int h = 0; h < HT; ++h) {
-    const __m256 iv = _mm256_set1_ps(inv[h]);
+    });
     #pragma GCC unroll 16
-    for (int c = 0; c < DC; ++c) _mm256_storeu_ps(out + static_cast<int64_t>(h) * hd + d0 + 8 * c, _mm256_mul_ps(acc[h][c], iv));
-  }
-}
-
-// Dims [hdv, hd) that do not fill a vector, scalar, same order as the vector path.
-template <bool F16>
-void attention_v_tail(const float* w, int64_t stride, int32_t n_head, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t n_ctx, int32_t d, const float* inv, float* out) {
-  const int32_t hd = kv.head_dim;
-  for (int32_t h = 0; h < n_head; ++h) {
-    float acc = 0.0f;
-    int32_t p = 0;
-    for (int32_t b = 0; p < n_ctx; ++b) {
-      int64_t at = detail::kv_row_index(kv, block_table[b], kv_head, 0) + d;
-      const int32_t end = std::min(n_ctx, p + kv.block_size);
-      for (; p < end; ++p, at += hd) acc = std::fma(w[h * stride + p], load_1<F16>(kv.v, at), acc);
+    for (int h = 0; h < HT; ++h) {
+      const __m256 iv = _mm256_set1_ps(inv[h]);
+      #pragma GCC unroll 16
+      for (int c = 0; c < DC; ++c)
+        _mm256_storeu_ps(out + static_cast<int64_t>(h) * hd + d0 + 8 * c, _mm256_mul_ps(acc[h][c], iv));
     }
-    out[static_cast<int64_t>(h) * hd + d] = acc * inv[h];
   }
-}
 
-template <int HT, bool F16>
-void attention_v_heads(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
-                       const int32_t* block_table, int32_t n_ctx, const float* inv, float* out) {
-  const int32_t hd = kv.head_dim;
-  const int32_t hdv = hd & ~7;
-  int32_t d = 0;
-  for (; d + 32 <= hdv; d += 32) attention_v_tile<HT, 4, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
-  for (; d + 8 <= hdv; d += 8) attention_v_tile<HT, 1, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
-  for (; d < hd; ++d) attention_v_tail<F16>(w, stride, HT, kv, kv_head, block_table, n_ctx, d, inv, out);
-}
+  // Dims [hdv, hd) that do not fill a vector, scalar, same order as the vector path.
+  template <bool F16>
+  static void v_tail(const float* w, int64_t stride, int32_t n_head, const paged_kv_view& kv, int32_t kv_head,
+                     const int32_t* block_table, int32_t n_ctx, int32_t d, const float* inv, float* out) {
+    const int32_t hd = kv.head_dim;
+    for (int32_t h = 0; h < n_head; ++h) {
+      float acc = 0.0f;
+      for_each_kv_pos(kv, kv_head, block_table, n_ctx, d, [&](int32_t p, int64_t at) {
+        acc = std::fma(w[h * stride + p], load_1<F16>(kv.v, at), acc);
+      });
+      out[static_cast<int64_t>(h) * hd + d] = acc * inv[h];
+    }
+  }
 
-template <bool F16>
-void attention_impl(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                    const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
-  const int64_t stride = detail::attention_scores_stride(n_ctx);
-  const int32_t hd = kv.head_dim;
-  attention_scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride);
-  float inv_stack[64];
-  std::unique_ptr<float[]> inv_heap;
-  float* inv = inv_stack;
-  if (n_group > 64) {
-    inv_heap.reset(new float[n_group]);
-    inv = inv_heap.get();
+  template <int HT, bool F16>
+  static void v_heads(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
+                      const int32_t* block_table, int32_t n_ctx, const float* inv, float* out) {
+    const int32_t hd = kv.head_dim;
+    const int32_t hdv = hd & ~7;
+    int32_t d = 0;
+    for (; d + 32 <= hdv; d += 32) v_tile<HT, 4, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+    for (; d + 8 <= hdv; d += 8) v_tile<HT, 1, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+    for (; d < hd; ++d) v_tail<F16>(w, stride, HT, kv, kv_head, block_table, n_ctx, d, inv, out);
   }
-  for (int32_t g = 0; g < n_group; ++g) {
-    float* sg = scratch + g * stride;
-    const float mx = max_of(sg, n_ctx);
-    inv[g] = 1.0f / exp_shift_sum(sg, n_ctx, mx, true);
-  }
-  int32_t g = 0;
-  for (; g + 3 <= n_group; g += 3) {
-    attention_v_heads<3, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv + g, out + static_cast<int64_t>(g) * hd);
-  }
-  if (n_group - g == 2) {
-    attention_v_heads<2, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv + g, out + static_cast<int64_t>(g) * hd);
-  } else if (n_group - g == 1) {
-    attention_v_heads<1, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv + g, out + static_cast<int64_t>(g) * hd);
-  }
-}
+};
 
 void attention_avx2(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                     const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
@@ -537,16 +382,10 @@ void attention_avx2(const float* q, int32_t n_group, const paged_kv_view& kv, in
     std::memset(out, 0, sizeof(float) * n_group * kv.head_dim);
     return;
   }
-  if (kv.dtype == kv_dtype::f16) {
-    attention_impl<true>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
-  } else {
-    attention_impl<false>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
-  }
+  attention_passes<avx2_attention>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
 }
 
 }  // namespace
-
-namespace detail {
 
 const ops_table& ops_avx2_table() {
   static const ops_table table{rms_norm_avx2, rope_avx2,      swiglu_avx2, softmax_avx2,
@@ -562,9 +401,6 @@ void f16c_to_f32(const uint16_t* h, float* f, int64_t n) {
 
 void f16c_from_f32(const float* f, uint16_t* h, int64_t n) { f32_row_to_f16(f, h, n); }
 
-float max_of_avx2(const float* x, int64_t n) { return max_of(x, n); }
-float exp_shift_sum_avx2(float* x, int64_t n, float mx, bool pad_to_8) { return exp_shift_sum(x, n, mx, pad_to_8); }
-
 void exp_avx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_ps(_mm256_loadu_ps(x + i)));
@@ -574,5 +410,4 @@ void exp_avx2(const float* x, float* y, int64_t n) {
   }
 }
 
-}  // namespace detail
-}  // namespace spate::kernels
+}  // namespace spate::kernels::detail

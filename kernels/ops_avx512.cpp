@@ -11,7 +11,8 @@
 //      Per score: lane l accumulates dims l, l+16, l+32, ... in order (one
 //      FMA chain), then the 16 lanes are folded lo+hi into 8 and summed in
 //      the fixed hadd order of hsum8x8 below.
-//   2. per head: max, w = exp(s - max) in place, sum (the avx2 helpers).
+//   2. per head: max, w = exp(s - max) in place, sum (softmax_heads of
+//      ops_simd_avx2.h, shared with the avx2 kernel).
 //   3. out_g = (sum_p w[g][p] v_p) / sum_g: per tile of <= 3 heads and <= 64
 //      dims, one FMA chain per (head, 16 dims) over p in order.
 //
@@ -26,11 +27,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
-#include <memory>
 
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
+#include "kernels/ops_simd_avx2.h"
+#include "kernels/simd_avx2.h"
 
 namespace spate::kernels::detail {
 namespace {
@@ -44,8 +45,8 @@ inline __m512 load16(const void* pool, int64_t at) {
   }
 }
 
-// Lane j of the result = sum of the 16 lanes of a[j]: lo256 + hi256, then
-// pairwise hadds; the order depends only on j's lane layout, never on the tile.
+// Lane j of the result = sum of the 16 lanes of a[j]: lo256 + hi256, then the
+// pairwise hadds of hsum8; the order depends only on j's lane layout, never on the tile.
 inline __m256 hsum8x8(const __m512* a) {
   __m256 h[8];
   #pragma GCC unroll 8
@@ -53,11 +54,7 @@ inline __m256 hsum8x8(const __m512* a) {
     h[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]),
                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
   }
-  const __m256 t0 = _mm256_hadd_ps(h[0], h[1]), t1 = _mm256_hadd_ps(h[2], h[3]);
-  const __m256 t2 = _mm256_hadd_ps(h[4], h[5]), t3 = _mm256_hadd_ps(h[6], h[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  // u0 = [s0lo s1lo s2lo s3lo | s0hi s1hi s2hi s3hi], u1 likewise for 4..7.
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  return hsum8(h);
 }
 
 // scores of HT heads (q rows q + h*hd) against the 8 K rows at element offsets
@@ -86,50 +83,35 @@ inline void score_tile(const float* q, int32_t hd, const void* kpool, const int6
   for (int h = 0; h < HT; ++h) _mm256_storeu_ps(out + h * stride, _mm256_mul_ps(hsum8x8(acc[h]), sv));
 }
 
-// Pass 1 for all n_group heads. Lanes past n_ctx (up to the next multiple of
-// 8, inside the scores stride) hold junk that pass 2 zeroes.
-template <bool F16>
-void attention_scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t n_ctx, float scale, float* scores, int64_t stride) {
-  const int32_t hd = kv.head_dim;
-  int32_t blk = 0, slot = 0;
-  for (int32_t p0 = 0; p0 < n_ctx; p0 += 8) {
-    const int32_t r = std::min(8, n_ctx - p0);
-    int64_t rows[8];
-    for (int32_t j = 0; j < r; ++j) {
-      rows[j] = kv_row_index(kv, block_table[blk], kv_head, slot);
-      if (++slot == kv.block_size) {
-        slot = 0;
-        ++blk;
-      }
-    }
-    for (int32_t j = r; j < 8; ++j) rows[j] = rows[0];  // junk lanes past n_ctx
-    int32_t g = 0;
-    for (; g + 3 <= n_group; g += 3)
-      score_tile<3, F16>(q + static_cast<int64_t>(g) * hd, hd, kv.k, rows, scale, scores + g * stride + p0, stride);
-    if (n_group - g == 2) {
-      score_tile<2, F16>(q + static_cast<int64_t>(g) * hd, hd, kv.k, rows, scale, scores + g * stride + p0, stride);
-    } else if (n_group - g == 1) {
-      score_tile<1, F16>(q + static_cast<int64_t>(g) * hd, hd, kv.k, rows, scale, scores + g * stride + p0, stride);
+// Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
+struct avx512_attention {
+  // Pass 1 for all n_group heads. Lanes past n_ctx (up to the next multiple of
+  // 8, inside the scores stride) hold junk that pass 2 zeroes.
+  template <bool F16>
+  static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
+                     const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
+    const int32_t hd = kv.head_dim;
+    int32_t blk = 0, slot = 0;
+    for (int32_t p0 = 0; p0 < n_ctx; p0 += 8) {
+      int64_t rows[8];
+      next_kv_rows(kv, kv_head, block_table, std::min(8, n_ctx - p0), 8, blk, slot, rows);
+      for_head_tiles(n_group, [&]<int HT>(int32_t g) {
+        score_tile<HT, F16>(q + static_cast<int64_t>(g) * hd, hd, kv.k, rows, scale, dst + g * stride + p0, stride);
+      });
     }
   }
-}
 
-// out[h][d0 .. d0 + 16*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.
-template <int HT, int DC, bool F16>
-void v_tile(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
-            int32_t n_ctx, int32_t d0, const float* inv, float* out) {
-  __m512 acc[HT][DC];
-  #pragma GCC unroll 16
-  for (int h = 0; h < HT; ++h)
-    #pragma GCC unroll 4
-    for (int c = 0; c < DC; ++c) acc[h][c] = _mm512_setzero_ps();
-  const int32_t hd = kv.head_dim;
-  int32_t p = 0;
-  for (int32_t b = 0; p < n_ctx; ++b) {
-    int64_t at = kv_row_index(kv, block_table[b], kv_head, 0) + d0;
-    const int32_t end = std::min(n_ctx, p + kv.block_size);
-    for (; p < end; ++p, at += hd) {
+  // out[h][d0 .. d0 + 16*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.
+  template <int HT, int DC, bool F16>
+  static void v_tile(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
+                     const int32_t* block_table, int32_t n_ctx, int32_t d0, const float* inv, float* out) {
+    __m512 acc[HT][DC];
+    #pragma GCC unroll 16
+    for (int h = 0; h < HT; ++h)
+      #pragma GCC unroll 4
+      for (int c = 0; c < DC; ++c) acc[h][c] = _mm512_setzero_ps();
+    const int32_t hd = kv.head_dim;
+    for_each_kv_pos(kv, kv_head, block_table, n_ctx, d0, [&](int32_t p, int64_t at) {
       __m512 wv[HT];
       #pragma GCC unroll 4
       for (int h = 0; h < HT; ++h) wv[h] = _mm512_set1_ps(w[h * stride + p]);
@@ -139,52 +121,25 @@ void v_tile(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_
         #pragma GCC unroll 4
         for (int h = 0; h < HT; ++h) acc[h][c] = _mm512_fmadd_ps(wv[h], v, acc[h][c]);
       }
+    });
+    #pragma GCC unroll 4
+    for (int h = 0; h < HT; ++h) {
+      const __m512 iv = _mm512_set1_ps(inv[h]);
+      #pragma GCC unroll 4
+      for (int c = 0; c < DC; ++c)
+        _mm512_storeu_ps(out + static_cast<int64_t>(h) * hd + d0 + 16 * c, _mm512_mul_ps(acc[h][c], iv));
     }
   }
-  #pragma GCC unroll 4
-  for (int h = 0; h < HT; ++h) {
-    const __m512 iv = _mm512_set1_ps(inv[h]);
-    #pragma GCC unroll 4
-    for (int c = 0; c < DC; ++c)
-      _mm512_storeu_ps(out + static_cast<int64_t>(h) * hd + d0 + 16 * c, _mm512_mul_ps(acc[h][c], iv));
-  }
-}
 
-template <int HT, bool F16>
-void v_heads(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
-             int32_t n_ctx, const float* inv, float* out) {
-  const int32_t hd = kv.head_dim;
-  int32_t d = 0;
-  for (; d + 64 <= hd; d += 64) v_tile<HT, 4, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
-  for (; d < hd; d += 16) v_tile<HT, 1, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
-}
-
-template <bool F16>
-void attention_impl(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                    const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
-  const int64_t stride = attention_scores_stride(n_ctx);
-  const int32_t hd = kv.head_dim;
-  attention_scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride);
-  float inv_stack[64];
-  std::unique_ptr<float[]> inv_heap;
-  float* inv = inv_stack;
-  if (n_group > 64) {
-    inv_heap.reset(new float[n_group]);
-    inv = inv_heap.get();
+  template <int HT, bool F16>
+  static void v_heads(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
+                      const int32_t* block_table, int32_t n_ctx, const float* inv, float* out) {
+    const int32_t hd = kv.head_dim;
+    int32_t d = 0;
+    for (; d + 64 <= hd; d += 64) v_tile<HT, 4, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+    for (; d < hd; d += 16) v_tile<HT, 1, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
   }
-  for (int32_t g = 0; g < n_group; ++g) {
-    float* sg = scratch + g * stride;
-    inv[g] = 1.0f / exp_shift_sum_avx2(sg, n_ctx, max_of_avx2(sg, n_ctx), true);
-  }
-  int32_t g = 0;
-  for (; g + 3 <= n_group; g += 3)
-    v_heads<3, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv + g, out + static_cast<int64_t>(g) * hd);
-  if (n_group - g == 2) {
-    v_heads<2, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv + g, out + static_cast<int64_t>(g) * hd);
-  } else if (n_group - g == 1) {
-    v_heads<1, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv + g, out + static_cast<int64_t>(g) * hd);
-  }
-}
+};
 
 void attention_avx512(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                       const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
@@ -192,11 +147,7 @@ void attention_avx512(const float* q, int32_t n_group, const paged_kv_view& kv, 
     ops_avx2_table().attention(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
     return;
   }
-  if (kv.dtype == kv_dtype::f16) {
-    attention_impl<true>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
-  } else {
-    attention_impl<false>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
-  }
+  attention_passes<avx512_attention>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
 }
 
 }  // namespace

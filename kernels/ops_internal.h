@@ -1,5 +1,6 @@
 // Internals shared by the ops implementations (ops_ref.cpp, ops_avx2.cpp,
-// ops.cpp) and their tests. Not part of the forward-pass interface.
+// ops_avx512.cpp, ops.cpp) and their tests. Not part of the forward-pass
+// interface. ISA-independent: safe to include from baseline files.
 #pragma once
 
 #include <cstdint>
@@ -22,17 +23,11 @@ inline int64_t kv_row_index(const paged_kv_view& kv, int32_t block, int32_t kv_h
   return ((static_cast<int64_t>(block) * kv.n_kv_heads + kv_head) * kv.block_size + slot) * kv.head_dim;
 }
 
-// AVX2 helpers exposed for tests (defined in ops_avx2.cpp; require avx2).
+// AVX2 functions exposed for tests (defined in ops_avx2.cpp; require avx2).
 // F16C conversions of n values (round-to-nearest-even on narrowing).
 void f16c_to_f32(const uint16_t* h, float* f, int64_t n);
 void f16c_from_f32(const float* f, uint16_t* h, int64_t n);
 // Vectorised exp used by swiglu/softmax/attention: y[i] = exp(x[i]).
 void exp_avx2(const float* x, float* y, int64_t n);
-// Softmax passes of the attention kernels (also used by ops_avx512.cpp).
-// max_of_avx2: max of x[0..n), n >= 1. exp_shift_sum_avx2: x[i] = exp(x[i] - mx)
-// for i < n and returns their sum in a fixed order; with pad_to_8 the lanes up
-// to round_up(n, 8) are written as 0 (the caller provides that room).
-float max_of_avx2(const float* x, int64_t n);
-float exp_shift_sum_avx2(float* x, int64_t n, float mx, bool pad_to_8);
 
 }  // namespace spate::kernels::detail

@@ -1,5 +1,5 @@
 // Repacks GGUF weight rows into the 8-column interleaved groups read by the
-// AVX2 matmul kernels. The layout is documented in matmul_internal.h.
+// AVX2 and AVX-512 matmul kernels. The layout is documented in matmul_internal.h.
 #include <cstring>
 
 #include "kernels/matmul_internal.h"

@@ -1,5 +1,5 @@
 // Micro-benchmarks for kernels/ops.h: attention over a paged f16/f32 KV cache
-// and rms_norm, for the scalar reference and the AVX2 table.
+// and rms_norm, for the scalar reference, the AVX2 table and the avx512 level (its own attention).
 //   ./bench_ops --benchmark_filter=attention
 #include <benchmark/benchmark.h>
 

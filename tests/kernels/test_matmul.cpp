@@ -1,8 +1,14 @@
-// Matmul tests: AVX2 vs scalar reference, both vs float math on dequantized
-// weights, bitwise batch invariance (every level), activation quantizer agreement, argument
-// validation. No timing assertions.
+// Matmul tests, parameterized over the ISA levels (isa_test_util.h): each SIMD
+// level against the scalar reference and against float math on dequantized
+// weights, activation quantizer agreement, bitwise batch invariance (every
+// level; across row tiles, tails, row chunks and column splits), column ranges,
+// exact Q8_0 at the int8 extremes, argument validation; and the avx512 level's
+// bitwise equality with avx2 for every type (kernels/matmul_avx512.cpp: the
+// legacy quantized types run their own VNNI kernels, the rest fall through to
+// avx2). Levels the CPU lacks are skipped. No timing assertions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -10,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "isa_test_util.h"
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
+#include "kernels/isa.h"
 #include "kernels/matmul.h"
 #include "kernels/quant_blocks.h"
 #include "matmul_test_util.h"
@@ -21,13 +29,33 @@ namespace {
 
 using namespace spate::kernels::test;
 
+// Shapes with n_out not a multiple of 8 (partial last group) and several block counts.
 struct shape { int64_t n_out, n_in; };
 
 std::vector<shape> shapes_for(ggml_type t) {
-  if (block_of(t) == 256) return {{1, 256}, {13, 512}, {40, 256}, {9, 768}};
-  if (block_of(t) == 32) return {{1, 32}, {7, 64}, {13, 96}, {40, 576}, {17, 160}};
+  if (block_of(t) == 256) return {{1, 256}, {13, 512}, {40, 256}, {9, 768}, {9, 256}};
+  if (block_of(t) == 32) return {{1, 32}, {7, 64}, {13, 96}, {40, 576}, {17, 160}, {37, 320}};
   // Float types: {100, 40} has 13 column groups, so every row-tile / column-tile width occurs.
   return {{1, 1}, {7, 37}, {13, 64}, {24, 33}, {9, 576}, {100, 40}};
+}
+
+bool bits_equal(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+// y (n_rows x ldy) of w for act over column range [cb, ce); untouched entries stay -777.
+std::vector<float> run_range(const packed_weight& w, const std::vector<uint8_t>& act, int64_t n_rows, int64_t ldy,
+                             int64_t cb, int64_t ce) {
+  std::vector<float> y(size_t(n_rows * ldy), -777.0f);
+  matmul(w, act.data(), n_rows, y.data(), ldy, cb, ce);
+  return y;
+}
+
+TEST(Matmul, IsaLevelOrderAndName) {
+  EXPECT_TRUE(cpu_supports(isa_level::scalar));
+  EXPECT_STREQ(isa_name(isa_level::avx512), "avx512vnni+avx2+fma+f16c");
+  if (cpu_supports(isa_level::avx512)) {
+    EXPECT_TRUE(cpu_supports(isa_level::avx2));
+    EXPECT_EQ(detect_isa(), isa_level::avx512);
+  }
 }
 
 TEST(Matmul, ReferenceMatchesFloatMath) {
@@ -48,41 +76,50 @@ TEST(Matmul, ReferenceMatchesFloatMath) {
   }
 }
 
-TEST(Matmul, Avx2MatchesReference) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2";
+// ------------------------------------------------------------------ every SIMD level vs the reference
+
+class MatmulSimd : public isa_test {};
+
+// rows 1..17 of one shape: against the reference (tight), untouched padding, and float math (looser).
+void check_rows_against_reference(ggml_type t, const shape& s, const std::vector<uint8_t>& wq,
+                                  const packed_weight& wr, const packed_weight& wl, std::mt19937& rng) {
+  for (int64_t n_rows = 1; n_rows <= 17; ++n_rows) {
+    const int64_t ldx = s.n_in + 1, ldy = s.n_out + 5;
+    const auto x = random_x(n_rows, ldx, rng);
+    const auto yr = run(wr, x.data(), ldx, n_rows, ldy);
+    const auto yl = run(wl, x.data(), ldx, n_rows, ldy);
+    std::vector<double> refd(size_t(n_rows * s.n_out));
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t c = 0; c < s.n_out; ++c) refd[r * s.n_out + c] = yr[r * ldy + c];
+    EXPECT_LT(rel_err(yl, refd, n_rows, s.n_out, ldy), 1e-5)
+        << tname(t) << " " << s.n_out << "x" << s.n_in << " rows=" << n_rows;
+    // Untouched padding past n_out.
+    for (int64_t r = 0; r < n_rows; ++r)
+      for (int64_t c = s.n_out; c < ldy; ++c) ASSERT_EQ(yl[r * ldy + c], -777.0f);
+    // Also against float math on dequantized weights (looser: activation quantization).
+    std::vector<double> mag;
+    const auto fm = float_math(t, wq, s.n_out, s.n_in, x, ldx, n_rows, &mag);
+    EXPECT_LT(err_vs_mag(yl, fm, mag, n_rows, s.n_out, ldy), block_of(t) == 1 ? 1e-6 : 1e-2) << tname(t);
+  }
+}
+
+TEST_P(MatmulSimd, MatchesReference) {
   std::mt19937 rng(2);
   for (ggml_type t : k_all_types) {
     for (const shape& s : shapes_for(t)) {
       const auto wq = random_weight(t, s.n_out, s.n_in, rng);
       const packed_weight wr = pack_weight(t, wq.data(), s.n_out, s.n_in, isa_level::scalar);
-      const packed_weight wa = pack_weight(t, wq.data(), s.n_out, s.n_in, isa_level::avx2);
-      EXPECT_GT(wa.bytes(), 0u);
-      EXPECT_EQ(act_format_id(wa), act_format_id(wr));
-      for (int64_t n_rows = 1; n_rows <= 17; ++n_rows) {
-        const int64_t ldx = s.n_in + 1;
-        const auto x = random_x(n_rows, ldx, rng);
-        const int64_t ldy = s.n_out + 5;
-        const auto yr = run(wr, x.data(), ldx, n_rows, ldy);
-        const auto ya = run(wa, x.data(), ldx, n_rows, ldy);
-        std::vector<double> refd(size_t(n_rows * s.n_out));
-        for (int64_t r = 0; r < n_rows; ++r)
-          for (int64_t c = 0; c < s.n_out; ++c) refd[r * s.n_out + c] = yr[r * ldy + c];
-        EXPECT_LT(rel_err(ya, refd, n_rows, s.n_out, ldy), 1e-5)
-            << tname(t) << " " << s.n_out << "x" << s.n_in << " rows=" << n_rows;
-        // Untouched padding past n_out.
-        for (int64_t r = 0; r < n_rows; ++r)
-          for (int64_t c = s.n_out; c < ldy; ++c) ASSERT_EQ(ya[r * ldy + c], -777.0f);
-        // Also against float math on dequantized weights (looser: activation quantization).
-        std::vector<double> mag;
-        const auto fm = float_math(t, wq, s.n_out, s.n_in, x, ldx, n_rows, &mag);
-        EXPECT_LT(err_vs_mag(ya, fm, mag, n_rows, s.n_out, ldy), block_of(t) == 1 ? 1e-6 : 1e-2) << tname(t);
-      }
+      const packed_weight wl = pack_weight(t, wq.data(), s.n_out, s.n_in, level());
+      EXPECT_EQ(wl.isa(), level());
+      EXPECT_GT(wl.bytes(), 0u);
+      EXPECT_EQ(act_format_id(wl), act_format_id(wr));
+      check_rows_against_reference(t, s, wq, wr, wl, rng);
+      if (HasFatalFailure()) return;
     }
   }
 }
 
-TEST(Matmul, QuantizeActSameBytesAcrossIsa) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2";
+TEST_P(MatmulSimd, QuantizeActSameBytesAsReference) {
   std::mt19937 rng(3);
   const int64_t n_in = 576, n_rows = 9;
   auto x = random_x(n_rows, n_in, rng);
@@ -91,7 +128,7 @@ TEST(Matmul, QuantizeActSameBytesAcrossIsa) {
   x[200] = 12345.0f;                                // large outlier
   const auto wq = random_weight(ggml_type::q4_1, 8, n_in, rng);
   const packed_weight wr = pack_weight(ggml_type::q4_1, wq.data(), 8, n_in, isa_level::scalar);
-  const packed_weight wa = pack_weight(ggml_type::q4_1, wq.data(), 8, n_in, isa_level::avx2);
+  const packed_weight wa = pack_weight(ggml_type::q4_1, wq.data(), 8, n_in, level());
   std::vector<uint8_t> ar(act_bytes(wr, n_rows)), aa(act_bytes(wa, n_rows));
   quantize_act(wr, x.data(), n_in, 0, n_rows, ar.data());
   quantize_act(wa, x.data(), n_in, 0, 4, aa.data());   // split by rows
@@ -99,9 +136,109 @@ TEST(Matmul, QuantizeActSameBytesAcrossIsa) {
   EXPECT_EQ(ar, aa);
 }
 
+// Row r computed alone == row r inside a large batch (full row tiles, every
+// tail, more than one row chunk of the cache blocking), any column split.
+void check_single_rows_in_big_batch(ggml_type t, const packed_weight& w, const std::vector<float>& x,
+                                    const std::vector<float>& full) {
+  const int64_t n_in = w.n_in(), n_out = w.n_out();
+  const int64_t picks[] = {0, 1, 7, 8, 100, 363, 364, 365, 379};
+  for (int64_t r : picks) {
+    std::vector<uint8_t> act(act_bytes(w, 1));
+    quantize_act(w, x.data() + r * n_in, n_in, 0, 1, act.data());
+    std::vector<float> y(size_t(n_out), 0.0f);
+    const int64_t cuts[] = {0, 8, 16, n_out};  // one call per column range
+    for (int i = 0; i < 3; ++i) matmul(w, act.data(), 1, y.data(), n_out, cuts[i], cuts[i + 1]);
+    for (int64_t c = 0; c < n_out; ++c)
+      ASSERT_TRUE(bits_equal(full[r * n_out + c], y[c])) << tname(t) << " row=" << r << " col=" << c;
+  }
+}
+
+TEST_P(MatmulSimd, BatchInvarianceAcrossTilesChunksAndSplits) {
+  std::mt19937 rng(13);
+  const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1, ggml_type::q8_0};
+  for (ggml_type t : types) {
+    // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks.
+    const int64_t n_in = 576, n_out = 21, total = 380;
+    const auto wq = random_weight(t, n_out, n_in, rng);
+    const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, level());
+    const auto x = random_x(total, n_in, rng);
+    const auto full = run(w, x.data(), n_in, total, n_out);
+    check_single_rows_in_big_batch(t, w, x, full);
+    if (HasFatalFailure()) return;
+    // Sub-batches at odd offsets and sizes (every tail length), split into two column calls.
+    for (int64_t bs : {3, 9, 15, 23}) {
+      const int64_t st = 5;
+      std::vector<uint8_t> act(act_bytes(w, bs));
+      quantize_act(w, x.data() + st * n_in, n_in, 0, bs, act.data());
+      std::vector<float> y(size_t(bs * n_out), 0.0f);
+      matmul(w, act.data(), bs, y.data(), n_out, 0, 16);
+      matmul(w, act.data(), bs, y.data(), n_out, 16, n_out);
+      for (int64_t r = 0; r < bs; ++r)
+        for (int64_t c = 0; c < n_out; ++c)
+          ASSERT_TRUE(bits_equal(full[(st + r) * n_out + c], y[r * n_out + c]))
+              << tname(t) << " batch=" << bs << " row=" << r << " col=" << c;
+    }
+  }
+}
+
+// Q8_0 at the int8 extremes: w = -128 / +127 with activations at +-127 exercise
+// (at avx512) the w+128 bias and its -128*sum(a) correction at their largest magnitudes.
+TEST_P(MatmulSimd, Q8ExtremesExact) {
+  const int64_t n_out = 11, n_in = 128, n_rows = 10;
+  std::vector<uint8_t> wq(size_t(n_out * (n_in / 32)) * sizeof(block_q8_0));
+  auto* blk = reinterpret_cast<block_q8_0*>(wq.data());
+  for (int64_t i = 0; i < n_out * n_in / 32; ++i) {
+    blk[i].d = f32_to_fp16(0.5f);
+    for (int e = 0; e < 32; ++e) blk[i].qs[e] = int8_t(i % 3 == 0 ? -128 : (i % 3 == 1 ? 127 : (e % 2 ? -128 : 127)));
+  }
+  std::vector<float> x(size_t(n_rows * n_in));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t k = 0; k < n_in; ++k) x[r * n_in + k] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : float(r + 1) * -1.0f;
+  const packed_weight wr = pack_weight(ggml_type::q8_0, wq.data(), n_out, n_in, isa_level::scalar);
+  const packed_weight w2 = pack_weight(ggml_type::q8_0, wq.data(), n_out, n_in, isa_level::avx2);
+  const packed_weight wl = pack_weight(ggml_type::q8_0, wq.data(), n_out, n_in, level());
+  const auto yr = run(wr, x.data(), n_in, n_rows, n_out);
+  const auto y2 = run(w2, x.data(), n_in, n_rows, n_out);
+  const auto yl = run(wl, x.data(), n_in, n_rows, n_out);
+  for (int64_t i = 0; i < n_rows * n_out; ++i) {
+    // Integer dots are exact and every level uses one float sequence: all levels agree bitwise here.
+    ASSERT_TRUE(bits_equal(yl[i], y2[i])) << i << " " << yl[i] << " vs " << y2[i];
+    ASSERT_TRUE(bits_equal(yl[i], yr[i])) << i << " " << yl[i] << " vs " << yr[i];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, MatmulSimd, ::testing::ValuesIn(k_simd_levels), level_label);
+
+// ------------------------------------------------------------------ every level
+
+class MatmulLevel : public isa_test {};
+
 // Row r of a big batch must be bitwise equal to row r computed in any batch, at any position,
 // with any column split.
-void check_batch_invariance(isa_level level) {
+void check_sub_batches(ggml_type t, const packed_weight& w, const std::vector<float>& x, int64_t ldx,
+                       const std::vector<float>& full, int64_t total) {
+  const int64_t n_out = w.n_out(), ldy = n_out, g = col_granularity(w);
+  const int64_t sizes[] = {1, 3, 4, 5, 16, 17};
+  const int64_t starts[] = {0, 1, 2, 7, 13, 23};
+  for (int64_t bs : sizes)
+    for (int64_t st : starts) {
+      if (st + bs > total) continue;
+      std::vector<uint8_t> act(act_bytes(w, bs));
+      quantize_act(w, x.data() + st * ldx, ldx, 0, bs, act.data());
+      std::vector<float> y(size_t(bs * ldy), 0.0f);
+      // Three column ranges: [0, g), [g, 3g), [3g, n_out) -- different per-call shapes.
+      const int64_t cuts[] = {0, g, 3 * g, n_out};
+      for (int i = 0; i < 3; ++i) matmul(w, act.data(), bs, y.data(), ldy, cuts[i], cuts[i + 1]);
+      for (int64_t r = 0; r < bs; ++r)
+        for (int64_t c = 0; c < n_out; ++c) {
+          const float a = full[(st + r) * ldy + c], b = y[r * ldy + c];
+          ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << tname(t) << " batch=" << bs << " start=" << st << " row=" << r
+                                               << " col=" << c << " " << a << " vs " << b;
+        }
+    }
+}
+
+TEST_P(MatmulLevel, BatchInvariance) {
   std::mt19937 rng(4);
   const int64_t total = 40;
   for (ggml_type t : k_all_types) {
@@ -109,61 +246,77 @@ void check_batch_invariance(isa_level level) {
     // Float types: 101 columns (13 groups) so the widest column tiles are exercised too.
     const int64_t n_out = block_of(t) == 1 ? 101 : 37;
     const auto wq = random_weight(t, n_out, n_in, rng);
-    const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, level);
-    const int64_t ldx = n_in + 2, ldy = n_out;
+    const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, level());
+    const int64_t ldx = n_in + 2;
     const auto x = random_x(total, ldx, rng);
-    const auto full = run(w, x.data(), ldx, total, ldy);
-    const int64_t g = col_granularity(w);
-    const int64_t sizes[] = {1, 3, 4, 5, 16, 17};
-    const int64_t starts[] = {0, 1, 2, 7, 13, 23};
-    for (int64_t bs : sizes)
-      for (int64_t st : starts) {
-        if (st + bs > total) continue;
-        std::vector<uint8_t> act(act_bytes(w, bs));
-        quantize_act(w, x.data() + st * ldx, ldx, 0, bs, act.data());
-        std::vector<float> y(size_t(bs * ldy), 0.0f);
-        // Three column ranges: [0, g), [g, 3g), [3g, n_out) -- different per-call shapes.
-        const int64_t cuts[] = {0, g, 3 * g, n_out};
-        for (int i = 0; i < 3; ++i) matmul(w, act.data(), bs, y.data(), ldy, cuts[i], cuts[i + 1]);
-        for (int64_t r = 0; r < bs; ++r)
-          for (int64_t c = 0; c < n_out; ++c) {
-            const float a = full[(st + r) * ldy + c], b = y[r * ldy + c];
-            ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << tname(t) << " batch=" << bs << " start=" << st << " row=" << r
-                                                 << " col=" << c << " " << a << " vs " << b;
-          }
-      }
+    const auto full = run(w, x.data(), ldx, total, n_out);
+    check_sub_batches(t, w, x, ldx, full, total);
+    if (HasFatalFailure()) return;
   }
 }
 
-TEST(Matmul, BatchInvarianceAvx2) {
-  if (!have_avx2()) GTEST_SKIP() << "no AVX2";
-  check_batch_invariance(isa_level::avx2);
-}
-
-TEST(Matmul, BatchInvarianceAvx512) {
-  if (!have_avx512()) GTEST_SKIP() << "CPU lacks AVX-512 F/BW/VL/VNNI";
-  check_batch_invariance(isa_level::avx512);
-}
-
-TEST(Matmul, BatchInvarianceReference) { check_batch_invariance(isa_level::scalar); }
-
-TEST(Matmul, ColumnSplitsWriteOnlyTheirRange) {
+TEST_P(MatmulLevel, ColumnSplitsWriteOnlyTheirRange) {
   std::mt19937 rng(5);
-  for (isa_level level : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
-    if (!cpu_supports(level)) continue;
-    const int64_t n_out = 29, n_in = 64, n_rows = 3;
-    const auto wq = random_weight(ggml_type::q4_1, n_out, n_in, rng);
-    const packed_weight w = pack_weight(ggml_type::q4_1, wq.data(), n_out, n_in, level);
-    const auto x = random_x(n_rows, n_in, rng);
-    std::vector<uint8_t> act(act_bytes(w, n_rows));
-    quantize_act(w, x.data(), n_in, 0, n_rows, act.data());
-    std::vector<float> y(size_t(n_rows * n_out), -5.0f);
-    matmul(w, act.data(), n_rows, y.data(), n_out, 8, 24);
-    for (int64_t r = 0; r < n_rows; ++r)
-      for (int64_t c = 0; c < n_out; ++c) {
-        if (c < 8 || c >= 24) EXPECT_EQ(y[r * n_out + c], -5.0f) << c;
-        else EXPECT_NE(y[r * n_out + c], -5.0f) << c;
-      }
+  const int64_t n_out = 29, n_in = 64, n_rows = 3;
+  const auto wq = random_weight(ggml_type::q4_1, n_out, n_in, rng);
+  const packed_weight w = pack_weight(ggml_type::q4_1, wq.data(), n_out, n_in, level());
+  const auto x = random_x(n_rows, n_in, rng);
+  std::vector<uint8_t> act(act_bytes(w, n_rows));
+  quantize_act(w, x.data(), n_in, 0, n_rows, act.data());
+  std::vector<float> y(size_t(n_rows * n_out), -5.0f);
+  matmul(w, act.data(), n_rows, y.data(), n_out, 8, 24);
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t c = 0; c < n_out; ++c) {
+      if (c < 8 || c >= 24) EXPECT_EQ(y[r * n_out + c], -5.0f) << c;
+      else EXPECT_NE(y[r * n_out + c], -5.0f) << c;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, MatmulLevel, ::testing::ValuesIn(k_all_levels), level_label);
+
+// ------------------------------------------------------------------ avx512 vs avx2, bitwise
+
+// One shape: avx512 == avx2 bitwise for rows 1..17 and 40 and several column
+// ranges (full, group-aligned, and unaligned ends / starts the kernels also handle).
+void check_avx512_equals_avx2(ggml_type t, const shape& s, const packed_weight& w2, const packed_weight& w5,
+                              std::mt19937& rng) {
+  std::vector<int64_t> row_counts;
+  for (int64_t n = 1; n <= 17; ++n) row_counts.push_back(n);
+  row_counts.push_back(40);
+  for (int64_t n_rows : row_counts) {
+    const int64_t ldx = s.n_in + 1, ldy = s.n_out + 5;
+    const auto x = random_x(n_rows, ldx, rng);
+    std::vector<uint8_t> a2(act_bytes(w2, n_rows)), a5(act_bytes(w5, n_rows));
+    quantize_act(w2, x.data(), ldx, 0, n_rows, a2.data());
+    quantize_act(w5, x.data(), ldx, 0, n_rows, a5.data());
+    ASSERT_EQ(a2, a5) << tname(t);
+    const int64_t ranges[][2] = {{0, s.n_out}, {8, 24}, {3, s.n_out - 2}, {s.n_out / 8 * 8, s.n_out}};
+    for (const auto& cr : ranges) {
+      const int64_t cb = cr[0], ce = std::min(cr[1], s.n_out);
+      const auto y2 = run_range(w2, a2, n_rows, ldy, cb, ce);
+      const auto y5 = run_range(w5, a5, n_rows, ldy, cb, ce);
+      for (int64_t i = 0; i < n_rows * ldy; ++i)
+        ASSERT_TRUE(bits_equal(y2[i], y5[i]))
+            << tname(t) << " " << s.n_out << "x" << s.n_in << " rows=" << n_rows << " cols=[" << cb << "," << ce
+            << ") row=" << i / ldy << " col=" << i % ldy << " " << y2[i] << " vs " << y5[i];
+    }
+  }
+}
+
+TEST(MatmulAvx512, BitwiseEqualToAvx2) {
+  SPATE_SKIP_UNLESS_CPU_SUPPORTS(isa_level::avx512);
+  std::mt19937 rng(11);
+  for (ggml_type t : k_all_types) {
+    for (const shape& s : shapes_for(t)) {
+      const auto wq = random_weight(t, s.n_out, s.n_in, rng);
+      const packed_weight w2 = pack_weight(t, wq.data(), s.n_out, s.n_in, isa_level::avx2);
+      const packed_weight w5 = pack_weight(t, wq.data(), s.n_out, s.n_in, isa_level::avx512);
+      EXPECT_EQ(w5.isa(), isa_level::avx512);
+      EXPECT_EQ(w5.bytes(), w2.bytes());
+      EXPECT_EQ(act_format_id(w5), act_format_id(w2));
+      check_avx512_equals_avx2(t, s, w2, w5, rng);
+      if (HasFatalFailure()) return;
+    }
   }
 }
 

@@ -1,6 +1,8 @@
-// Tests for kernels/ops.h: each AVX2 op against its scalar reference, the
-// references against direct double-precision formulas, batch invariance, and
-// the scalar f16 conversions of kernels/fp16.h against F16C.
+// Tests for kernels/ops.h, parameterized over the ISA levels (isa_test_util.h):
+// each SIMD level's ops against the scalar reference, every level against
+// direct double-precision formulas, batch invariance and alignment
+// independence at every level; the AVX2 exp and the scalar f16 conversions of
+// kernels/fp16.h against F16C. Levels the CPU lacks are skipped.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "isa_test_util.h"
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/ops.h"
@@ -20,13 +23,21 @@
 namespace spate::kernels {
 namespace {
 
-bool have_avx2() { return cpu_supports(isa_level::avx2); }
-
-#define SPATE_REQUIRE_AVX2() \
-  if (!have_avx2()) GTEST_SKIP() << "CPU lacks AVX2+FMA+F16C"
+using namespace spate::kernels::test;
 
 const ops_table& ref() { return ops_for(isa_level::scalar); }
-const ops_table& avx() { return ops_for(isa_level::avx2); }
+
+// Suites of the SIMD levels (ops of level() against the scalar reference) and of every level.
+class OpsSimd : public isa_test {
+ protected:
+  const ops_table& simd() const { return ops_for(level()); }
+};
+class OpsLevel : public isa_test {
+ protected:
+  const ops_table& ops_at() const { return ops_for(level()); }
+};
+INSTANTIATE_TEST_SUITE_P(Levels, OpsSimd, ::testing::ValuesIn(k_simd_levels), level_label);
+INSTANTIATE_TEST_SUITE_P(Levels, OpsLevel, ::testing::ValuesIn(k_all_levels), level_label);
 
 std::vector<float> random_vec(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -89,18 +100,17 @@ TEST(KernelOps, DispatchFollowsActiveIsa) {
 
 // ------------------------------------------------------------------ rms_norm
 
-TEST(KernelOps, RmsNormAvx2MatchesRef) {
-  SPATE_REQUIRE_AVX2();
+TEST_P(OpsSimd, RmsNormMatchesRef) {
   std::mt19937 rng(1);
   for (int64_t n : tail_sizes()) {
     const auto x = random_vec(rng, n, -3.0f, 3.0f);
     const auto w = random_vec(rng, n, 0.5f, 1.5f);
     std::vector<float> yr(n), ya(n);
     ref().rms_norm(x.data(), w.data(), yr.data(), n, 1e-6f);
-    avx().rms_norm(x.data(), w.data(), ya.data(), n, 1e-6f);
+    simd().rms_norm(x.data(), w.data(), ya.data(), n, 1e-6f);
     EXPECT_LT(norm_err(ya, yr), 2e-6) << "n=" << n;
     // In place (x and y alias) gives the same bits as out of place.
-    for (const ops_table* t : {&ref(), &avx()}) {
+    for (const ops_table* t : {&ref(), &simd()}) {
       std::vector<float> out(n), inplace = x;
       t->rms_norm(x.data(), w.data(), out.data(), n, 1e-6f);
       t->rms_norm(inplace.data(), w.data(), inplace.data(), n, 1e-6f);
@@ -163,7 +173,8 @@ std::vector<double> rope_double(const std::vector<float>& x, const rope_case& c,
   return y;
 }
 
-TEST(KernelOps, RopeMatchesDoubleFormulaAndRef) {
+// Every level against the double formula; the SIMD levels also against the reference.
+TEST_P(OpsLevel, RopeMatchesDoubleFormulaAndRef) {
   std::mt19937 rng(3);
   for (const rope_case& c : rope_cases()) {
     for (rope_mode mode : {rope_mode::normal, rope_mode::neox}) {
@@ -173,34 +184,30 @@ TEST(KernelOps, RopeMatchesDoubleFormulaAndRef) {
       const auto yd = rope_double(x, c, ff, mode);
       std::vector<float> cs(static_cast<size_t>(std::max(c.n_rot, 1)));
       rope_angles(c.n_rot, c.pos, c.base, ff, cs.data());
-      std::vector<float> yr = x;
-      ref().rope(yr.data(), c.n_heads, c.head_dim, c.n_rot, cs.data(), mode);
-      EXPECT_LT(norm_err(yr, yd), 3e-7) << "pos=" << c.pos << " hd=" << c.head_dim << " mode=" << int(mode);
+      std::vector<float> yl = x;
+      ops_at().rope(yl.data(), c.n_heads, c.head_dim, c.n_rot, cs.data(), mode);
+      EXPECT_LT(norm_err(yl, yd), 3e-7) << "pos=" << c.pos << " hd=" << c.head_dim << " mode=" << int(mode);
       // Dims past n_rot untouched.
       for (int32_t h = 0; h < c.n_heads; ++h)
-        for (int32_t d = c.n_rot; d < c.head_dim; ++d) ASSERT_EQ(yr[h * c.head_dim + d], x[h * c.head_dim + d]);
-      if (!have_avx2()) continue;
-      std::vector<float> ya = x;
-      avx().rope(ya.data(), c.n_heads, c.head_dim, c.n_rot, cs.data(), mode);
-      EXPECT_LT(norm_err(ya, yr), 3e-7) << "pos=" << c.pos << " hd=" << c.head_dim << " mode=" << int(mode);
-      EXPECT_LT(norm_err(ya, yd), 3e-7);
-      for (int32_t h = 0; h < c.n_heads; ++h)
-        for (int32_t d = c.n_rot; d < c.head_dim; ++d) ASSERT_EQ(ya[h * c.head_dim + d], x[h * c.head_dim + d]);
+        for (int32_t d = c.n_rot; d < c.head_dim; ++d) ASSERT_EQ(yl[h * c.head_dim + d], x[h * c.head_dim + d]);
+      if (level() == isa_level::scalar) continue;
+      std::vector<float> yr = x;
+      ref().rope(yr.data(), c.n_heads, c.head_dim, c.n_rot, cs.data(), mode);
+      EXPECT_LT(norm_err(yl, yr), 3e-7) << "pos=" << c.pos << " hd=" << c.head_dim << " mode=" << int(mode);
     }
   }
 }
 
 // ------------------------------------------------------------------ swiglu / add / softmax
 
-TEST(KernelOps, SwigluAvx2MatchesRef) {
-  SPATE_REQUIRE_AVX2();
+TEST_P(OpsSimd, SwigluMatchesRef) {
   std::mt19937 rng(4);
   for (int64_t n : tail_sizes()) {
     const auto g = random_vec(rng, n, -12.0f, 12.0f);
     const auto u = random_vec(rng, n, -2.0f, 2.0f);
     std::vector<float> yr(n), ya(n);
     ref().swiglu(g.data(), u.data(), yr.data(), n);
-    avx().swiglu(g.data(), u.data(), ya.data(), n);
+    simd().swiglu(g.data(), u.data(), ya.data(), n);
     EXPECT_LT(norm_err(ya, yr), 1e-6) << "n=" << n;
   }
   // Extremes: large |gate| saturates to gate*up or -0, no NaN.
@@ -208,35 +215,33 @@ TEST(KernelOps, SwigluAvx2MatchesRef) {
   const std::vector<float> u(g.size(), 1.5f);
   std::vector<float> yr(g.size()), ya(g.size());
   ref().swiglu(g.data(), u.data(), yr.data(), static_cast<int64_t>(g.size()));
-  avx().swiglu(g.data(), u.data(), ya.data(), static_cast<int64_t>(g.size()));
+  simd().swiglu(g.data(), u.data(), ya.data(), static_cast<int64_t>(g.size()));
   for (size_t i = 0; i < g.size(); ++i) {
     EXPECT_FALSE(std::isnan(ya[i])) << g[i];
     EXPECT_NEAR(ya[i], yr[i], std::fabs(yr[i]) * 1e-6f + 1e-30f) << g[i];
   }
 }
 
-TEST(KernelOps, AddAvx2MatchesRefExactly) {
-  SPATE_REQUIRE_AVX2();
+TEST_P(OpsSimd, AddMatchesRefExactly) {
   std::mt19937 rng(5);
   for (int64_t n : tail_sizes()) {
     const auto x = random_vec(rng, n);
     auto yr = random_vec(rng, n);
     auto ya = yr;
     ref().add(yr.data(), x.data(), n);
-    avx().add(ya.data(), x.data(), n);
+    simd().add(ya.data(), x.data(), n);
     EXPECT_TRUE(bits_equal(ya, yr)) << "n=" << n;
   }
 }
 
-TEST(KernelOps, SoftmaxAvx2MatchesRef) {
-  SPATE_REQUIRE_AVX2();
+TEST_P(OpsSimd, SoftmaxMatchesRef) {
   std::mt19937 rng(6);
   for (int64_t n : tail_sizes()) {
     for (float range : {1.0f, 30.0f, 1000.0f}) {
       const auto x = random_vec(rng, n, -range, range);
       auto yr = x, ya = x;
       ref().softmax(yr.data(), n);
-      avx().softmax(ya.data(), n);
+      simd().softmax(ya.data(), n);
       EXPECT_LT(norm_err(ya, yr), 2e-6) << "n=" << n << " range=" << range;
       double s = 0.0;
       for (float v : ya) s += v;
@@ -245,7 +250,7 @@ TEST(KernelOps, SoftmaxAvx2MatchesRef) {
   }
   // -inf entries get weight 0; all-equal inputs give uniform weights.
   std::vector<float> x{-std::numeric_limits<float>::infinity(), 0.0f, 0.0f, -std::numeric_limits<float>::infinity(), 0.0f};
-  avx().softmax(x.data(), 5);
+  simd().softmax(x.data(), 5);
   EXPECT_EQ(x[0], 0.0f);
   EXPECT_EQ(x[3], 0.0f);
   EXPECT_NEAR(x[1], 1.0f / 3.0f, 1e-7f);
@@ -279,7 +284,7 @@ double ulp_error(float got, double exact) {
 }
 
 TEST(KernelOps, ExpAvx2Within2Ulp) {
-  SPATE_REQUIRE_AVX2();
+  SPATE_SKIP_UNLESS_CPU_SUPPORTS(isa_level::avx2);
   std::vector<float> x;
   for (float v = -104.5f; v < 89.5f; v += 0.000731f) x.push_back(v);
   std::mt19937 rng(8);
@@ -313,7 +318,7 @@ TEST(KernelOps, ExpAvx2Within2Ulp) {
 // ------------------------------------------------------------------ f16 conversions
 
 TEST(KernelOps, Fp16ToF32MatchesF16cForAllHalves) {
-  SPATE_REQUIRE_AVX2();
+  SPATE_SKIP_UNLESS_CPU_SUPPORTS(isa_level::avx2);
   std::vector<uint16_t> h(65536);
   std::iota(h.begin(), h.end(), uint16_t{0});
   std::vector<float> f(65536);
@@ -329,7 +334,7 @@ TEST(KernelOps, Fp16ToF32MatchesF16cForAllHalves) {
 }
 
 TEST(KernelOps, F32ToFp16MatchesF16cAtRoundingBoundaries) {
-  SPATE_REQUIRE_AVX2();
+  SPATE_SKIP_UNLESS_CPU_SUPPORTS(isa_level::avx2);
   std::vector<float> xs;
   const float inf = std::numeric_limits<float>::infinity();
   // Named edge cases.
@@ -426,13 +431,12 @@ struct paged_cache {
   }
 };
 
-TEST(KernelOps, KvStoreAvx2MatchesRefBitwise) {
-  SPATE_REQUIRE_AVX2();
+TEST_P(OpsSimd, KvStoreMatchesRefBitwise) {
   for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
     for (int32_t hd : {1, 7, 8, 13, 64, 128}) {
       paged_cache a(dt, 16, 3, hd, 37, 11), b(dt, 16, 3, hd, 37, 11);
       a.fill(ref(), 37, 12, 70000.0f);  // includes values that overflow to inf in f16
-      b.fill(avx(), 37, 12, 70000.0f);
+      b.fill(simd(), 37, 12, 70000.0f);
       if (dt == kv_dtype::f32) {
         EXPECT_EQ(0, std::memcmp(a.kf.data(), b.kf.data(), a.kf.size() * 4));
         EXPECT_EQ(0, std::memcmp(a.vf.data(), b.vf.data(), a.vf.size() * 4));
@@ -483,7 +487,18 @@ std::vector<double> attention_double(const paged_cache& c, const std::vector<flo
   return out;
 }
 
-TEST(KernelOps, AttentionMatchesDoubleAndRef) {
+// out of one attention call of table t (fresh scratch).
+std::vector<float> run_attention(const ops_table& t, const paged_cache& c, const std::vector<float>& q,
+                                 const attn_case& ac, int32_t kv_head, float scale) {
+  std::vector<float> scratch(attention_scratch_floats(ac.n_group, ac.n_ctx));
+  std::vector<float> out(static_cast<size_t>(ac.n_group) * ac.head_dim);
+  t.attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), ac.n_ctx, scale, out.data(), scratch.data());
+  return out;
+}
+
+// Every level against naive double attention; the SIMD levels also against the
+// reference, and avx512 also against avx2.
+TEST_P(OpsLevel, AttentionMatchesDoubleAndRef) {
   const int32_t n_kv_heads = 3;
   uint32_t seed = 100;
   for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
@@ -497,71 +512,55 @@ TEST(KernelOps, AttentionMatchesDoubleAndRef) {
       const float scale = 1.0f / std::sqrt(static_cast<float>(ac.head_dim));
       const int32_t kv_head = static_cast<int32_t>(seed % n_kv_heads);
       const auto want = attention_double(c, q, ac.n_group, kv_head, ac.n_ctx, scale);
-      std::vector<float> scratch(attention_scratch_floats(ac.n_group, ac.n_ctx));
-      std::vector<float> out_ref(want.size()), out_avx(want.size());
-      ref().attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), ac.n_ctx, scale, out_ref.data(),
-                      scratch.data());
       const std::string what = "dtype=" + std::to_string(int(dt)) + " g=" + std::to_string(ac.n_group) +
                                " hd=" + std::to_string(ac.head_dim) + " n_ctx=" + std::to_string(ac.n_ctx) +
                                " bs=" + std::to_string(ac.block_size);
-      EXPECT_LT(norm_err(out_ref, want), 2e-6) << what;
-      if (!have_avx2()) continue;
-      avx().attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), ac.n_ctx, scale, out_avx.data(),
-                      scratch.data());
-      EXPECT_LT(norm_err(out_avx, want), 2e-6) << what;
-      EXPECT_LT(norm_err(out_avx, out_ref), 3e-6) << what;
-      if (!cpu_supports(isa_level::avx512)) continue;
-      std::vector<float> out_512(want.size());
-      ops_for(isa_level::avx512).attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), ac.n_ctx, scale,
-                                           out_512.data(), scratch.data());
-      EXPECT_LT(norm_err(out_512, want), 2e-6) << what;
-      EXPECT_LT(norm_err(out_512, out_avx), 3e-6) << what;
+      const auto out = run_attention(ops_at(), c, q, ac, kv_head, scale);
+      EXPECT_LT(norm_err(out, want), 2e-6) << what;
+      if (level() == isa_level::scalar) continue;
+      EXPECT_LT(norm_err(out, run_attention(ref(), c, q, ac, kv_head, scale)), 3e-6) << what;
+      if (level() != isa_level::avx512) continue;
+      EXPECT_LT(norm_err(out, run_attention(ops_for(isa_level::avx2), c, q, ac, kv_head, scale)), 3e-6) << what;
     }
   }
 }
 
-TEST(KernelOps, AttentionEmptyContextWritesZeros) {
+TEST_P(OpsLevel, AttentionEmptyContextWritesZeros) {
   paged_cache c(kv_dtype::f16, 16, 1, 64, 1, 1);
   std::vector<float> q(2 * 64, 1.0f), out(2 * 64, 5.0f), scratch(attention_scratch_floats(2, 0));
-  for (isa_level l : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
-    if (!cpu_supports(l)) continue;
-    ops_for(l).attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0.125f, out.data(), scratch.data());
-    for (float v : out) ASSERT_EQ(v, 0.0f);
-  }
+  ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0.125f, out.data(), scratch.data());
+  for (float v : out) ASSERT_EQ(v, 0.0f);
 }
 
 // ------------------------------------------------------------------ batch invariance
 
 // The same values at a different address (misaligned by `shift` floats) give the same bits.
-TEST(KernelOps, ResultsIndependentOfBufferAlignment) {
+TEST_P(OpsLevel, ResultsIndependentOfBufferAlignment) {
   std::mt19937 rng(9);
-  for (isa_level l : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
-    if (!cpu_supports(l)) continue;
-    const ops_table& t = ops_for(l);
-    for (int64_t n : {5, 37, 300}) {
-      const auto x = random_vec(rng, n, -5.0f, 5.0f);
-      const auto w = random_vec(rng, n);
-      std::vector<float> base_norm, base_soft, base_swi;
-      for (int shift = 0; shift < 8; ++shift) {
-        std::vector<float> xb(n + 8), wb(n + 8), yb(n + 8), sb(n + 8);
-        std::copy(x.begin(), x.end(), xb.begin() + shift);
-        std::copy(w.begin(), w.end(), wb.begin() + shift);
-        std::copy(x.begin(), x.end(), sb.begin() + shift);
-        t.rms_norm(xb.data() + shift, wb.data() + shift, yb.data() + shift, n, 1e-6f);
-        std::vector<float> norm(yb.begin() + shift, yb.begin() + shift + n);
-        t.softmax(sb.data() + shift, n);
-        std::vector<float> soft(sb.begin() + shift, sb.begin() + shift + n);
-        t.swiglu(xb.data() + shift, wb.data() + shift, yb.data() + shift, n);
-        std::vector<float> swi(yb.begin() + shift, yb.begin() + shift + n);
-        if (shift == 0) {
-          base_norm = norm;
-          base_soft = soft;
-          base_swi = swi;
-        } else {
-          EXPECT_TRUE(bits_equal(norm, base_norm)) << "n=" << n << " shift=" << shift;
-          EXPECT_TRUE(bits_equal(soft, base_soft)) << "n=" << n << " shift=" << shift;
-          EXPECT_TRUE(bits_equal(swi, base_swi)) << "n=" << n << " shift=" << shift;
-        }
+  const ops_table& t = ops_at();
+  for (int64_t n : {5, 37, 300}) {
+    const auto x = random_vec(rng, n, -5.0f, 5.0f);
+    const auto w = random_vec(rng, n);
+    std::vector<float> base_norm, base_soft, base_swi;
+    for (int shift = 0; shift < 8; ++shift) {
+      std::vector<float> xb(n + 8), wb(n + 8), yb(n + 8), sb(n + 8);
+      std::copy(x.begin(), x.end(), xb.begin() + shift);
+      std::copy(w.begin(), w.end(), wb.begin() + shift);
+      std::copy(x.begin(), x.end(), sb.begin() + shift);
+      t.rms_norm(xb.data() + shift, wb.data() + shift, yb.data() + shift, n, 1e-6f);
+      std::vector<float> norm(yb.begin() + shift, yb.begin() + shift + n);
+      t.softmax(sb.data() + shift, n);
+      std::vector<float> soft(sb.begin() + shift, sb.begin() + shift + n);
+      t.swiglu(xb.data() + shift, wb.data() + shift, yb.data() + shift, n);
+      std::vector<float> swi(yb.begin() + shift, yb.begin() + shift + n);
+      if (shift == 0) {
+        base_norm = norm;
+        base_soft = soft;
+        base_swi = swi;
+      } else {
+        EXPECT_TRUE(bits_equal(norm, base_norm)) << "n=" << n << " shift=" << shift;
+        EXPECT_TRUE(bits_equal(soft, base_soft)) << "n=" << n << " shift=" << shift;
+        EXPECT_TRUE(bits_equal(swi, base_swi)) << "n=" << n << " shift=" << shift;
       }
     }
   }
@@ -570,33 +569,30 @@ TEST(KernelOps, ResultsIndependentOfBufferAlignment) {
 // Attention depends only on the logical K/V contents: a different physical
 // block placement, a different block size's worth of pages, q at another
 // address, and dirty scratch all give identical bits.
-TEST(KernelOps, AttentionIndependentOfPhysicalLayout) {
-  for (isa_level l : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
-    if (!cpu_supports(l)) continue;
-    const ops_table& t = ops_for(l);
-    for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
-      const int32_t n_group = 3, hd = 64, n_ctx = 77;
-      paged_cache a(dt, 16, 2, hd, n_ctx, 1), b(dt, 16, 2, hd, n_ctx, 2), c(dt, 8, 2, hd, n_ctx, 3);
-      a.fill(t, n_ctx, 42);
-      b.fill(t, n_ctx, 42);
-      c.fill(t, n_ctx, 42);
-      ASSERT_NE(a.table, b.table);
-      std::mt19937 rng(5);
-      const auto q = random_vec(rng, n_group * hd);
-      std::vector<float> qshift(q.size() + 3);
-      std::copy(q.begin(), q.end(), qshift.begin() + 3);
-      std::vector<float> s1(attention_scratch_floats(n_group, n_ctx), 0.0f), s2(s1.size(), 1e30f);
-      std::vector<float> oa(n_group * hd), ob(oa.size()), oc(oa.size());
-      t.attention(q.data(), n_group, a.view, 1, a.table.data(), n_ctx, 0.125f, oa.data(), s1.data());
-      t.attention(qshift.data() + 3, n_group, b.view, 1, b.table.data(), n_ctx, 0.125f, ob.data(), s2.data());
-      t.attention(q.data(), n_group, c.view, 1, c.table.data(), n_ctx, 0.125f, oc.data(), s2.data());
-      EXPECT_TRUE(bits_equal(oa, ob));
-      EXPECT_TRUE(bits_equal(oa, oc));
-      // Each head's result does not depend on which other heads share the call.
-      std::vector<float> o1(hd);
-      t.attention(q.data() + hd, 1, a.view, 1, a.table.data(), n_ctx, 0.125f, o1.data(), s1.data());
-      EXPECT_TRUE(bits_equal(o1, std::vector<float>(oa.begin() + hd, oa.begin() + 2 * hd)));
-    }
+TEST_P(OpsLevel, AttentionIndependentOfPhysicalLayout) {
+  const ops_table& t = ops_at();
+  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
+    const int32_t n_group = 3, hd = 64, n_ctx = 77;
+    paged_cache a(dt, 16, 2, hd, n_ctx, 1), b(dt, 16, 2, hd, n_ctx, 2), c(dt, 8, 2, hd, n_ctx, 3);
+    a.fill(t, n_ctx, 42);
+    b.fill(t, n_ctx, 42);
+    c.fill(t, n_ctx, 42);
+    ASSERT_NE(a.table, b.table);
+    std::mt19937 rng(5);
+    const auto q = random_vec(rng, n_group * hd);
+    std::vector<float> qshift(q.size() + 3);
+    std::copy(q.begin(), q.end(), qshift.begin() + 3);
+    std::vector<float> s1(attention_scratch_floats(n_group, n_ctx), 0.0f), s2(s1.size(), 1e30f);
+    std::vector<float> oa(n_group * hd), ob(oa.size()), oc(oa.size());
+    t.attention(q.data(), n_group, a.view, 1, a.table.data(), n_ctx, 0.125f, oa.data(), s1.data());
+    t.attention(qshift.data() + 3, n_group, b.view, 1, b.table.data(), n_ctx, 0.125f, ob.data(), s2.data());
+    t.attention(q.data(), n_group, c.view, 1, c.table.data(), n_ctx, 0.125f, oc.data(), s2.data());
+    EXPECT_TRUE(bits_equal(oa, ob));
+    EXPECT_TRUE(bits_equal(oa, oc));
+    // Each head's result does not depend on which other heads share the call.
+    std::vector<float> o1(hd);
+    t.attention(q.data() + hd, 1, a.view, 1, a.table.data(), n_ctx, 0.125f, o1.data(), s1.data());
+    EXPECT_TRUE(bits_equal(o1, std::vector<float>(oa.begin() + hd, oa.begin() + 2 * hd)));
   }
 }
 

@@ -1,0 +1,211 @@
+// Helpers of the ops kernels shared by ops_avx2.cpp and ops_avx512.cpp: paged
+// KV walks and head tiling, the AVX2 exp, the softmax passes and the attention
+// driver.
+// Internal, header-only, under the same contracts as simd_avx2.h: include only
+// from *_avx2.cpp / *_avx512.cpp; everything is in an unnamed namespace.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "kernels/ops.h"
+#include "kernels/ops_internal.h"
+#include "kernels/simd_avx2.h"
+
+namespace spate::kernels::detail {
+namespace {
+
+// ---------------------------------------------------------------- paged KV walks, head tiles
+// (scalar code, but kept here with internal linkage like everything in this
+// header, so no AVX-compiled copy is shared across files)
+
+// Element offsets of the rows of the next r positions of kv head kv_head, in
+// position order, into rows[0..r); rows[r..n) = rows[0] (junk lanes past the
+// context). (blk, slot) is the cursor of the next position (start at 0, 0) and
+// is advanced past the r positions. 1 <= r <= n.
+inline void next_kv_rows(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t r, int32_t n,
+                         int32_t& blk, int32_t& slot, int64_t* rows) {
+  for (int32_t j = 0; j < r; ++j) {
+    rows[j] = kv_row_index(kv, block_table[blk], kv_head, slot);
+    if (++slot == kv.block_size) {
+      slot = 0;
+      ++blk;
+    }
+  }
+  for (int32_t j = r; j < n; ++j) rows[j] = rows[0];
+}
+
+// Calls f(p, at) for the positions p = 0 .. n_ctx-1 of kv head kv_head in
+// order, at = element offset of dim d0 of position p's row.
+template <class F>
+inline void for_each_kv_pos(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t n_ctx,
+                            int32_t d0, F&& f) {
+  int32_t p = 0;
+  for (int32_t b = 0; p < n_ctx; ++b) {
+    int64_t at = kv_row_index(kv, block_table[b], kv_head, 0) + d0;
+    const int32_t end = std::min(n_ctx, p + kv.block_size);
+    for (; p < end; ++p, at += kv.head_dim) f(p, at);
+  }
+}
+
+// Splits heads [0, n_group) into tiles of 3 and one last tile of 2 or 1 and
+// calls f.template operator()<HT>(g) for each tile [g, g + HT), in order.
+template <class F>
+inline void for_head_tiles(int32_t n_group, F&& f) {
+  int32_t g = 0;
+  for (; g + 3 <= n_group; g += 3) f.template operator()<3>(g);
+  if (n_group - g == 2) {
+    f.template operator()<2>(g);
+  } else if (n_group - g == 1) {
+    f.template operator()<1>(g);
+  }
+}
+
+// n floats of per-head scratch: on the stack up to 64 heads, on the heap beyond.
+class head_floats {
+ public:
+  explicit head_floats(int32_t n) {
+    if (n > 64) {
+      heap_.reset(new float[n]);
+      data_ = heap_.get();
+    }
+  }
+  head_floats(const head_floats&) = delete;
+  head_floats& operator=(const head_floats&) = delete;
+  float* data() { return data_; }
+
+ private:
+  float stack_[64];
+  std::unique_ptr<float[]> heap_;
+  float* data_ = stack_;
+};
+
+// ---------------------------------------------------------------- exp and softmax passes
+
+// exp(x) for all floats: Cody-Waite reduction x = n*ln2 + r, |r| <= ln2/2,
+// degree-7 Taylor polynomial for exp(r) (truncation error < 0.1 ulp), then
+// scaling by 2^n in two steps so that subnormal results round once.
+// exp(-inf) = 0, exp(+inf) = inf, NaN propagates. Max error ~1 ulp.
+inline __m256 exp_ps(__m256 x) {
+  // min/max keep the second operand when one is NaN, so NaN passes through.
+  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 high part, exact product
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);       // ln2 - 0.693359375
+  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  // n in [-150, 128]: split into two halves, each a normal power of two.
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+
+// Max of x[0..n), n >= 1.
+inline float max_of(const float* x, int64_t n) {
+  const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256 m0 = ninf, m1 = ninf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+  }
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    m1 = _mm256_max_ps(m1, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)));
+  }
+  return hmax(_mm256_max_ps(m0, m1));
+}
+
+// x[i] = exp(x[i] - mx) for i < n; returns the sum (fixed order). When
+// pad_to_8 is set, the lanes of the last partial vector past n are written
+// as 0 (caller guarantees room up to round_up(n, 8)).
+inline float exp_shift_sum(float* x, int64_t n, float mx, bool pad_to_8) {
+  const __m256 mv = _mm256_set1_ps(mx);
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 e0 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+    const __m256 e1 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv));
+    _mm256_storeu_ps(x + i, e0);
+    _mm256_storeu_ps(x + i + 8, e1);
+    s0 = _mm256_add_ps(s0, e0);
+    s1 = _mm256_add_ps(s1, e1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e0 = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+    _mm256_storeu_ps(x + i, e0);
+    s0 = _mm256_add_ps(s0, e0);
+  }
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mv)), _mm256_castsi256_ps(m));
+    if (pad_to_8) {
+      _mm256_storeu_ps(x + i, e);
+    } else {
+      _mm256_maskstore_ps(x + i, m, e);
+    }
+    s1 = _mm256_add_ps(s1, e);
+  }
+  return hsum(_mm256_add_ps(s0, s1));
+}
+
+// Pass 2 of the attention kernels: for each head g < n_group, the n_ctx scores
+// at scores + g * stride become w = exp(s - max) (zeroed up to round_up(n_ctx, 8),
+// which stride must cover) and inv[g] = 1 / sum(w). n_ctx >= 1.
+inline void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
+  for (int32_t g = 0; g < n_group; ++g) {
+    float* sg = scores + g * stride;
+    const float mx = max_of(sg, n_ctx);
+    inv[g] = 1.0f / exp_shift_sum(sg, n_ctx, mx, true);
+  }
+}
+
+// The attention kernels' structure (three passes, no online rescaling, so the
+// result is a fixed function of q and the logical K/V contents):
+//   1. K::scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride)
+//      writes the scaled scores of head g at scratch + g * stride (junk allowed
+//      past n_ctx up to round_up(n_ctx, 8));
+//   2. softmax_heads turns them into weights w and inv = 1 / sum(w);
+//   3. K::v_heads<HT, F16>(w, stride, kv, kv_head, block_table, n_ctx, inv, out)
+//      writes out = (sum_p w[p] v_p) * inv for each head tile of for_head_tiles.
+// F16: the pools hold fp16 halves (else floats). n_ctx >= 1; the arguments are
+// those of ops_table::attention.
+template <class K>
+void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
+                      const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
+  const int64_t stride = attention_scores_stride(n_ctx);
+  const int32_t hd = kv.head_dim;
+  auto passes = [&]<bool F16>() {
+    K::template scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride);
+    head_floats inv(n_group);
+    softmax_heads(scratch, stride, n_group, n_ctx, inv.data());
+    for_head_tiles(n_group, [&]<int HT>(int32_t g) {
+      K::template v_heads<HT, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv.data() + g,
+                                   out + static_cast<int64_t>(g) * hd);
+    });
+  };
+  if (kv.dtype == kv_dtype::f16) {
+    passes.template operator()<true>();
+  } else {
+    passes.template operator()<false>();
+  }
+}
+
+}  // namespace
+}  // namespace spate::kernels::detail
