@@ -19,16 +19,16 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_api.h"
-#include "model/model_loader.h"
-#include "jinja/chat_template.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "engine/engine_api.h"
+#include "jinja/chat_template.h"
+#include "model/model_loader.h"
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/serve_options.h"
-#include "server/service_notifier.h"
 #include "server/server_context.h"
+#include "server/service_notifier.h"
 
 namespace spate::cli {
 namespace {
@@ -101,7 +101,8 @@ std::optional<int> parse_serve_command(int argc, char** argv, serve_command_opti
   add_engine_options(desc, opts.engine);
   add_serve_options(desc, opts.serve);
   std::string config_file;
-  desc.add_options()("config", po::value(&config_file), "INI-style file with any of these options (name = value); the command line overrides it")
+  desc.add_options()("config", po::value(&config_file),
+                     "INI-style file with any of these options (name = value); the command line overrides it")
                     ("help,h", "show this help");
   po::variables_map vm;
   try {
@@ -199,7 +200,8 @@ engine_config serving_engine_config(const serve_command_options& opts, int32_t m
 // when systemd passed more than one socket or the bind fails.
 void open_listener(http_listener& listener) {
   const int n_fds = sd_listen_fds(1);
-  if (n_fds > 1) throw std::runtime_error("socket activation passed " + std::to_string(n_fds) + " sockets; spate serves one");
+  if (n_fds > 1)
+    throw std::runtime_error("socket activation passed " + std::to_string(n_fds) + " sockets; spate serves one");
   if (n_fds == 1) {
     listener.adopt(SD_LISTEN_FDS_START);
     spdlog::info("Using the socket passed by systemd (LISTEN_FDS), port {}", listener.port());
@@ -250,7 +252,8 @@ void drain_and_stop(const sigset_t& sigs, int sig, const serve_options& so, serv
     }
   }
   if (ctx.n_inflight.load() > 0) {
-    spdlog::warn("{}: cancelling {} request(s) still in flight", forced ? "second signal" : "shutdown timeout", ctx.n_inflight.load());
+    spdlog::warn("{}: cancelling {} request(s) still in flight", forced ? "second signal" : "shutdown timeout",
+                 ctx.n_inflight.load());
   }
   eng.stop();  // in-flight requests finish with reason abort
   // Let the sessions write their final events (bounded).
