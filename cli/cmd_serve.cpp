@@ -13,19 +13,22 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <spdlog/spdlog.h>
 #include <sstream>
+#include <string>
+#include <vector>
 
-#include "engine/engine_api.h"
-#include "model/model_loader.h"
-#include "jinja/chat_template.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "engine/engine_api.h"
+#include "jinja/chat_template.h"
+#include "model/model_loader.h"
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/serve_options.h"
-#include "server/service_notifier.h"
 #include "server/server_context.h"
+#include "server/service_notifier.h"
 
 namespace spate::cli {
 namespace {
@@ -68,11 +71,10 @@ int wait_signal(const sigset_t& set, double timeout_s) {
   return sig > 0 ? sig : 0;
 }
 
-}  // namespace
-
-int run_serve(int argc, char** argv) {
-  // Signals are taken synchronously by the main thread; every thread started
-  // from here inherits the mask.
+// Blocks SIGINT, SIGTERM and SIGHUP so that the main thread takes them synchronously
+// (every thread started afterwards inherits the mask) and ignores SIGPIPE. Returns the
+// blocked set.
+sigset_t block_signals() {
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
@@ -80,16 +82,27 @@ int run_serve(int argc, char** argv) {
   sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return sigs;
+}
 
-  model_options mo;
-  engine_options eo;
-  serve_options so;
+// The options of `spate serve`.
+struct serve_command_options {
+  model_options model;
+  engine_options engine;
+  serve_options serve;
+};
+
+// Reads argv, then the --config file (the command line wins), into opts and validates
+// them. Returns nullopt to go on, else the exit code: 0 after --help (printed to stdout),
+// 2 for a bad option (the message is on stderr).
+std::optional<int> parse_serve_command(int argc, char** argv, serve_command_options& opts) {
   po::options_description desc("spate serve: OpenAI-compatible HTTP/WebSocket server");
-  add_model_options(desc, mo);
-  add_engine_options(desc, eo);
-  add_serve_options(desc, so);
+  add_model_options(desc, opts.model);
+  add_engine_options(desc, opts.engine);
+  add_serve_options(desc, opts.serve);
   std::string config_file;
-  desc.add_options()("config", po::value(&config_file), "INI-style file with any of these options (name = value); the command line overrides it")
+  desc.add_options()("config", po::value(&config_file),
+                     "INI-style file with any of these options (name = value); the command line overrides it")
                     ("help,h", "show this help");
   po::variables_map vm;
   try {
@@ -110,122 +123,188 @@ int run_serve(int argc, char** argv) {
     std::cout << desc << "\n";
     return 0;
   }
-  std::string opt_err = finish_model_options(mo);
-  if (opt_err.empty()) opt_err = finish_engine_options(eo);
-  if (opt_err.empty()) opt_err = finish_serve_options(so);
+  std::string opt_err = finish_model_options(opts.model);
+  if (opt_err.empty()) opt_err = finish_engine_options(opts.engine);
+  if (opt_err.empty()) opt_err = finish_serve_options(opts.serve);
   if (!opt_err.empty()) {
     std::cerr << "spate serve: " << opt_err << "\n";
     return 2;
   }
-  service_notifier notifier;
+  return std::nullopt;
+}
+
+// What the server is built from, loaded before the engine exists.
+struct serve_inputs {
   std::vector<std::string> api_keys;
-  try {
-    api_keys = load_api_keys(so);
-  } catch (const std::exception& e) {
-    std::cerr << "spate serve: " << e.what() << "\n";
-    return 2;
-  }
-  notifier.status("loading model " + mo.model_path);
   std::unique_ptr<loaded_model> model;
   int32_t max_model_len = 0;
-  if (const int rc = load_model_for_command("serve", mo, model, max_model_len); rc != 0) return rc;
+  std::unique_ptr<chat_template> tmpl;  // null when there is none or it is unusable
+  std::string tmpl_error;               // why the model's template is unusable, or ""
+  std::string served_name;              // --served-model-name, or the model file's stem
+};
 
-  std::unique_ptr<chat_template> tmpl;
-  std::string tmpl_error;
+// Compiles --chat-template FILE, or else the model's template (if any), into in.tmpl. A bad
+// FILE is fatal: prints the error and returns false. A bad model template is logged as a
+// warning and kept in in.tmpl_error (chat endpoints then answer 400).
+bool load_chat_template(const serve_options& so, serve_inputs& in) {
+  const loaded_model& model = *in.model;
   try {
-    std::string src = so.chat_template_file.empty() ? model->chat_template : read_small_file(so.chat_template_file);
+    std::string src = so.chat_template_file.empty() ? model.chat_template : read_small_file(so.chat_template_file);
     if (!src.empty()) {
-      tmpl = std::make_unique<chat_template>(std::move(src), special_text(*model->tok, model->tok->bos_id()),
-                                             special_text(*model->tok, model->tok->eos_id()));
+      in.tmpl = std::make_unique<chat_template>(std::move(src), special_text(*model.tok, model.tok->bos_id()),
+                                                special_text(*model.tok, model.tok->eos_id()));
     }
   } catch (const std::exception& e) {
     if (!so.chat_template_file.empty()) {
       std::cerr << "spate serve: --chat-template: " << e.what() << "\n";
-      return 2;
+      return false;
     }
-    tmpl_error = e.what();
-    spdlog::warn("the model's chat template cannot be used ({}); chat endpoints will answer 400", tmpl_error);
+    in.tmpl_error = e.what();
+    spdlog::warn("the model's chat template cannot be used ({}); chat endpoints will answer 400", in.tmpl_error);
   }
+  return true;
+}
 
-  std::string served = so.served_model_name;
-  if (served.empty()) served = std::filesystem::path(mo.model_path).stem().string();
-
+// Loads the API keys, the model and the chat template into in. Returns nullopt to go on,
+// else the exit code (2: API keys, --max-model-len or --chat-template; 1: the model), with
+// the message on stderr.
+std::optional<int> load_serve_inputs(const serve_command_options& opts, service_notifier& notifier, serve_inputs& in) {
   try {
-    engine_config ecfg = make_engine_config(mo, eo, max_model_len);
-    // The systemd watchdog is fed by the engine loop only: a wedged engine stops it.
-    ecfg.heartbeat_interval_us = notifier.heartbeat_interval_us();
-    if (ecfg.heartbeat_interval_us > 0) ecfg.on_heartbeat = [&notifier] { notifier.watchdog(); };
-    ecfg.on_warmup_progress = [&notifier](int32_t done, int32_t total) {
-      notifier.status("warming up " + std::to_string(done) + "/" + std::to_string(total) + " buckets");
-    };
-    model_executor exec(*model, make_executor_config(mo));
-    engine eng(exec, *model->tok, ecfg);
-    server_metrics metrics;
-    api::served_model sm{model->tok.get(), model->config.n_vocab, max_model_len, served, tmpl.get(), tmpl_error};
-    server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
-    ctx.set_api_keys(api_keys);
-    http_listener listener(ctx);
-    const int n_fds = sd_listen_fds(1);
-    if (n_fds > 1) throw std::runtime_error("socket activation passed " + std::to_string(n_fds) + " sockets; spate serves one");
-    if (n_fds == 1) {
-      listener.adopt(SD_LISTEN_FDS_START);
-      spdlog::info("Using the socket passed by systemd (LISTEN_FDS), port {}", listener.port());
-    } else {
-      listener.listen();
-    }
-    listener.start();
-    spdlog::info("Listening on {}://{}:{} (model '{}', max_model_len {}); warming up", listener.tls() ? "https" : "http", so.host,
-                 listener.port(), served, max_model_len);
-    eng.start();
-    ctx.ready = true;
-    notifier.ready();
-    spdlog::info("Ready: {}://{}:{}/v1", listener.tls() ? "https" : "http", so.host, listener.port());
+    in.api_keys = load_api_keys(opts.serve);
+  } catch (const std::exception& e) {
+    std::cerr << "spate serve: " << e.what() << "\n";
+    return 2;
+  }
+  notifier.status("loading model " + opts.model.model_path);
+  if (const int rc = load_model_for_command("serve", opts.model, in.model, in.max_model_len); rc != 0) return rc;
+  if (!load_chat_template(opts.serve, in)) return 2;
+  in.served_name = opts.serve.served_model_name;
+  if (in.served_name.empty()) in.served_name = std::filesystem::path(opts.model.model_path).stem().string();
+  return std::nullopt;
+}
 
-    int sig = 0;
-    while ((sig = wait_signal(sigs, -1)) == SIGHUP) {
-      // Reload what can change without a restart: TLS certificate/key and API keys.
-      std::string err = listener.reload_tls();
-      try {
-        auto keys = load_api_keys(so);
-        ctx.set_api_keys(std::move(keys));
-      } catch (const std::exception& e) {
-        err += (err.empty() ? "" : "; ") + std::string(e.what());
-      }
-      if (err.empty()) {
-        spdlog::info("SIGHUP: reloaded the TLS certificate and API keys");
-        notifier.reloading();
-      } else {
-        spdlog::error("SIGHUP: reload failed, keeping the previous settings where they failed: {}", err);
-      }
+// The engine configuration with the systemd hooks: the watchdog is fed by the engine loop
+// only (so a wedged engine stops it), and warmup progress goes to the service status.
+engine_config serving_engine_config(const serve_command_options& opts, int32_t max_model_len,
+                                    service_notifier& notifier) {
+  engine_config ecfg = make_engine_config(opts.model, opts.engine, max_model_len);
+  ecfg.heartbeat_interval_us = notifier.heartbeat_interval_us();
+  if (ecfg.heartbeat_interval_us > 0) ecfg.on_heartbeat = [&notifier] { notifier.watchdog(); };
+  ecfg.on_warmup_progress = [&notifier](int32_t done, int32_t total) {
+    notifier.status("warming up " + std::to_string(done) + "/" + std::to_string(total) + " buckets");
+  };
+  return ecfg;
+}
+
+// Adopts the socket systemd passed (socket activation), else binds --host/--port. Throws
+// when systemd passed more than one socket or the bind fails.
+void open_listener(http_listener& listener) {
+  const int n_fds = sd_listen_fds(1);
+  if (n_fds > 1)
+    throw std::runtime_error("socket activation passed " + std::to_string(n_fds) + " sockets; spate serves one");
+  if (n_fds == 1) {
+    listener.adopt(SD_LISTEN_FDS_START);
+    spdlog::info("Using the socket passed by systemd (LISTEN_FDS), port {}", listener.port());
+  } else {
+    listener.listen();
+  }
+}
+
+// SIGHUP: reloads what can change without a restart, the TLS certificate/key and the API
+// keys. A part that fails keeps its previous settings; the failure is logged.
+void reload_on_sighup(http_listener& listener, server_context& ctx, const serve_options& so,
+                      service_notifier& notifier) {
+  std::string err = listener.reload_tls();
+  try {
+    auto keys = load_api_keys(so);
+    ctx.set_api_keys(std::move(keys));
+  } catch (const std::exception& e) {
+    err += (err.empty() ? "" : "; ") + std::string(e.what());
+  }
+  if (err.empty()) {
+    spdlog::info("SIGHUP: reloaded the TLS certificate and API keys");
+    notifier.reloading();
+  } else {
+    spdlog::error("SIGHUP: reload failed, keeping the previous settings where they failed: {}", err);
+  }
+}
+
+// Drains after the stop signal sig: /ready 503, no new connections, requests in flight get
+// up to --shutdown-timeout (a second SIGINT/SIGTERM cuts that short); then the engine stops
+// (what is left finishes with reason abort), the sessions get up to 2 s to write their final
+// events, and the listener stops.
+void drain_and_stop(const sigset_t& sigs, int sig, const serve_options& so, server_context& ctx, engine& eng,
+                    http_listener& listener, service_notifier& notifier) {
+  spdlog::info("Received {}: draining (up to {} s)", sig == SIGINT ? "SIGINT" : "SIGTERM", so.shutdown_timeout_s);
+  notifier.stopping();
+  ctx.ready = false;
+  ctx.draining = true;
+  listener.stop_accepting();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(so.shutdown_timeout_s);
+  bool forced = false;
+  while (ctx.n_inflight.load() > 0) {
+    const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    const int again = wait_signal(sigs, std::min(left, 0.05));
+    if (again == SIGINT || again == SIGTERM) {
+      forced = true;
+      break;
     }
-    spdlog::info("Received {}: draining (up to {} s)", sig == SIGINT ? "SIGINT" : "SIGTERM", so.shutdown_timeout_s);
-    notifier.stopping();
-    ctx.ready = false;
-    ctx.draining = true;
-    listener.stop_accepting();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(so.shutdown_timeout_s);
-    bool forced = false;
-    while (ctx.n_inflight.load() > 0) {
-      const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-      if (left <= 0) break;
-      const int again = wait_signal(sigs, std::min(left, 0.05));
-      if (again == SIGINT || again == SIGTERM) {
-        forced = true;
-        break;
-      }
-    }
-    if (ctx.n_inflight.load() > 0) {
-      spdlog::warn("{}: cancelling {} request(s) still in flight", forced ? "second signal" : "shutdown timeout", ctx.n_inflight.load());
-    }
-    eng.stop();  // in-flight requests finish with reason abort
-    // Let the sessions write their final events (bounded).
-    const auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (ctx.n_inflight.load() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
-      const int again = wait_signal(sigs, 0.02);
-      if (again == SIGINT || again == SIGTERM) break;
-    }
-    listener.stop();
-    spdlog::info("Stopped");
+  }
+  if (ctx.n_inflight.load() > 0) {
+    spdlog::warn("{}: cancelling {} request(s) still in flight", forced ? "second signal" : "shutdown timeout",
+                 ctx.n_inflight.load());
+  }
+  eng.stop();  // in-flight requests finish with reason abort
+  // Let the sessions write their final events (bounded).
+  const auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (ctx.n_inflight.load() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
+    const int again = wait_signal(sigs, 0.02);
+    if (again == SIGINT || again == SIGTERM) break;
+  }
+  listener.stop();
+}
+
+// Builds the executor, engine, server context and listener; binds, warms up, reports ready,
+// then serves until SIGINT/SIGTERM (SIGHUP reloads) and drains. Throws on any start-up
+// failure (the message may name engine config fields, see flag_names).
+void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs& in, service_notifier& notifier) {
+  const serve_options& so = opts.serve;
+  engine_config ecfg = serving_engine_config(opts, in.max_model_len, notifier);
+  model_executor exec(*in.model, make_executor_config(opts.model));
+  engine eng(exec, *in.model->tok, ecfg);
+  server_metrics metrics;
+  api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
+                       in.tmpl_error};
+  server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
+  ctx.set_api_keys(in.api_keys);
+  http_listener listener(ctx);
+  open_listener(listener);
+  listener.start();
+  spdlog::info("Listening on {}://{}:{} (model '{}', max_model_len {}); warming up", listener.tls() ? "https" : "http",
+               so.host, listener.port(), in.served_name, in.max_model_len);
+  eng.start();
+  ctx.ready = true;
+  notifier.ready();
+  spdlog::info("Ready: {}://{}:{}/v1", listener.tls() ? "https" : "http", so.host, listener.port());
+
+  int sig = 0;
+  while ((sig = wait_signal(sigs, -1)) == SIGHUP) reload_on_sighup(listener, ctx, so, notifier);
+  drain_and_stop(sigs, sig, so, ctx, eng, listener, notifier);
+  spdlog::info("Stopped");
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  const sigset_t sigs = block_signals();
+  serve_command_options opts;
+  if (const auto rc = parse_serve_command(argc, argv, opts)) return *rc;
+  service_notifier notifier;
+  serve_inputs in;
+  if (const auto rc = load_serve_inputs(opts, notifier, in)) return *rc;
+  try {
+    serve(sigs, opts, in, notifier);
   } catch (const std::exception& e) {
     const std::string msg = flag_names(e.what());
     spdlog::error("{}", msg);

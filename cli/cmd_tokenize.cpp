@@ -5,12 +5,12 @@
 #include <spdlog/spdlog.h>
 #include <string>
 
-#include "model/gguf_file.h"
-#include "tokenizer/tokenizer.h"
-#include "model/tokenizer_gguf.h"
 #include "cli/cli_options.h"
-#include "model/model_paths.h"
 #include "cli/commands.h"
+#include "model/gguf_file.h"
+#include "model/model_paths.h"
+#include "model/tokenizer_gguf.h"
+#include "tokenizer/tokenizer.h"
 
 namespace spate::cli {
 

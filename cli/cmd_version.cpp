@@ -1,7 +1,8 @@
+// `spate version`: prints the version and the kernel ISA this machine runs (always exit 0).
 #include <cstdio>
 
-#include "kernels/isa.h"
 #include "cli/commands.h"
+#include "kernels/isa.h"
 
 namespace spate::cli {
 

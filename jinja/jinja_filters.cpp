@@ -1,37 +1,42 @@
 // Jinja2's built-in filters (jinja2.filters) and transformers' tojson (declared in
-// jinja_builtins.h).
+// jinja_builtins.h): the registry and the sequence / mapping filters. String filters are in
+// jinja_filters_text.cpp, number filters in jinja_filters_number.cpp.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <unordered_set>
 
 #include "jinja/jinja_args.h"
 #include "jinja/jinja_builtins.h"
 #include "jinja/jinja_context.h"
 #include "jinja/jinja_error.h"
-#include "jinja/jinja_format.h"
+#include "jinja/jinja_filters_detail.h"
 #include "jinja/jinja_ops.h"
 #include "jinja/jinja_pystr.h"
-#include "jinja/jinja_tojson.h"
 #include "jinja/jinja_unicode.h"
 
 namespace spate::jinja {
-namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Helpers
+namespace filters_detail {
 
-value make_str(render_context& ctx, std::string s, bool markup = false) {
+value make_str(render_context& ctx, std::string s, bool markup) {
   ctx.check_string(s.size());
   ctx.charge(s.size());
   return value::string(std::move(s), markup);
 }
 
-// markupsafe.soft_str: strings (and Markup) unchanged, anything else str().
 value soft_str(render_context& ctx, const value& v) {
   if (v.is_string()) return v;
   return make_str(ctx, to_str(v, ctx));
 }
+
+}  // namespace filters_detail
+
+namespace {
+
+using namespace filters_detail;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
 
 value ignore_case(render_context& ctx, const value& v) {
   if (v.is_string()) return value::string(unicode::lower(v.str()), v.is_markup());
@@ -84,138 +89,8 @@ value apply_path(render_context& ctx, const attr_path& p, value item, const valu
   return item;
 }
 
-// Python's float(str).
-bool parse_py_float(std::string_view text, double& out) {
-  const std::string s = pystr::strip(text, nullptr, true, true);
-  if (s.empty()) return false;
-  std::string t;
-  std::size_t i = 0;
-  std::string sign;
-  if (s[0] == '+' || s[0] == '-') {
-    sign = s.substr(0, 1);
-    i = 1;
-  }
-  std::string rest = unicode::lower(s.substr(i));
-  if (rest == "inf" || rest == "infinity") {
-    out = sign == "-" ? -INFINITY : INFINITY;
-    return true;
-  }
-  if (rest == "nan") {
-    out = sign == "-" ? -NAN : NAN;
-    return true;
-  }
-  // digits with single underscores between digits, optional fraction and exponent
-  bool seen_digit = false, seen_dot = false, seen_exp = false;
-  char prev = 0;
-  for (std::size_t k = i; k < s.size(); ++k) {
-    const char c = s[k];
-    if (c >= '0' && c <= '9') {
-      seen_digit = true;
-      t += c;
-    } else if (c == '_') {
-      if (!(prev >= '0' && prev <= '9') || k + 1 >= s.size() || !(s[k + 1] >= '0' && s[k + 1] <= '9')) return false;
-    } else if (c == '.' && !seen_dot && !seen_exp) {
-      seen_dot = true;
-      t += c;
-    } else if ((c == 'e' || c == 'E') && seen_digit && !seen_exp) {
-      seen_exp = true;
-      t += 'e';
-      if (k + 1 < s.size() && (s[k + 1] == '+' || s[k + 1] == '-')) t += s[++k];
-      if (k + 1 >= s.size()) return false;
-      seen_digit = false;
-    } else {
-      return false;
-    }
-    prev = c;
-  }
-  if (!seen_digit) return false;
-  t = sign + t;
-  char* end = nullptr;
-  out = std::strtod(t.c_str(), &end);
-  return end && *end == 0;
-}
-
-// Python's int(str, base). Returns false for ValueError; throws on 64-bit overflow.
-bool parse_py_int(std::string_view text, std::int64_t base, std::int64_t& out) {
-  if (base != 0 && (base < 2 || base > 36)) return false;
-  std::string s = pystr::strip(text, nullptr, true, true);
-  if (s.empty()) return false;
-  std::size_t i = 0;
-  bool neg = false;
-  if (s[0] == '+' || s[0] == '-') {
-    neg = s[0] == '-';
-    i = 1;
-  }
-  auto prefix_base = [&](char c) -> int {
-    c = static_cast<char>(c | 0x20);
-    return c == 'x' ? 16 : c == 'o' ? 8 : c == 'b' ? 2 : 0;
-  };
-  bool had_prefix = false;
-  if (i + 1 < s.size() && s[i] == '0' && prefix_base(s[i + 1])) {
-    const int pb = prefix_base(s[i + 1]);
-    if (base == 0 || base == pb) {
-      base = pb;
-      i += 2;
-      had_prefix = true;
-    }
-  }
-  if (base == 0) {
-    base = 10;
-    // leading zeros are not allowed for base 0 decimals, except all zeros
-    if (i < s.size() && s[i] == '0') {
-      for (std::size_t k = i; k < s.size(); ++k)
-        if (s[k] != '0' && s[k] != '_') return false;
-    }
-  }
-  std::uint64_t v = 0;
-  bool any = false;
-  for (std::size_t k = i; k < s.size(); ++k) {
-    const char c = s[k];
-    if (c == '_') {
-      if ((!any && !had_prefix) || k + 1 >= s.size() || s[k + 1] == '_') return false;
-      continue;
-    }
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')
-      d = (c | 0x20) - 'a' + 10;
-    else
-      return false;
-    if (d >= base) return false;
-    if (v > (UINT64_MAX - static_cast<std::uint64_t>(d)) / static_cast<std::uint64_t>(base))
-      throw runtime_error("integer overflow (integers are limited to 64 bits)");
-    v = v * static_cast<std::uint64_t>(base) + static_cast<std::uint64_t>(d);
-    any = true;
-  }
-  if (!any) return false;
-  if (v > static_cast<std::uint64_t>(INT64_MAX) + (neg ? 1 : 0))
-    throw runtime_error("integer overflow (integers are limited to 64 bits)");
-  out = neg ? static_cast<std::int64_t>(0 - v) : static_cast<std::int64_t>(v);
-  return true;
-}
-
-std::int64_t float_to_int(double d) {
-  if (std::isinf(d)) throw runtime_error("cannot convert float infinity to integer");
-  const double t = std::trunc(d);
-  if (t >= 9223372036854775808.0 || t < -9223372036854775808.0)
-    throw runtime_error("integer overflow (integers are limited to 64 bits)");
-  return static_cast<std::int64_t>(t);
-}
-
 // ---------------------------------------------------------------------------------------------
 // Filters
-
-value f_abs(render_context&, const value& v, call_args& a) {
-  no_kwargs(a, "abs");
-  if (!a.args.empty()) throw runtime_error("abs() takes exactly one argument");
-  if (v.is_int_like()) {
-    if (v.as_int() == INT64_MIN) throw runtime_error("integer overflow (integers are limited to 64 bits)");
-    return value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
-  }
-  if (v.is(kind::floating)) return value::floating(std::fabs(v.as_float()));
-  throw runtime_error("bad operand type for abs(): " + py_str_repr(type_name(v)));
-}
 
 value f_attr(render_context&, const value& v, call_args& a) {
   bound_args b("do_attr", a, {"name"});
@@ -256,20 +131,6 @@ value f_batch(render_context& ctx, const value& v, call_args& a) {
     out = value::list(std::move(tmp));
     return true;
   });
-}
-
-value f_capitalize(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_capitalize", a, {});
-  const value s = soft_str(ctx, v);
-  return make_str(ctx, unicode::capitalize(s.str()), s.is_markup());
-}
-
-value f_center(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_center", a, {"width"});
-  const value s = soft_str(ctx, v);
-  const std::int64_t width = b.has(0) ? int_arg(b.get(0)) : 80;
-  if (width > 0) ctx.check_string(static_cast<std::size_t>(width));
-  return make_str(ctx, pystr::pad(s.str(), width, " ", 0), s.is_markup());
 }
 
 value f_length(render_context& ctx, const value& v, call_args& a) {
@@ -316,16 +177,6 @@ value f_dictsort(render_context& ctx, const value& v, call_args& a) {
   return value::list(std::move(out));
 }
 
-value f_escape(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("escape", a, {});
-  return markup_escape(ctx, v);
-}
-
-value f_forceescape(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_forceescape", a, {});
-  return make_str(ctx, pystr::html_escape(to_str(v, ctx)), true);
-}
-
 value f_first(render_context& ctx, const value& v, call_args& a) {
   bound_args b("do_first", a, {});
   value_iter it(v, ctx);
@@ -361,94 +212,6 @@ value f_last(render_context& ctx, const value& v, call_args& a) {
     case kind::undefined: return value::undefined_hint("No last item, sequence was empty.");
     default: throw runtime_error(py_str_repr(type_name(v)) + " object is not reversible");
   }
-}
-
-value f_float(render_context&, const value& v, call_args& a) {
-  bound_args b("do_float", a, {"default"});
-  const value dflt = b.get_or(0, value::floating(0.0));
-  if (v.is_undefined()) raise_undefined(v);
-  if (v.is_number()) return value::floating(v.as_float());
-  if (v.is_string()) {
-    double d;
-    if (parse_py_float(v.str(), d)) return value::floating(d);
-  }
-  return dflt;
-}
-
-value f_format(render_context& ctx, const value& v, call_args& a) {
-  if (!a.args.empty() && !a.kwargs.empty())
-    throw runtime_error("can't handle positional and keyword arguments at the same time");
-  const value s = soft_str(ctx, v);
-  value args;
-  if (!a.kwargs.empty()) {
-    auto d = std::make_shared<dict_obj>();
-    for (auto& [k, x] : a.kwargs) d->set(value::string(k), x);
-    args = value::dict(std::move(d));
-  } else {
-    args = value::tuple(a.args);
-  }
-  return make_str(ctx, percent_format(ctx, s.str(), args, s.is_markup()), s.is_markup());
-}
-
-value f_indent(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_indent", a, {"width", "first", "blank"});
-  std::string indention = "    ";
-  if (b.has(0)) {
-    const value& w = b.get(0);
-    if (w.is_string()) {
-      indention = w.str();
-    } else {
-      const std::int64_t n = int_arg(w);
-      if (n > 0) ctx.check_string(static_cast<std::size_t>(n));
-      indention.assign(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)), ' ');
-    }
-  }
-  const bool first = b.has(1) && truthy(b.get(1));
-  const bool blank = b.has(2) && truthy(b.get(2));
-  if (v.is_undefined()) raise_undefined(v);
-  if (!v.is_string())
-    throw runtime_error("unsupported operand type(s) for +=: " + py_str_repr(type_name(v)) + " and 'str'");
-  const std::vector<std::string> lines = pystr::splitlines(v.str() + "\n", false);
-  std::string rv;
-  if (blank) {
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      if (i) rv += "\n" + indention;
-      rv += lines[i];
-    }
-  } else {
-    rv = lines.empty() ? "" : lines[0];
-    for (std::size_t i = 1; i < lines.size(); ++i) {
-      rv += "\n";
-      if (!lines[i].empty()) rv += indention;
-      rv += lines[i];
-      ctx.check_string(rv.size());
-    }
-  }
-  if (first) rv = indention + rv;
-  return make_str(ctx, std::move(rv), v.is_markup());
-}
-
-value f_int(render_context&, const value& v, call_args& a) {
-  bound_args b("do_int", a, {"default", "base"});
-  const value dflt = b.get_or(0, value::integer(0));
-  const value base = b.get_or(1, value::integer(10));
-  if (v.is_undefined()) raise_undefined(v);
-  if (v.is_string()) {
-    std::int64_t i;
-    if (base.is_int_like() && parse_py_int(v.str(), base.as_int(), i)) return value::integer(i);
-    double d;
-    if (parse_py_float(v.str(), d)) {
-      if (std::isnan(d)) return dflt;
-      return value::integer(float_to_int(d));
-    }
-    return dflt;
-  }
-  if (v.is_int_like()) return value::integer(v.as_int());
-  if (v.is(kind::floating)) {
-    if (std::isnan(v.as_float())) return dflt;
-    return value::integer(float_to_int(v.as_float()));
-  }
-  return dflt;
 }
 
 value f_items(render_context& ctx, const value& v, call_args& a) {
@@ -500,18 +263,6 @@ value f_list(render_context& ctx, const value& v, call_args& a) {
   std::vector<value> items = to_vector(v, ctx);
   ctx.charge(items.size() * sizeof(value));
   return value::list(std::move(items));
-}
-
-value f_lower(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_lower", a, {});
-  const value s = soft_str(ctx, v);
-  return make_str(ctx, unicode::lower(s.str()), s.is_markup());
-}
-
-value f_upper(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_upper", a, {});
-  const value s = soft_str(ctx, v);
-  return make_str(ctx, unicode::upper(s.str()), s.is_markup());
 }
 
 value call_filter_by_name(render_context& ctx, const value& name, const value& input, call_args args) {
@@ -652,21 +403,6 @@ value min_max(render_context& ctx, const value& v, call_args& a, bool is_max) {
 value f_max(render_context& ctx, const value& v, call_args& a) { return min_max(ctx, v, a, true); }
 value f_min(render_context& ctx, const value& v, call_args& a) { return min_max(ctx, v, a, false); }
 
-value f_replace(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_replace", a, {"old", "new", "count"});
-  if (!b.has(1)) throw runtime_error("do_replace() missing required positional arguments: 'old' and 'new'");
-  const std::string s = to_str(v, ctx);
-  const std::string old = to_str(b.get(0), ctx);
-  const std::string repl = to_str(b.get(1), ctx);
-  const std::int64_t count = b.has(2) && !b.get(2).is_none() ? int_arg(b.get(2)) : -1;
-  if (repl.size() > old.size()) {
-    const std::size_t n = old.empty() ? unicode::count_code_points(s) + 1
-                                      : static_cast<std::size_t>(pystr::count(s, old, std::nullopt, std::nullopt));
-    ctx.check_string(s.size() + n * (repl.size() - old.size()));
-  }
-  return make_str(ctx, pystr::replace(s, old, repl, count));
-}
-
 value f_reverse(render_context& ctx, const value& v, call_args& a) {
   bound_args b("do_reverse", a, {});
   switch (v.type()) {
@@ -701,44 +437,6 @@ value f_reverse(render_context& ctx, const value& v, call_args& a) {
       return value::list(std::move(items));
     }
   }
-}
-
-value f_round(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_round", a, {"precision", "method"});
-  const std::int64_t precision = b.has(0) ? int_arg(b.get(0)) : 0;
-  std::string method = "common";
-  if (b.has(1)) method = b.get(1).is_string() ? b.get(1).str() : "";
-  if (method != "common" && method != "ceil" && method != "floor")
-    throw runtime_error("method must be common, ceil or floor");
-  if (v.is_undefined()) throw runtime_error("type Undefined doesn't define __round__ method");
-  if (!v.is_number()) throw runtime_error("type " + type_name(v) + " doesn't define __round__ method");
-  if (method == "common") {
-    if (v.is_int_like()) {
-      if (precision >= 0) return value::integer(v.as_int());
-      double p = std::pow(10.0, static_cast<double>(-precision));
-      return value::integer(static_cast<std::int64_t>(std::nearbyint(static_cast<double>(v.as_int()) / p) * p));
-    }
-    const double x = v.as_float();
-    if (!std::isfinite(x)) return v;
-    if (precision > 300) return v;
-    if (precision >= 0) {
-      char buf[512];
-      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(precision), x);
-      return value::floating(std::strtod(buf, nullptr));
-    }
-    const double p = std::pow(10.0, static_cast<double>(-precision));
-    return value::floating(std::nearbyint(x / p) * p);
-  }
-  const double p = std::pow(10.0, static_cast<double>(precision));
-  const double y = v.as_float() * p;
-  const double r = method == "ceil" ? std::ceil(y) : std::floor(y);
-  return value::floating(r / p);
-}
-
-value f_safe(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_mark_safe", a, {});
-  if (v.is_markup()) return v;
-  return make_str(ctx, to_str(v, ctx), true);
 }
 
 value f_slice(render_context& ctx, const value& v, call_args& a) {
@@ -809,11 +507,6 @@ value f_sort(render_context& ctx, const value& v, call_args& a) {
   return value::list(std::move(out));
 }
 
-value f_string(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("soft_str", a, {});
-  return soft_str(ctx, v);
-}
-
 value f_sum(render_context& ctx, const value& v, call_args& a) {
   bound_args b("do_sum", a, {"attribute", "start"});
   attr_path path;
@@ -825,92 +518,6 @@ value f_sum(render_context& ctx, const value& v, call_args& a) {
   value x;
   while (it.next(x)) total = binary_op(ctx, "+", total, use_attr ? apply_path(ctx, path, x, nullptr) : x);
   return total;
-}
-
-bool is_title_split(char32_t c) {
-  return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || unicode::is_space(c);
-}
-
-value f_title(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_title", a, {});
-  const std::string s = soft_str(ctx, v).str();
-  std::string out;
-  std::size_t pos = 0;
-  while (pos < s.size()) {
-    // One run of separators or of non-separators: first code point upper, rest lower.
-    std::size_t q = pos;
-    const bool sep = is_title_split(unicode::decode(s, q));
-    std::size_t end = q;
-    while (end < s.size()) {
-      std::size_t r = end;
-      if (is_title_split(unicode::decode(s, r)) != sep) break;
-      end = r;
-    }
-    out += unicode::upper(s.substr(pos, q - pos));
-    out += unicode::lower(s.substr(q, end - q));
-    pos = end;
-  }
-  return make_str(ctx, std::move(out));
-}
-
-value f_tojson(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("tojson", a, {"ensure_ascii", "indent", "separators", "sort_keys"});
-  json_options o;
-  o.ensure_ascii = b.has(0) && truthy(b.get(0));
-  if (b.has(1) && !b.get(1).is_none()) {
-    const value& ind = b.get(1);
-    if (ind.is_string()) {
-      o.indent = ind.str();
-    } else {
-      const std::int64_t n = int_arg(ind);
-      if (n > 1024) throw limit_error("tojson indent too large");
-      o.indent = std::string(static_cast<std::size_t>(std::max<std::int64_t>(n, 0)), ' ');
-    }
-    o.item_sep = ",";
-  }
-  if (b.has(2) && !b.get(2).is_none()) {
-    const value& sep = b.get(2);
-    if (!sep.is_seq() || sep.seq().items.size() != 2)
-      throw runtime_error("separators must be a (item_separator, key_separator) pair");
-    o.item_sep = str_arg(sep.seq().items[0], "separator");
-    o.key_sep = str_arg(sep.seq().items[1], "separator");
-  }
-  o.sort_keys = b.has(3) && truthy(b.get(3));
-  return value::string(to_json(ctx, v, o));
-}
-
-value f_trim(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_trim", a, {"chars"});
-  const value s = soft_str(ctx, v);
-  if (b.has(0) && !b.get(0).is_none()) {
-    std::string chars = str_arg(b.get(0), "strip arg");
-    if (s.is_markup() && !b.get(0).is_markup()) chars = pystr::html_escape(chars);
-    return make_str(ctx, pystr::strip(s.str(), &chars, true, true), s.is_markup());
-  }
-  return make_str(ctx, pystr::strip(s.str(), nullptr, true, true), s.is_markup());
-}
-
-value f_truncate(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_truncate", a, {"length", "killwords", "end", "leeway"});
-  const std::int64_t length = b.has(0) ? int_arg(b.get(0)) : 255;
-  const bool killwords = b.has(1) && truthy(b.get(1));
-  const std::string end = b.has(2) ? str_arg(b.get(2), "end") : std::string("...");
-  const std::int64_t leeway = b.has(3) && !b.get(3).is_none() ? int_arg(b.get(3)) : 5;
-  const auto end_len = static_cast<std::int64_t>(unicode::count_code_points(end));
-  if (length < end_len)
-    throw runtime_error("expected length >= " + std::to_string(end_len) + ", got " + std::to_string(length));
-  if (leeway < 0) throw runtime_error("expected leeway >= 0, got " + std::to_string(leeway));
-  if (py_len(v, ctx) <= length + leeway) return v;
-  if (!v.is_string()) throw runtime_error("truncate: unsupported operand type " + py_str_repr(type_name(v)));
-  const auto& d = v.str_data();
-  std::int64_t lo, hi;
-  pystr::slice_indices(static_cast<std::int64_t>(d.cp_len), std::nullopt, length - end_len, 1, lo, hi);
-  std::string head = pystr::slice(d.s, d.ascii, lo, hi, 1);
-  if (!killwords) {
-    const std::string sp = " ";
-    head = pystr::rsplit(head, &sp, 1)[0];
-  }
-  return make_str(ctx, head + end, v.is_markup());
 }
 
 value f_unique(render_context& ctx, const value& v, call_args& a) {
@@ -956,23 +563,6 @@ value f_unique(render_context& ctx, const value& v, call_args& a) {
     }
     return false;
   });
-}
-
-value f_wordcount(render_context& ctx, const value& v, call_args& a) {
-  bound_args b("do_wordcount", a, {});
-  const std::string s = soft_str(ctx, v).str();
-  std::int64_t n = 0;
-  bool in_word = false;
-  std::size_t pos = 0;
-  while (pos < s.size()) {
-    const char32_t c = unicode::decode(s, pos);
-    const bool w = c < 0x80 ? ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || (c >= '0' && c <= '9') || c == '_'
-                            : !unicode::is_space(c) && unicode::is_printable(c) && !(c >= 0x2000 && c <= 0x206F) &&
-                                  !(c >= 0x3000 && c <= 0x303F);
-    if (w && !in_word) ++n;
-    in_word = w;
-  }
-  return value::integer(n);
 }
 
 struct filter_entry {

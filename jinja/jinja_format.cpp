@@ -6,14 +6,105 @@
 
 #include "jinja/jinja_context.h"
 #include "jinja/jinja_error.h"
+#include "jinja/jinja_format_detail.h"
 #include "jinja/jinja_ops.h"
 #include "jinja/jinja_pystr.h"
 #include "jinja/jinja_unicode.h"
 
 namespace spate::jinja {
+
+namespace format_detail {
+
+std::int64_t parse_int(std::string_view s, std::size_t& p) {
+  std::int64_t v = 0;
+  while (p < s.size() && is_digit(s[p])) {
+    v = v * 10 + (s[p] - '0');
+    if (v > 100000000) throw runtime_error("Too many decimal digits in format string");
+    ++p;
+  }
+  return v;
+}
+
+std::string to_base(std::uint64_t v, int base, bool upper) {
+  if (v == 0) return "0";
+  const char* digs = upper ? "0123456789ABCDEF" : "0123456789abcdef";
+  std::string out;
+  while (v) {
+    out.insert(out.begin(), digs[v % static_cast<std::uint64_t>(base)]);
+    v /= static_cast<std::uint64_t>(base);
+  }
+  return out;
+}
+
+std::string format_float_body(double x, char type, std::int64_t precision, bool alt, bool& add_dot0) {
+  const double ax = std::fabs(x);
+  char buf[512];
+  add_dot0 = false;
+  if (std::isnan(x) || std::isinf(x)) {
+    std::string s = std::isnan(x) ? "nan" : "inf";
+    if (type == 'E' || type == 'F' || type == 'G')
+      for (auto& c : s) c = static_cast<char>(c - 32);
+    return s;
+  }
+  if (type == 0) {
+    if (precision < 0) return py_float_repr(ax);
+    std::snprintf(buf, sizeof buf, alt ? "%#.*g" : "%.*g", static_cast<int>(precision == 0 ? 1 : precision), ax);
+    std::string s = buf;
+    if (s.find_first_of(".e") == std::string::npos) s += ".0";
+    return s;
+  }
+  const int prec = static_cast<int>(precision < 0 ? 6 : std::min<std::int64_t>(precision, 400));
+  const char* f = nullptr;
+  switch (type) {
+    case 'e': f = alt ? "%#.*e" : "%.*e"; break;
+    case 'E': f = alt ? "%#.*E" : "%.*E"; break;
+    case 'f': f = alt ? "%#.*f" : "%.*f"; break;
+    case 'F': f = alt ? "%#.*F" : "%.*F"; break;
+    case 'g': f = alt ? "%#.*g" : "%.*g"; break;
+    case 'G': f = alt ? "%#.*G" : "%.*G"; break;
+    default: throw runtime_error(std::string("Unknown format code '") + type + "' for object of type 'float'");
+  }
+  if (ax >= 1e300 && (type == 'f' || type == 'F')) {
+    std::vector<char> big(400 + static_cast<std::size_t>(prec));
+    std::snprintf(big.data(), big.size(), f, prec == 0 && (type == 'g' || type == 'G') ? 1 : prec, ax);
+    return big.data();
+  }
+  std::snprintf(buf, sizeof buf, f, prec == 0 && (type == 'g' || type == 'G') ? 1 : prec, ax);
+  return buf;
+}
+
+std::string ascii_repr(const value& v, render_context& ctx) {
+  const std::string r = to_repr(v, ctx);
+  std::string out;
+  char buf[16];
+  std::size_t p = 0;
+  while (p < r.size()) {
+    const std::size_t start = p;
+    const char32_t c = unicode::decode(r, p);
+    if (c < 0x80) {
+      out.append(r, start, p - start);
+      continue;
+    }
+    if (c <= 0xFF)
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
+    else if (c <= 0xFFFF)
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+    else
+      std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
+    out += buf;
+  }
+  return out;
+}
+
+}  // namespace format_detail
+
 namespace {
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+using format_detail::ascii_repr;
+using format_detail::format_float_body;
+using format_detail::is_digit;
+using format_detail::parse_int;
+using format_detail::to_base;
 
 struct spec_t {
   std::string fill = " ";
@@ -25,16 +116,6 @@ struct spec_t {
   std::int64_t precision = -1;
   char type = 0;
 };
-
-std::int64_t parse_int(std::string_view s, std::size_t& p) {
-  std::int64_t v = 0;
-  while (p < s.size() && is_digit(s[p])) {
-    v = v * 10 + (s[p] - '0');
-    if (v > 100000000) throw runtime_error("Too many decimal digits in format string");
-    ++p;
-  }
-  return v;
-}
 
 spec_t parse_spec(std::string_view s) {
   spec_t sp;
@@ -109,60 +190,11 @@ std::string group_digits(const std::string& digits, char sep, int every) {
   return out;
 }
 
-std::string to_base(std::uint64_t v, int base, bool upper) {
-  if (v == 0) return "0";
-  const char* digs = upper ? "0123456789ABCDEF" : "0123456789abcdef";
-  std::string out;
-  while (v) {
-    out.insert(out.begin(), digs[v % static_cast<std::uint64_t>(base)]);
-    v /= static_cast<std::uint64_t>(base);
-  }
-  return out;
-}
-
 std::string sign_of(bool negative, char sign) {
   if (negative) return "-";
   if (sign == '+') return "+";
   if (sign == ' ') return " ";
   return "";
-}
-
-std::string format_float_body(double x, char type, std::int64_t precision, bool alt, bool& add_dot0) {
-  // Returns the digits of |x| formatted per type (without sign).
-  const double ax = std::fabs(x);
-  char buf[512];
-  add_dot0 = false;
-  if (std::isnan(x) || std::isinf(x)) {
-    std::string s = std::isnan(x) ? "nan" : "inf";
-    if (type == 'E' || type == 'F' || type == 'G')
-      for (auto& c : s) c = static_cast<char>(c - 32);
-    return s;
-  }
-  if (type == 0) {
-    if (precision < 0) return py_float_repr(ax);
-    std::snprintf(buf, sizeof buf, alt ? "%#.*g" : "%.*g", static_cast<int>(precision == 0 ? 1 : precision), ax);
-    std::string s = buf;
-    if (s.find_first_of(".e") == std::string::npos) s += ".0";
-    return s;
-  }
-  const int prec = static_cast<int>(precision < 0 ? 6 : std::min<std::int64_t>(precision, 400));
-  const char* f = nullptr;
-  switch (type) {
-    case 'e': f = alt ? "%#.*e" : "%.*e"; break;
-    case 'E': f = alt ? "%#.*E" : "%.*E"; break;
-    case 'f': f = alt ? "%#.*f" : "%.*f"; break;
-    case 'F': f = alt ? "%#.*F" : "%.*F"; break;
-    case 'g': f = alt ? "%#.*g" : "%.*g"; break;
-    case 'G': f = alt ? "%#.*G" : "%.*G"; break;
-    default: throw runtime_error(std::string("Unknown format code '") + type + "' for object of type 'float'");
-  }
-  if (ax >= 1e300 && (type == 'f' || type == 'F')) {
-    std::vector<char> big(400 + static_cast<std::size_t>(prec));
-    std::snprintf(big.data(), big.size(), f, prec == 0 && (type == 'g' || type == 'G') ? 1 : prec, ax);
-    return big.data();
-  }
-  std::snprintf(buf, sizeof buf, f, prec == 0 && (type == 'g' || type == 'G') ? 1 : prec, ax);
-  return buf;
 }
 
 std::string format_float(double x, const spec_t& sp) {
@@ -232,29 +264,6 @@ std::string format_str(const std::string& s, const spec_t& sp) {
   if (sp.precision >= 0 && static_cast<std::size_t>(sp.precision) < unicode::count_code_points(s))
     body = s.substr(0, unicode::byte_offset(s, static_cast<std::size_t>(sp.precision)));
   return pad_to(sp, "", body, '<');
-}
-
-std::string ascii_repr(const value& v, render_context& ctx) {
-  const std::string r = to_repr(v, ctx);
-  std::string out;
-  char buf[16];
-  std::size_t p = 0;
-  while (p < r.size()) {
-    const std::size_t start = p;
-    const char32_t c = unicode::decode(r, p);
-    if (c < 0x80) {
-      out.append(r, start, p - start);
-      continue;
-    }
-    if (c <= 0xFF)
-      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(c));
-    else if (c <= 0xFFFF)
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-    else
-      std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(c));
-    out += buf;
-  }
-  return out;
 }
 
 class formatter {
@@ -419,190 +428,6 @@ std::string format_value(render_context& ctx, const value& v, std::string_view s
 
 std::string python_format(render_context& ctx, const std::string& fmt, call_args& args, bool markup) {
   return formatter(ctx, args, markup).run(fmt, 0);
-}
-
-std::string percent_format(render_context& ctx, const std::string& fmt, const value& args, bool markup) {
-  std::vector<value> pos;
-  // CPython treats any non-tuple, non-str argument with __getitem__ as the mapping.
-  const bool is_map = args.is(kind::dict) || args.is(kind::list) || args.is(kind::range) || args.is_undefined();
-  if (args.is(kind::tuple))
-    pos = args.seq().items;
-  else
-    pos.push_back(args);
-  std::size_t next = 0;
-  auto take = [&]() -> value {
-    if (next >= pos.size()) throw runtime_error("not enough arguments for format string");
-    return pos[next++];
-  };
-  std::string out;
-  std::size_t i = 0;
-  while (i < fmt.size()) {
-    if (fmt[i] != '%') {
-      out += fmt[i++];
-      continue;
-    }
-    ++i;
-    if (i >= fmt.size()) throw runtime_error("incomplete format");
-    value arg;
-    bool have_arg = false;
-    if (fmt[i] == '(') {
-      if (!is_map) throw runtime_error("format requires a mapping");
-      int level = 1;
-      std::size_t j = i + 1;
-      while (j < fmt.size() && level > 0) {
-        if (fmt[j] == '(')
-          ++level;
-        else if (fmt[j] == ')')
-          --level;
-        if (level > 0) ++j;
-      }
-      if (level > 0) throw runtime_error("incomplete format key");
-      const std::string key = fmt.substr(i + 1, j - i - 1);
-      if (!args.is(kind::dict))
-        throw runtime_error(py_str_repr(type_name(args)) + " indices must be integers or slices, not str");
-      const value* v = args.dict_ref().find(key);
-      if (!v) throw runtime_error(py_str_repr(key));
-      arg = *v;
-      have_arg = true;
-      i = j + 1;
-    }
-    bool left = false, plus = false, space = false, alt = false, zero = false;
-    for (; i < fmt.size(); ++i) {
-      const char c = fmt[i];
-      if (c == '-')
-        left = true;
-      else if (c == '+')
-        plus = true;
-      else if (c == ' ')
-        space = true;
-      else if (c == '#')
-        alt = true;
-      else if (c == '0')
-        zero = true;
-      else
-        break;
-    }
-    std::int64_t width = -1, prec = -1;
-    if (i < fmt.size() && fmt[i] == '*') {
-      const value w = take();
-      if (!w.is_int_like()) throw runtime_error("* wants int");
-      width = w.as_int();
-      if (width < 0) {
-        left = true;
-        width = -width;
-      }
-      ++i;
-    } else if (i < fmt.size() && is_digit(fmt[i])) {
-      width = parse_int(fmt, i);
-    }
-    if (i < fmt.size() && fmt[i] == '.') {
-      ++i;
-      if (i < fmt.size() && fmt[i] == '*') {
-        const value p = take();
-        if (!p.is_int_like()) throw runtime_error("* wants int");
-        prec = std::max<std::int64_t>(0, p.as_int());
-        ++i;
-      } else {
-        prec = parse_int(fmt, i);
-      }
-    }
-    while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
-    if (i >= fmt.size()) throw runtime_error("incomplete format");
-    const char conv = fmt[i++];
-    if (conv == '%') {
-      out += '%';
-      continue;
-    }
-    if (!have_arg) arg = take();
-    std::string body, sign;
-    bool numeric = false;
-    switch (conv) {
-      case 's':
-      case 'r':
-      case 'a': {
-        body = conv == 's' ? to_str(arg, ctx) : conv == 'r' ? to_repr(arg, ctx) : ascii_repr(arg, ctx);
-        if (prec >= 0 && static_cast<std::size_t>(prec) < unicode::count_code_points(body))
-          body = body.substr(0, unicode::byte_offset(body, static_cast<std::size_t>(prec)));
-        if (markup && !(conv == 's' && arg.is_markup())) body = pystr::html_escape(body);
-        break;
-      }
-      case 'd':
-      case 'i':
-      case 'u': {
-        std::int64_t n;
-        if (arg.is_int_like())
-          n = arg.as_int();
-        else if (arg.is(kind::floating) && std::isfinite(arg.as_float()))
-          n = static_cast<std::int64_t>(std::trunc(arg.as_float()));
-        else
-          throw runtime_error(std::string("%") + conv + " format: a real number is required, not " + type_name(arg));
-        numeric = true;
-        const std::uint64_t mag = n < 0 ? 0 - static_cast<std::uint64_t>(n) : static_cast<std::uint64_t>(n);
-        body = std::to_string(mag);
-        if (prec > 0 && static_cast<std::int64_t>(body.size()) < prec)
-          body.insert(0, static_cast<std::size_t>(prec) - body.size(), '0');
-        sign = n < 0 ? "-" : plus ? "+" : space ? " " : "";
-        break;
-      }
-      case 'o':
-      case 'x':
-      case 'X': {
-        if (!arg.is_int_like())
-          throw runtime_error(std::string("%") + conv + " format: an integer is required, not " + type_name(arg));
-        numeric = true;
-        const std::int64_t n = arg.as_int();
-        const std::uint64_t mag = n < 0 ? 0 - static_cast<std::uint64_t>(n) : static_cast<std::uint64_t>(n);
-        body = to_base(mag, conv == 'o' ? 8 : 16, conv == 'X');
-        if (prec > 0 && static_cast<std::int64_t>(body.size()) < prec)
-          body.insert(0, static_cast<std::size_t>(prec) - body.size(), '0');
-        sign = n < 0 ? "-" : plus ? "+" : space ? " " : "";
-        if (alt) sign += conv == 'o' ? "0o" : conv == 'x' ? "0x" : "0X";
-        break;
-      }
-      case 'e':
-      case 'E':
-      case 'f':
-      case 'F':
-      case 'g':
-      case 'G': {
-        if (!arg.is_number()) throw runtime_error("must be real number, not " + type_name(arg));
-        numeric = true;
-        const double x = arg.as_float();
-        bool dot0 = false;
-        body = format_float_body(x, conv, prec < 0 ? 6 : prec, alt, dot0);
-        sign = std::signbit(x) && !std::isnan(x) ? "-" : plus ? "+" : space ? " " : "";
-        break;
-      }
-      case 'c': {
-        if (arg.is_int_like()) {
-          const std::int64_t n = arg.as_int();
-          if (n < 0 || n > 0x10FFFF) throw runtime_error("%c arg not in range(0x110000)");
-          unicode::append_utf8(body, static_cast<char32_t>(n));
-        } else if (arg.is_string() && arg.str_data().cp_len == 1) {
-          body = arg.str();
-        } else {
-          throw runtime_error("%c requires int or char");
-        }
-        break;
-      }
-      default: throw runtime_error(std::string("unsupported format character '") + conv + "'");
-    }
-    const auto len = static_cast<std::int64_t>(unicode::count_code_points(sign) + unicode::count_code_points(body));
-    if (width > len) {
-      const std::size_t n = static_cast<std::size_t>(width - len);
-      if (left)
-        out += sign + body + std::string(n, ' ');
-      else if (zero && numeric)
-        out += sign + std::string(n, '0') + body;
-      else
-        out += std::string(n, ' ') + sign + body;
-    } else {
-      out += sign + body;
-    }
-    ctx.check_string(out.size());
-  }
-  if (!is_map && next < pos.size()) throw runtime_error("not all arguments converted during string formatting");
-  return out;
 }
 
 }  // namespace spate::jinja

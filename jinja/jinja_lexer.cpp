@@ -196,8 +196,9 @@ int hex_value(char c) {
   return -1;
 }
 
-// value_str[1:-1].encode("ascii", "backslashreplace").decode("unicode-escape")
-std::string unescape_string(std::string_view body, int line) {
+// text.encode("ascii", "backslashreplace"): code points past ASCII become \xNN, \uNNNN or
+// \UNNNNNNNN.
+std::string backslash_replace(std::string_view body) {
   std::string ascii;
   ascii.reserve(body.size());
   char buf[16];
@@ -215,6 +216,12 @@ std::string unescape_string(std::string_view body, int line) {
       ascii += buf;
     }
   }
+  return ascii;
+}
+
+// ascii.decode("unicode-escape") (Python's escapes; an unknown escape stays as written; a lone
+// surrogate becomes U+FFFD). Throws syntax_error at `line` for a malformed escape.
+std::string decode_unicode_escape(const std::string& ascii, int line) {
   std::string out;
   out.reserve(ascii.size());
   auto put = [&](char32_t cp) {
@@ -283,6 +290,11 @@ std::string unescape_string(std::string_view body, int line) {
     }
   }
   return out;
+}
+
+// value_str[1:-1].encode("ascii", "backslashreplace").decode("unicode-escape")
+std::string unescape_string(std::string_view body, int line) {
+  return decode_unicode_escape(backslash_replace(body), line);
 }
 
 class lexer {
@@ -469,32 +481,7 @@ class lexer {
   void inside(bool block) {
     std::vector<char> balance;
     while (pos_ < s_.size()) {
-      if (balance.empty()) {
-        std::size_t end = std::string_view::npos;
-        if (block) {
-          if (s_.compare(pos_, 3, "+%}") == 0) {
-            end = pos_ + 3;
-          } else if (s_.compare(pos_, 3, "-%}") == 0) {
-            end = pos_ + 3 + match_space(s_, pos_ + 3);
-          } else if (s_.compare(pos_, 2, "%}") == 0) {
-            end = pos_ + 2;
-            if (end < s_.size() && s_[end] == '\n') ++end;
-          }
-        } else {
-          if (s_.compare(pos_, 3, "-}}") == 0)
-            end = pos_ + 3 + match_space(s_, pos_ + 3);
-          else if (s_.compare(pos_, 2, "}}") == 0)
-            end = pos_ + 2;
-        }
-        if (end != std::string_view::npos) {
-          emit(block ? tok::block_end : tok::variable_end, block ? "%}" : "}}");
-          const std::string_view m = s_.substr(pos_, end - pos_);
-          line_ += count_newlines(m);
-          line_starting_ = m.back() == '\n';
-          pos_ = end;
-          return;
-        }
-      }
+      if (balance.empty() && tag_end(block)) return;
       if (const std::size_t ws = match_space(s_, pos_)) {
         const std::string_view m = s_.substr(pos_, ws);
         line_ += count_newlines(m);
@@ -503,44 +490,7 @@ class lexer {
         continue;
       }
       line_starting_ = false;
-      if (std::size_t e = match_float(s_, pos_); e != std::string_view::npos) {
-        std::string digits;
-        for (char c : s_.substr(pos_, e - pos_))
-          if (c != '_') digits.push_back(c);
-        double d = 0;
-        auto res = std::from_chars(digits.data(), digits.data() + digits.size(), d);
-        if (res.ec == std::errc::result_out_of_range) {
-          // Python's float() saturates to inf or rounds to 0 rather than failing.
-          d = digits.find_first_of("eE") != std::string::npos &&
-                      digits.find('-', digits.find_first_of("eE")) != std::string::npos
-                  ? 0.0
-                  : std::numeric_limits<double>::infinity();
-        }
-        token k;
-        k.type = tok::floating;
-        k.line = line_;
-        k.fval = d;
-        out_.push_back(std::move(k));
-        pos_ = e;
-        continue;
-      }
-      int base = 10;
-      if (std::size_t e = match_integer(s_, pos_, base); e != std::string_view::npos) {
-        std::string digits;
-        for (char c : s_.substr(pos_ + (base == 10 ? 0 : 2), e - pos_ - (base == 10 ? 0 : 2)))
-          if (c != '_') digits.push_back(c);
-        std::uint64_t v = 0;
-        auto res = std::from_chars(digits.data(), digits.data() + digits.size(), v, base);
-        if (res.ec != std::errc() || v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-          fail("integer literal too large (64-bit integers only)");
-        token k;
-        k.type = tok::integer;
-        k.line = line_;
-        k.ival = static_cast<std::int64_t>(v);
-        out_.push_back(std::move(k));
-        pos_ = e;
-        continue;
-      }
+      if (float_token() || integer_token()) continue;
       if (std::size_t e = match_name(s_, pos_); e > pos_) {
         const std::string_view name = s_.substr(pos_, e - pos_);
         std::size_t q = 0;
@@ -559,6 +509,83 @@ class lexer {
       }
       operator_token(balance);
     }
+  }
+
+  // If the tag's closing delimiter (with its whitespace control: "-" strips the whitespace
+  // after it, "+" keeps it, a plain %} eats one newline) is at pos_: emits the end token, moves
+  // past it and returns true.
+  bool tag_end(bool block) {
+    std::size_t end = std::string_view::npos;
+    if (block) {
+      if (s_.compare(pos_, 3, "+%}") == 0) {
+        end = pos_ + 3;
+      } else if (s_.compare(pos_, 3, "-%}") == 0) {
+        end = pos_ + 3 + match_space(s_, pos_ + 3);
+      } else if (s_.compare(pos_, 2, "%}") == 0) {
+        end = pos_ + 2;
+        if (end < s_.size() && s_[end] == '\n') ++end;
+      }
+    } else {
+      if (s_.compare(pos_, 3, "-}}") == 0)
+        end = pos_ + 3 + match_space(s_, pos_ + 3);
+      else if (s_.compare(pos_, 2, "}}") == 0)
+        end = pos_ + 2;
+    }
+    if (end == std::string_view::npos) return false;
+    emit(block ? tok::block_end : tok::variable_end, block ? "%}" : "}}");
+    const std::string_view m = s_.substr(pos_, end - pos_);
+    line_ += count_newlines(m);
+    line_starting_ = m.back() == '\n';
+    pos_ = end;
+    return true;
+  }
+
+  // If a float literal (underscores allowed) is at pos_: emits it, moves past it and returns
+  // true. Out of range saturates as Python's float() does.
+  bool float_token() {
+    const std::size_t e = match_float(s_, pos_);
+    if (e == std::string_view::npos) return false;
+    std::string digits;
+    for (char c : s_.substr(pos_, e - pos_))
+      if (c != '_') digits.push_back(c);
+    double d = 0;
+    auto res = std::from_chars(digits.data(), digits.data() + digits.size(), d);
+    if (res.ec == std::errc::result_out_of_range) {
+      // Python's float() saturates to inf or rounds to 0 rather than failing.
+      d = digits.find_first_of("eE") != std::string::npos &&
+                  digits.find('-', digits.find_first_of("eE")) != std::string::npos
+              ? 0.0
+              : std::numeric_limits<double>::infinity();
+    }
+    token k;
+    k.type = tok::floating;
+    k.line = line_;
+    k.fval = d;
+    out_.push_back(std::move(k));
+    pos_ = e;
+    return true;
+  }
+
+  // If an integer literal (decimal, 0b, 0o or 0x; underscores allowed) is at pos_: emits it,
+  // moves past it and returns true. Fails past the 64-bit signed range.
+  bool integer_token() {
+    int base = 10;
+    const std::size_t e = match_integer(s_, pos_, base);
+    if (e == std::string_view::npos) return false;
+    std::string digits;
+    for (char c : s_.substr(pos_ + (base == 10 ? 0 : 2), e - pos_ - (base == 10 ? 0 : 2)))
+      if (c != '_') digits.push_back(c);
+    std::uint64_t v = 0;
+    auto res = std::from_chars(digits.data(), digits.data() + digits.size(), v, base);
+    if (res.ec != std::errc() || v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      fail("integer literal too large (64-bit integers only)");
+    token k;
+    k.type = tok::integer;
+    k.line = line_;
+    k.ival = static_cast<std::int64_t>(v);
+    out_.push_back(std::move(k));
+    pos_ = e;
+    return true;
   }
 
   void operator_token(std::vector<char>& balance) {

@@ -126,61 +126,18 @@ class renderer {
         return exec(s.else_, f, out);
       case st::for_: return exec_for(s, f, out);
       case st::set: assign(s.tgt, eval(*s.e, f), *f); return flow::normal;
-      case st::set_block: {
-        std::string buf;
-        auto inner = std::make_shared<frame>();
-        inner->parent = f;
-        bind_missing(*inner, s.missing);
-        const flow r = exec(s.body, inner, buf);
-        if (r != flow::normal) return r;
-        value v = value::string(std::move(buf));
-        if (s.filter) v = eval_block_filter(*s.filter, inner, v);
-        assign(s.tgt, v, *f);
-        return flow::normal;
-      }
-      case st::macro: {
-        auto m = std::make_shared<macro_obj>();
-        m->def = s.macro.get();
-        m->name = s.macro->name;
-        m->closure = f;
-        ctx_.track(f);
-        f->set(s.macro->name, value::from_object(kind::macro, std::move(m)));
-        return flow::normal;
-      }
+      case st::set_block: return exec_set_block(s, f);
+      case st::macro: f->set(s.macro->name, make_macro(s, f, s.macro->name)); return flow::normal;
       case st::call_block: {
-        auto m = std::make_shared<macro_obj>();
-        m->def = s.macro.get();
-        m->closure = f;
-        ctx_.track(f);
-        const value caller = value::from_object(kind::macro, std::move(m));
+        const value caller = make_macro(s, f, "");
         const value v = eval_call(*s.e, f, &caller);
         append(out, to_str(v, ctx_));
         return flow::normal;
       }
-      case st::filter_block: {
-        std::string buf;
-        auto inner = std::make_shared<frame>();
-        inner->parent = f;
-        bind_missing(*inner, s.missing);
-        const flow r = exec(s.body, inner, buf);
-        if (r != flow::normal) return r;
-        const value v = eval_block_filter(*s.filter, inner, value::string(std::move(buf)));
-        append(out, to_str(v, ctx_));
-        return flow::normal;
-      }
-      case st::with: {
-        std::vector<value> vals;
-        for (const auto& [t, e] : s.bindings) vals.push_back(eval(*e, f));
-        auto inner = std::make_shared<frame>();
-        inner->parent = f;
-        bind_missing(*inner, s.missing);
-        for (std::size_t i = 0; i < vals.size(); ++i) assign(s.bindings[i].first, vals[i], *inner);
-        return exec(s.body, inner, out);
-      }
+      case st::filter_block: return exec_filter_block(s, f, out);
+      case st::with: return exec_with(s, f, out);
       case st::scope: {
-        auto inner = std::make_shared<frame>();
-        inner->parent = f;
-        bind_missing(*inner, s.missing);
+        auto inner = child_frame(s, f);
         std::string buf;
         exec(s.body, inner, buf);
         append(out, buf);
@@ -190,6 +147,57 @@ class renderer {
       case st::continue_: return flow::continue_;
     }
     return flow::normal;
+  }
+
+  // A new scope inside f for the body of s, with s's late-assigned locals bound undefined.
+  static frame_ptr child_frame(const stmt& s, const frame_ptr& f) {
+    auto inner = std::make_shared<frame>();
+    inner->parent = f;
+    bind_missing(*inner, s.missing);
+    return inner;
+  }
+
+  // The macro of s (a {% macro %} named name, or a call block's caller when name is empty),
+  // closing over f.
+  value make_macro(const stmt& s, const frame_ptr& f, const std::string& name) {
+    auto m = std::make_shared<macro_obj>();
+    m->def = s.macro.get();
+    m->name = name;
+    m->closure = f;
+    ctx_.track(f);
+    return value::from_object(kind::macro, std::move(m));
+  }
+
+  // {% set x %}body{% endset %} (optionally | filters): the body rendered in its own scope.
+  flow exec_set_block(const stmt& s, const frame_ptr& f) {
+    std::string buf;
+    auto inner = child_frame(s, f);
+    const flow r = exec(s.body, inner, buf);
+    if (r != flow::normal) return r;
+    value v = value::string(std::move(buf));
+    if (s.filter) v = eval_block_filter(*s.filter, inner, v);
+    assign(s.tgt, v, *f);
+    return flow::normal;
+  }
+
+  // {% filter f %}body{% endfilter %}: the body rendered in its own scope, then filtered.
+  flow exec_filter_block(const stmt& s, const frame_ptr& f, std::string& out) {
+    std::string buf;
+    auto inner = child_frame(s, f);
+    const flow r = exec(s.body, inner, buf);
+    if (r != flow::normal) return r;
+    const value v = eval_block_filter(*s.filter, inner, value::string(std::move(buf)));
+    append(out, to_str(v, ctx_));
+    return flow::normal;
+  }
+
+  // {% with a = x, ... %}: every value is evaluated in f before any is bound in the new scope.
+  flow exec_with(const stmt& s, const frame_ptr& f, std::string& out) {
+    std::vector<value> vals;
+    for (const auto& [t, e] : s.bindings) vals.push_back(eval(*e, f));
+    auto inner = child_frame(s, f);
+    for (std::size_t i = 0; i < vals.size(); ++i) assign(s.bindings[i].first, vals[i], *inner);
+    return exec(s.body, inner, out);
   }
 
   flow exec_for(const stmt& s, const frame_ptr& f, std::string& out) {
@@ -380,6 +388,8 @@ class renderer {
   }
 
   // ----- expressions -----
+  // The value of e in frame f. In fold mode (f is null) throws impossible for anything that
+  // is not a compile-time constant.
   value eval(const expr& e, const frame_ptr& f) {
     check_stack();
     ctx_.line = e.line;
@@ -389,62 +399,16 @@ class renderer {
         if (fold_mode_) throw impossible{};
         return lookup(e.name, f.get());
       case ex::list:
-      case ex::tuple: {
-        std::vector<value> items;
-        items.reserve(e.items.size());
-        for (const auto& x : e.items) items.push_back(eval(*x, f));
-        ctx_.charge(items.size() * sizeof(value));
-        return e.kind == ex::list ? value::list(std::move(items)) : value::tuple(std::move(items));
-      }
-      case ex::dict: {
-        auto d = std::make_shared<dict_obj>();
-        for (std::size_t i = 0; i + 1 < e.items.size(); i += 2) {
-          value k = eval(*e.items[i], f);
-          value v = eval(*e.items[i + 1], f);
-          if (!is_hashable(k)) throw runtime_error("unhashable type: " + py_str_repr(type_name(k)));
-          d->set(std::move(k), std::move(v));
-        }
-        ctx_.charge(d->items.size() * 2 * sizeof(value));
-        return value::dict(std::move(d));
-      }
+      case ex::tuple: return eval_sequence(e, f);
+      case ex::dict: return eval_dict(e, f);
       case ex::getattr: return get_attr(ctx_, eval(*e.a, f), e.name);
-      case ex::getitem: {
-        const value obj = eval(*e.a, f);
-        if (e.b->kind == ex::slice) {
-          slice_spec s;
-          s.start = e.b->a ? eval(*e.b->a, f) : value::none();
-          s.stop = e.b->b ? eval(*e.b->b, f) : value::none();
-          s.step = e.b->c ? eval(*e.b->c, f) : value::none();
-          return get_slice(ctx_, obj, s, fold_mode_);
-        }
-        return get_item(ctx_, obj, eval(*e.b, f));
-      }
+      case ex::getitem: return eval_subscript(e, f);
       case ex::slice: throw runtime_error("slice outside of a subscript");
       case ex::call:
         if (fold_mode_) throw impossible{};
         return eval_call(e, f, nullptr);
-      case ex::filter: {
-        if (fold_mode_ && (!e.filter || !e.a || e.name == "map" || e.name == "select" || e.name == "reject" ||
-                           e.name == "selectattr" || e.name == "rejectattr"))
-          throw impossible{};
-        value input = e.a ? eval(*e.a, f) : (block_input_ ? *block_input_ : value());
-        call_args args;
-        eval_args(e, f, args);
-        ctx_.line = e.line;
-        if (!e.filter) throw runtime_error("No filter named " + py_str_repr(e.name) + " found.");
-        ctx_.step();
-        return e.filter(ctx_, input, args);
-      }
-      case ex::test: {
-        if (fold_mode_ && !e.test) throw impossible{};
-        const value input = eval(*e.a, f);
-        call_args args;
-        eval_args(e, f, args);
-        ctx_.line = e.line;
-        if (!e.test) throw runtime_error("No test named " + py_str_repr(e.name) + " found.");
-        ctx_.step();
-        return value::boolean(e.test(ctx_, input, args));
-      }
+      case ex::filter: return eval_filter(e, f);
+      case ex::test: return eval_test(e, f);
       case ex::neg: return negate(ctx_, eval(*e.a, f));
       case ex::pos: return unary_plus(ctx_, eval(*e.a, f));
       case ex::not_: return value::boolean(!truthy(eval(*e.a, f)));
@@ -454,29 +418,8 @@ class renderer {
         ctx_.line = e.line;
         return binary_op(ctx_, e.name, a, b);
       }
-      case ex::concat: {
-        std::string out;
-        for (const auto& x : e.items) {
-          const value v = eval(*x, f);
-          if (v.is_string())
-            out += v.str();
-          else
-            out += to_str(v, ctx_);
-          ctx_.check_string(out.size());
-        }
-        ctx_.charge(out.size());
-        return value::string(std::move(out));
-      }
-      case ex::compare: {
-        value left = eval(*e.items[0], f);
-        for (std::size_t i = 0; i < e.ops.size(); ++i) {
-          value right = eval(*e.items[i + 1], f);
-          ctx_.line = e.line;
-          if (!compare_op(ctx_, e.ops[i], left, right)) return value::boolean(false);
-          left = std::move(right);
-        }
-        return value::boolean(true);
-      }
+      case ex::concat: return eval_concat(e, f);
+      case ex::compare: return eval_compare(e, f);
       case ex::and_: {
         value l = eval(*e.a, f);
         if (!truthy(l)) return l;
@@ -495,6 +438,97 @@ class renderer {
                                      " evaluated to false and no else section was defined.");
     }
     return value();
+  }
+
+  // [a, b] or (a, b): the items evaluated left to right.
+  value eval_sequence(const expr& e, const frame_ptr& f) {
+    std::vector<value> items;
+    items.reserve(e.items.size());
+    for (const auto& x : e.items) items.push_back(eval(*x, f));
+    ctx_.charge(items.size() * sizeof(value));
+    return e.kind == ex::list ? value::list(std::move(items)) : value::tuple(std::move(items));
+  }
+
+  // {k: v, ...}: keys and values alternate in e.items; a later duplicate key wins.
+  value eval_dict(const expr& e, const frame_ptr& f) {
+    auto d = std::make_shared<dict_obj>();
+    for (std::size_t i = 0; i + 1 < e.items.size(); i += 2) {
+      value k = eval(*e.items[i], f);
+      value v = eval(*e.items[i + 1], f);
+      if (!is_hashable(k)) throw runtime_error("unhashable type: " + py_str_repr(type_name(k)));
+      d->set(std::move(k), std::move(v));
+    }
+    ctx_.charge(d->items.size() * 2 * sizeof(value));
+    return value::dict(std::move(d));
+  }
+
+  // obj[key] or obj[start:stop:step] (missing slice parts are none).
+  value eval_subscript(const expr& e, const frame_ptr& f) {
+    const value obj = eval(*e.a, f);
+    if (e.b->kind == ex::slice) {
+      slice_spec s;
+      s.start = e.b->a ? eval(*e.b->a, f) : value::none();
+      s.stop = e.b->b ? eval(*e.b->b, f) : value::none();
+      s.step = e.b->c ? eval(*e.b->c, f) : value::none();
+      return get_slice(ctx_, obj, s, fold_mode_);
+    }
+    return get_item(ctx_, obj, eval(*e.b, f));
+  }
+
+  // input|name(args): the input is e.a, or the body of a {% filter %} block. Unknown filters
+  // fail only when applied. Not folded: unknown filters and those that call back into the
+  // template (map, select, reject, selectattr, rejectattr).
+  value eval_filter(const expr& e, const frame_ptr& f) {
+    if (fold_mode_ && (!e.filter || !e.a || e.name == "map" || e.name == "select" || e.name == "reject" ||
+                       e.name == "selectattr" || e.name == "rejectattr"))
+      throw impossible{};
+    value input = e.a ? eval(*e.a, f) : (block_input_ ? *block_input_ : value());
+    call_args args;
+    eval_args(e, f, args);
+    ctx_.line = e.line;
+    if (!e.filter) throw runtime_error("No filter named " + py_str_repr(e.name) + " found.");
+    ctx_.step();
+    return e.filter(ctx_, input, args);
+  }
+
+  // input is name(args); unknown tests fail only when applied.
+  value eval_test(const expr& e, const frame_ptr& f) {
+    if (fold_mode_ && !e.test) throw impossible{};
+    const value input = eval(*e.a, f);
+    call_args args;
+    eval_args(e, f, args);
+    ctx_.line = e.line;
+    if (!e.test) throw runtime_error("No test named " + py_str_repr(e.name) + " found.");
+    ctx_.step();
+    return value::boolean(e.test(ctx_, input, args));
+  }
+
+  // a ~ b ~ ...: the str() of each operand, concatenated.
+  value eval_concat(const expr& e, const frame_ptr& f) {
+    std::string out;
+    for (const auto& x : e.items) {
+      const value v = eval(*x, f);
+      if (v.is_string())
+        out += v.str();
+      else
+        out += to_str(v, ctx_);
+      ctx_.check_string(out.size());
+    }
+    ctx_.charge(out.size());
+    return value::string(std::move(out));
+  }
+
+  // a < b <= c ...: chained comparisons, stopping at the first false one (later operands
+  // are not evaluated).
+  value eval_compare(const expr& e, const frame_ptr& f) {
+    value left = eval(*e.items[0], f);
+    for (std::size_t i = 0; i < e.ops.size(); ++i) {
+      value right = eval(*e.items[i + 1], f);
+      ctx_.line = e.line;
+      if (!compare_op(ctx_, e.ops[i], left, right)) return value::boolean(false);
+      left = std::move(right);
+    }
+    return value::boolean(true);
   }
 
   render_context& ctx_;

@@ -140,6 +140,55 @@ void repr_dict_items(std::string& out, const dict_obj& d, render_context& ctx) {
   out += '}';
 }
 
+// dict_items([('k', v), ...]), dict_keys([...]) or dict_values([...]) of a dict view.
+void repr_dict_view(std::string& out, const value& v, render_context& ctx) {
+  const auto& view = v.as<view_obj>();
+  out += type_name(v);
+  out += "([";
+  bool first = true;
+  for (const auto& [k, x] : view.dict.dict_ref().items) {
+    if (!first) out += ", ";
+    first = false;
+    if (view.which == view_obj::items) {
+      out += '(';
+      repr_into(out, k, ctx, false);
+      out += ", ";
+      repr_into(out, x, ctx, false);
+      out += ')';
+    } else {
+      repr_into(out, view.which == view_obj::keys ? k : x, ctx, false);
+    }
+  }
+  out += "])";
+}
+
+// <Namespace {'a': 1, ...}>; a namespace that contains itself shows {...} where it recurs.
+void repr_namespace(std::string& out, const ns_obj& ns, render_context& ctx) {
+  out += "<Namespace ";
+  if (std::find(ctx.ns_repr_stack.begin(), ctx.ns_repr_stack.end(), &ns) != ctx.ns_repr_stack.end()) {
+    out += "{...}";
+  } else {
+    ctx.ns_repr_stack.push_back(&ns);
+    try {
+      out += '{';
+      bool first = true;
+      for (const auto& [k, x] : ns.attrs) {
+        if (!first) out += ", ";
+        first = false;
+        out += py_str_repr(k);
+        out += ": ";
+        repr_into(out, x, ctx, false);
+      }
+      out += '}';
+    } catch (...) {
+      ctx.ns_repr_stack.pop_back();
+      throw;
+    }
+    ctx.ns_repr_stack.pop_back();
+  }
+  out += '>';
+}
+
 void repr_into(std::string& out, const value& v, render_context& ctx, bool top_str) {
   switch (v.type()) {
     case kind::undefined:
@@ -176,27 +225,7 @@ void repr_into(std::string& out, const value& v, render_context& ctx, bool top_s
       out += ')';
       break;
     case kind::dict: repr_dict_items(out, v.dict_ref(), ctx); break;
-    case kind::dict_view: {
-      const auto& view = v.as<view_obj>();
-      out += type_name(v);
-      out += "([";
-      bool first = true;
-      for (const auto& [k, x] : view.dict.dict_ref().items) {
-        if (!first) out += ", ";
-        first = false;
-        if (view.which == view_obj::items) {
-          out += '(';
-          repr_into(out, k, ctx, false);
-          out += ", ";
-          repr_into(out, x, ctx, false);
-          out += ')';
-        } else {
-          repr_into(out, view.which == view_obj::keys ? k : x, ctx, false);
-        }
-      }
-      out += "])";
-      break;
-    }
+    case kind::dict_view: repr_dict_view(out, v, ctx); break;
     case kind::range: {
       const auto& r = v.as<range_obj>();
       out += "range(" + std::to_string(r.start) + ", " + std::to_string(r.stop);
@@ -205,33 +234,7 @@ void repr_into(std::string& out, const value& v, render_context& ctx, bool top_s
       break;
     }
     case kind::generator: out += "<" + v.as<gen_obj>().type_name + " object>"; break;
-    case kind::namespace_: {
-      const auto* ns = &v.as<ns_obj>();
-      out += "<Namespace ";
-      if (std::find(ctx.ns_repr_stack.begin(), ctx.ns_repr_stack.end(), ns) != ctx.ns_repr_stack.end()) {
-        out += "{...}";
-      } else {
-        ctx.ns_repr_stack.push_back(ns);
-        try {
-          out += '{';
-          bool first = true;
-          for (const auto& [k, x] : ns->attrs) {
-            if (!first) out += ", ";
-            first = false;
-            out += py_str_repr(k);
-            out += ": ";
-            repr_into(out, x, ctx, false);
-          }
-          out += '}';
-        } catch (...) {
-          ctx.ns_repr_stack.pop_back();
-          throw;
-        }
-        ctx.ns_repr_stack.pop_back();
-      }
-      out += '>';
-      break;
-    }
+    case kind::namespace_: repr_namespace(out, v.as<ns_obj>(), ctx); break;
     case kind::macro: {
       const auto& m = v.as<macro_obj>();
       out += "<Macro " + (m.name.empty() ? std::string("anonymous") : py_str_repr(m.name)) + ">";

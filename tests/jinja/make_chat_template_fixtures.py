@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Generates the reference data for spate's Jinja2 chat-template renderer.
 
-Two jobs:
-
   make_chat_template_fixtures.py [--out-dir DIR]
       Renders every chat template of ../shared/testdata/chat-templates/ (plus the default
       model's template, extracted from its GGUF) with Python's Jinja2 in the environment
@@ -11,10 +9,8 @@ Two jobs:
       tests/jinja/fixtures/chat_templates/. Also renders the language-feature snippets
       of FEATURE_CASES into features.json. The C++ tests compare byte for byte.
 
-  make_chat_template_fixtures.py --unicode-tables server/jinja_unicode_data.cpp
-      Writes the Unicode tables the renderer needs to reproduce Python's str methods
-      (case mappings, str.isprintable for repr, cased / case-ignorable for the final
-      sigma rule), derived from this Python's unicodedata.
+The Unicode tables the engine needs for Python's str methods are generated separately, by
+jinja/make_unicode_data.py.
 
 Reference: Debian's python3-jinja2 (3.1.x) and python3-markupsafe. The environment matches
 transformers' _compile_jinja_template: ImmutableSandboxedEnvironment(trim_blocks=True,
@@ -30,7 +26,6 @@ import os
 import struct
 import sys
 import time
-import unicodedata
 from datetime import datetime
 from pathlib import Path
 
@@ -39,108 +34,9 @@ time.tzset()
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTDATA = ROOT.parent / "shared" / "testdata" / "chat-templates"
-DEFAULT_OUT = ROOT / "tests" / "server" / "fixtures" / "chat_templates"
+DEFAULT_OUT = ROOT / "tests" / "jinja" / "fixtures" / "chat_templates"
 DEFAULT_GGUF = Path.home() / ".cache" / "spate" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 NOW_UNIX_S = 1721990400 + 3600 * 13 + 61  # 2024-07-26 13:01:01 UTC
-
-
-# ----------------------------------------------------------------------------------------------
-# Unicode tables
-# ----------------------------------------------------------------------------------------------
-
-def _ranges(pred, lo=0, hi=0x110000):
-    out, start = [], None
-    for cp in range(lo, hi):
-        if pred(cp):
-            if start is None:
-                start = cp
-        elif start is not None:
-            out.append((start, cp - 1))
-            start = None
-    if start is not None:
-        out.append((start, hi - 1))
-    return out
-
-
-def _case_tables(fn, keep=lambda c: False):
-    """Single-code-point mappings compressed into (lo, hi, delta, stride) runs, plus the
-    multi-code-point mappings listed one by one. Identity mappings are dropped unless
-    keep(c)."""
-    singles, multi = [], []
-    for cp in range(0x110000):
-        c = chr(cp)
-        if 0xD800 <= cp <= 0xDFFF:
-            continue
-        m = fn(c)
-        if m == c and not keep(c):
-            continue
-        if len(m) == 1:
-            singles.append((cp, ord(m) - cp))
-        else:
-            multi.append((cp, [ord(x) for x in m]))
-    runs = []
-    for cp, delta in singles:
-        if runs:
-            lo, hi, d, stride = runs[-1]
-            if d == delta:
-                if stride == 0 and cp - hi in (1, 2):
-                    runs[-1] = (lo, cp, d, cp - hi)
-                    continue
-                if stride and cp - hi == stride:
-                    runs[-1] = (lo, cp, d, stride)
-                    continue
-        runs.append((cp, cp, delta, 0))
-    return [(lo, hi, d, stride or 1) for lo, hi, d, stride in runs], multi
-
-
-def _is_cased(c):
-    # str.title() lower-cases a letter that follows a cased character.
-    return (c + "a").title()[-1] == "a"
-
-
-def _is_case_ignorable(c):
-    return ("A\u03a3" + c + "B").lower()[1] == "\u03c3" and ("A\u03a3" + c).lower()[1] == "\u03c2"
-
-
-def write_unicode_tables(path: Path) -> None:
-    def rng(name, rs):
-        body = ",\n".join(f"    {{0x{a:X}, 0x{b:X}}}" for a, b in rs)
-        return (f"extern const cp_range {name}[] = {{\n{body}}};\n"
-                f"extern const std::size_t {name}_size = {len(rs)};\n\n")
-
-    def case(name, fn, keep=lambda c: False):
-        runs, multi = _case_tables(fn, keep)
-        body = ",\n".join(f"    {{0x{a:X}, 0x{b:X}, {d}, {s}}}" for a, b, d, s in runs)
-        mbody = ",\n".join(
-            "    {0x%X, {%s}}" % (cp, ", ".join(f"0x{x:X}" for x in (out + [0, 0, 0])[:3]))
-            for cp, out in multi)
-        return (f"extern const case_run {name}_runs[] = {{\n{body}}};\n"
-                f"extern const std::size_t {name}_runs_size = {len(runs)};\n"
-                f"extern const case_multi {name}_multi[] = {{\n{mbody}}};\n"
-                f"extern const std::size_t {name}_multi_size = {len(multi)};\n\n")
-
-    nonprintable = _ranges(lambda cp: not chr(cp).isprintable(), 0x80)
-    cased = _ranges(lambda cp: not (0xD800 <= cp <= 0xDFFF) and _is_cased(chr(cp)))
-    ignorable = _ranges(lambda cp: not (0xD800 <= cp <= 0xDFFF) and _is_case_ignorable(chr(cp)))
-    # Title case only where it differs from upper case (str.title / str.capitalize),
-    # including code points that are their own title case (U+01C5).
-    title_fn = lambda c: c.title() if c.title() != c.upper() else c  # noqa: E731
-    text = (
-        "// Generated by tests/jinja/make_chat_template_fixtures.py --unicode-tables from\n"
-        f"// Python {sys.version.split()[0]}'s unicodedata (Unicode {unicodedata.unidata_version}). "
-        "Do not edit.\n"
-        "// Data only: the Unicode Character Database properties Python's str methods use.\n"
-        "#include \"server/jinja_unicode_data.h\"\n\n"
-        "namespace spate::jinja::unicode_data {\n\n"
-        + rng("k_nonprintable", nonprintable)
-        + rng("k_cased", cased)
-        + rng("k_case_ignorable", ignorable)
-        + case("k_lower", str.lower)
-        + case("k_upper", str.upper)
-        + case("k_title", title_fn, keep=lambda c: c.title() != c.upper())
-        + "}  // namespace spate::jinja::unicode_data\n")
-    path.write_text(text)
-    print(f"wrote {path}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -678,11 +574,7 @@ def main():
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--testdata", type=Path, default=TESTDATA, help="directory of *.jinja chat templates")
     ap.add_argument("--gguf", type=Path, default=DEFAULT_GGUF, help="GGUF of the default model (SmolLM2)")
-    ap.add_argument("--unicode-tables", type=Path, metavar="CPP", help="write the Unicode tables and exit")
     args = ap.parse_args()
-    if args.unicode_tables:
-        write_unicode_tables(args.unicode_tables)
-        return
 
     import importlib.metadata
 
