@@ -186,8 +186,9 @@ class engine {
   engine_stats stats() const;
 
   // Blocks until every submitted request has finished and the stats snapshot
-  // reflects it (e.g. all blocks back in the pool). Any thread except the
-  // engine thread (not from a callback).
+  // reflects it (e.g. all blocks back in the pool), or until stop() has been
+  // called. Requests submitted before start() keep it waiting until they ran.
+  // Any thread except the engine thread (not from a callback).
   void wait_idle();
 
   // Stops the engine thread after the current step (idempotent, blocking);
