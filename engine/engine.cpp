@@ -55,6 +55,7 @@ void engine::impl::start() {
   } else {
     warmup();
   }
+  started_ = true;
   thread_ = std::thread([this] { thread_main(); });
 }
 
@@ -137,7 +138,12 @@ void engine::impl::stop() {
     cv_.notify_one();
     idle_cv_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+  } else if (!started_) {
+    // No engine thread ever ran: what was submitted finishes here.
+    abort_all();
+  }
 }
 
 void engine::impl::thread_main() {
@@ -167,13 +173,14 @@ void engine::impl::thread_main() {
   abort_all();
 }
 
-// Every request still in flight (or in the inbox) finishes as aborted, and its
-// blocks return to the pool.
+// Every request still in flight (or in the inbox) finishes as aborted, its
+// blocks return to the pool, and the stats snapshot shows it.
 void engine::impl::abort_all() {
   drain_inbox();
   std::vector<request_state*> left;
   for (auto& [id, r] : live_) left.push_back(r.get());
   for (auto* r : left) finish_request(*r, finish_reason::abort);
+  publish_stats();
 }
 
 void engine::impl::drain_inbox() {

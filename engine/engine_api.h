@@ -192,7 +192,9 @@ class engine {
   void wait_idle();
 
   // Stops the engine thread after the current step (idempotent, blocking);
-  // requests still in flight finish with reason abort.
+  // requests still in flight finish with reason abort. Without start() (or
+  // when its warmup threw) their abort events run on the calling thread.
+  // Not concurrently with start().
   void stop();
 
   const engine_config& config() const;

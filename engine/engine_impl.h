@@ -90,6 +90,7 @@ class engine::impl {
   std::condition_variable idle_cv_;
   engine_stats shared_stats_;
   std::thread thread_;
+  bool started_ = false;  // the engine thread was started; set by start() on its caller's thread
   std::atomic<int64_t> next_id_{0};
 };
 

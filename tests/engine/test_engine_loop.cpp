@@ -403,6 +403,27 @@ TEST(EngineLoop, StopAbortsRequestsInFlightAndRefusesLaterOnes) {
   EXPECT_EQ(h.log.n_callbacks_alive(), 0);
   h.eng->stop();  // idempotent
   EXPECT_EQ(h.exec.n_calls(), 1);
+  // The snapshot after stop() shows the aborts and the returned blocks.
+  const engine_stats s = h.eng->stats();
+  EXPECT_EQ(s.n_finished, 2);
+  EXPECT_EQ(s.n_rejected, 1);
+  EXPECT_EQ(s.n_blocks_free, s.n_blocks_total);
+  EXPECT_EQ(s.n_running + s.n_waiting, 0);
+}
+
+TEST(EngineLoop, StopWithoutStartAbortsWhatWasSubmitted) {
+  harness h;
+  const int64_t id = h.submit_ok(words("never"), 3);
+  h.eng->stop();
+  const request_log r = h.log.get(id);
+  expect_well_formed(r);
+  EXPECT_EQ(r.reason, finish_reason::abort);
+  EXPECT_TRUE(r.tokens.empty());
+  EXPECT_EQ(h.log.n_callbacks_alive(), 0);
+  EXPECT_EQ(h.submit(words("late"), 3).why, submit_result::refusal::stopped);
+  EXPECT_EQ(h.eng->stats().n_finished, 1);
+  EXPECT_EQ(h.exec.n_calls(), 0);
+  h.expect_drained();
 }
 
 TEST(EngineLoop, ForwardFailureFailsThatStepAndTheEngineKeepsServing) {
