@@ -1,29 +1,16 @@
-#include "engine/engine_api.h"
-
+// The engine's request bookkeeping (submit, cancel, finish, stats) and its
+// loop (drain the inbox, schedule, forward, sample, publish). Warmup lives in
+// engine_warmup.cpp; the class is declared in engine_impl.h.
 #include <algorithm>
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
-#include <thread>
-#include <unordered_map>
-#include <chrono>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
-#include "engine/buckets.h"
-#include "engine/engine_config.h"
-#include "engine/kv_block_manager.h"
-#include "engine/scheduler.h"
-#include "engine/sequence.h"
-#include "model/forward_executor.h"
+#include "engine/engine_impl.h"
 
 namespace spate {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-int64_t us_between(clock_type::time_point a, clock_type::time_point b) {
+int64_t us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
 }
 
@@ -46,72 +33,6 @@ void deliver(const event_callback& cb, const engine_event& ev) {
 
 }  // namespace
 
-// The engine's state and loop. Engine-thread state is touched only by the
-// engine thread (and by the constructor / warmup before it starts); the shared
-// state is guarded by mu_.
-class engine::impl {
- public:
-  impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg);
-  void start();
-  submit_result submit(engine_request r);
-  void cancel(int64_t id);
-  engine_stats stats() const;
-  void wait_idle();
-  void stop();
-  const engine_config& config() const { return cfg_; }
-
- private:
-  struct request_state;
-  void warmup();
-  void thread_main();
-  void drain_inbox();
-  void step();
-  void account_padding(scheduler_output& out);
-  void finish_request(request_state& r, finish_reason why);
-  void fail_request(request_state& r, const std::string& msg);
-  void publish_stats();
-
-  forward_executor& exec_;
-  const tokenizer& tok_;
-  engine_config cfg_;
-  int32_t n_blocks_ = 0;
-  kv_block_manager blocks_;
-  scheduler sched_;
-  std::vector<bucket> prompt_buckets_, decode_buckets_;
-
-  // Engine-thread state.
-  std::unordered_map<int64_t, std::unique_ptr<request_state>> live_;
-  std::vector<float> logits_;
-  engine_stats local_stats_;
-  bool warned_prompt_overflow_ = false, warned_decode_overflow_ = false;
-
-  // Shared state, under mu_.
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<request_state>> inbox_;
-  std::vector<int64_t> cancels_;
-  int32_t n_queued_ = 0;  // inbox + scheduler waiting
-  bool stop_ = false;
-  bool idle_published_ = true;  // no request in flight as of the last snapshot
-  std::condition_variable idle_cv_;
-  engine_stats shared_stats_;
-  std::thread thread_;
-  std::atomic<int64_t> next_id_{0};
-};
-
-struct engine::impl::request_state {
-  request_state(int64_t id, std::vector<int32_t> prompt, const sampling_params& p, uint64_t seed, const tokenizer& tok,
-                block_pool& pool, event_callback cb)
-      : seq(id, std::move(prompt), p, *p.max_tokens, seed, tok), ss(id, &seq.tokens(), pool), on_event(std::move(cb)) {}
-  sequence seq;
-  sched_seq ss;
-  event_callback on_event;
-  clock_type::time_point submitted{}, first_scheduled{}, last_token{};
-  bool scheduled_once = false;
-  request_usage usage;
-  request_metrics metrics;
-};
-
 engine::impl::impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg)
     : exec_(exec), tok_(tok), cfg_(cfg), n_blocks_(exec.n_kv_blocks()),
       blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching), sched_(cfg.sched, blocks_) {
@@ -128,72 +49,14 @@ engine::impl::impl(forward_executor& exec, const tokenizer& tok, const engine_co
 }
 
 void engine::impl::start() {
-  spdlog::info("Prompt bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.prompt_bs, cfg_.buckets.prompt_seq, "seq"));
-  spdlog::info("Generated {} prompt buckets: {}", prompt_buckets_.size(), describe(prompt_buckets_));
-  spdlog::info("Decode bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.decode_bs, cfg_.buckets.decode_block, "block"));
-  spdlog::info("Generated {} decode buckets: {}", decode_buckets_.size(), describe(decode_buckets_));
+  log_buckets();
   if (cfg_.skip_warmup) {
     spdlog::info("Skipping warmup (skip_warmup)");
   } else {
     warmup();
   }
+  started_ = true;
   thread_ = std::thread([this] { thread_main(); });
-}
-
-void engine::impl::warmup() {
-  const auto t0 = clock_type::now();
-  const int32_t block_size = exec_.block_size();
-  const int32_t max_ctx = cfg_.sched.max_model_len;
-  // Workspaces for the largest bucket of either kind, so steady state allocates nothing.
-  int64_t max_tokens = 1, max_rows = 1;
-  for (const auto& b : prompt_buckets_) {
-    max_tokens = std::max<int64_t>(max_tokens, static_cast<int64_t>(b.bs) * b.len);
-    max_rows = std::max<int64_t>(max_rows, b.bs);
-  }
-  for (const auto& b : decode_buckets_) {
-    max_tokens = std::max<int64_t>(max_tokens, b.bs);
-    max_rows = std::max<int64_t>(max_rows, b.bs);
-  }
-  exec_.reserve(max_tokens, max_rows, max_ctx);
-
-  block_pool& pool = blocks_.pool();
-  std::vector<int32_t> dummy;
-  std::vector<float> logits;
-  auto run_dummy = [&](int32_t n_seqs, int32_t n_past, int32_t n_new) {
-    // Clamp to the model length and the cache so any configuration warms up.
-    n_new = std::max(1, std::min(n_new, max_ctx));
-    n_past = std::max(0, std::min(n_past, max_ctx - n_new));
-    const int64_t per_seq = kv_block_manager::blocks_for(n_past + n_new, block_size);
-    n_seqs = static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(n_seqs, pool.n_free() / std::max<int64_t>(1, per_seq))));
-    if (per_seq > pool.n_free()) return;
-    dummy.assign(static_cast<size_t>(n_new), 1 % exec_.n_vocab());
-    std::vector<block_table> tables;
-    forward_batch b;
-    tables.reserve(static_cast<size_t>(n_seqs));
-    for (int32_t i = 0; i < n_seqs; ++i) {
-      tables.emplace_back(pool);
-      tables.back().grow_to(n_past + n_new, block_size);
-    }
-    for (int32_t i = 0; i < n_seqs; ++i) b.seqs.push_back({dummy, n_past, tables[static_cast<size_t>(i)].ids(), 1});
-    logits.resize(static_cast<size_t>(n_seqs) * static_cast<size_t>(exec_.n_vocab()));
-    exec_.forward(b, logits.data());
-  };
-  const auto n_total = static_cast<int32_t>(prompt_buckets_.size() + decode_buckets_.size());
-  for (size_t i = 0; i < prompt_buckets_.size(); ++i) {
-    const auto& b = prompt_buckets_[i];
-    spdlog::info("[Warmup][Prompt][{}/{}] batch_size:{} seq_len:{}", i + 1, prompt_buckets_.size(), b.bs, b.len);
-    run_dummy(b.bs, 0, b.len);
-    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(i + 1), n_total);
-  }
-  for (size_t i = 0; i < decode_buckets_.size(); ++i) {
-    const auto& b = decode_buckets_[i];
-    spdlog::info("[Warmup][Decode][{}/{}] batch_size:{} num_blocks:{}", i + 1, decode_buckets_.size(), b.bs, b.len);
-    const int32_t blocks_per_seq = std::max(1, b.len / b.bs);
-    run_dummy(b.bs, blocks_per_seq * block_size - 1, 1);
-    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1), n_total);
-  }
-  spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets)",
-               std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size());
 }
 
 submit_result engine::impl::submit(engine_request r) {
@@ -275,7 +138,12 @@ void engine::impl::stop() {
     cv_.notify_one();
     idle_cv_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+  } else if (!started_) {
+    // No engine thread ever ran: what was submitted finishes here.
+    abort_all();
+  }
 }
 
 void engine::impl::thread_main() {
@@ -302,12 +170,17 @@ void engine::impl::thread_main() {
     publish_stats();
     if (cfg_.on_heartbeat) cfg_.on_heartbeat();
   }
-  // Every request still in flight (or in the inbox) finishes as aborted, and
-  // its blocks return to the pool.
+  abort_all();
+}
+
+// Every request still in flight (or in the inbox) finishes as aborted, its
+// blocks return to the pool, and the stats snapshot shows it.
+void engine::impl::abort_all() {
   drain_inbox();
   std::vector<request_state*> left;
   for (auto& [id, r] : live_) left.push_back(r.get());
   for (auto* r : left) finish_request(*r, finish_reason::abort);
+  publish_stats();
 }
 
 void engine::impl::drain_inbox() {
@@ -372,19 +245,9 @@ void engine::impl::step() {
     return;
   }
   account_padding(out);
-  const auto now0 = clock_type::now();
-  for (const auto& q : out.seqs) {
-    auto& r = *live_.at(q.seq->id);
-    if (!r.scheduled_once) {
-      r.scheduled_once = true;
-      r.first_scheduled = now0;
-      r.metrics.queue_us = us_between(r.submitted, now0);
-      r.usage.cached_prompt_tokens = std::min(q.n_past, r.seq.n_prompt());
-    }
-  }
+  note_first_scheduled(out);
   const forward_batch batch = out.to_batch();
-  const size_t n_vocab = static_cast<size_t>(exec_.n_vocab());
-  logits_.resize(static_cast<size_t>(out.n_logit_rows()) * n_vocab);
+  logits_.resize(static_cast<size_t>(out.n_logit_rows()) * static_cast<size_t>(exec_.n_vocab()));
   try {
     exec_.forward(batch, logits_.data());
   } catch (const std::exception& e) {
@@ -394,7 +257,27 @@ void engine::impl::step() {
   }
   ++local_stats_.n_steps;
   sched_.on_step_done(out);
+  sample_and_deliver(out);
+}
 
+// Queue time and prefix-cache hits are taken when a request is first scheduled.
+void engine::impl::note_first_scheduled(const scheduler_output& out) {
+  const auto now = clock_type::now();
+  for (const auto& q : out.seqs) {
+    auto& r = *live_.at(q.seq->id);
+    if (!r.scheduled_once) {
+      r.scheduled_once = true;
+      r.first_scheduled = now;
+      r.metrics.queue_us = us_between(r.submitted, now);
+      r.usage.cached_prompt_tokens = std::min(q.n_past, r.seq.n_prompt());
+    }
+  }
+}
+
+// Samples one token per logit row (in batch order), sends each request its
+// tokens event, then finishes the requests that are done.
+void engine::impl::sample_and_deliver(const scheduler_output& out) {
+  const size_t n_vocab = static_cast<size_t>(exec_.n_vocab());
   const auto now = clock_type::now();
   size_t row = 0;
   std::vector<request_state*> done;

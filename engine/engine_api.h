@@ -186,12 +186,15 @@ class engine {
   engine_stats stats() const;
 
   // Blocks until every submitted request has finished and the stats snapshot
-  // reflects it (e.g. all blocks back in the pool). Any thread except the
-  // engine thread (not from a callback).
+  // reflects it (e.g. all blocks back in the pool), or until stop() has been
+  // called. Requests submitted before start() keep it waiting until they ran.
+  // Any thread except the engine thread (not from a callback).
   void wait_idle();
 
   // Stops the engine thread after the current step (idempotent, blocking);
-  // requests still in flight finish with reason abort.
+  // requests still in flight finish with reason abort. Without start() (or
+  // when its warmup threw) their abort events run on the calling thread.
+  // Not concurrently with start().
   void stop();
 
   const engine_config& config() const;

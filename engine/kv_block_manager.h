@@ -42,7 +42,6 @@ class kv_block_manager {
   int32_t n_total_blocks() const { return pool_.n_total(); }
   // Blocks available to allocation (free + evictable cached).
   int32_t n_free_blocks() const { return pool_.n_free(); }
-  bool prefix_caching() const { return prefix_caching_; }
   block_pool& pool() { return pool_; }
   const prefix_cache_stats& stats() const { return stats_; }
 

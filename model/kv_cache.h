@@ -40,8 +40,6 @@ class kv_cache {
   kernels::paged_kv_view layer_view(int32_t layer) const;
   int32_t n_blocks() const { return n_blocks_; }
   int32_t block_size() const { return block_size_; }
-  kernels::kv_dtype dtype() const { return dtype_; }
-  size_t total_bytes() const { return total_bytes_; }
 
   // Bytes one block takes across all layers, K and V.
   static size_t bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype);
@@ -50,7 +48,7 @@ class kv_cache {
   int32_t n_layer_, n_blocks_, block_size_, n_kv_heads_, head_dim_;
   kernels::kv_dtype dtype_;
   size_t layer_pool_bytes_ = 0;  // bytes of one layer's K (or V) pool
-  size_t total_bytes_ = 0;
+  size_t total_bytes_ = 0;       // bytes mapped at memory_ (all layers, K and V)
   void* memory_ = nullptr;       // [layer][K|V][pool]
 };
 

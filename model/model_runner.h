@@ -37,8 +37,6 @@ class model_runner {
   // does not cover the positions, or a block id outside the cache.
   void forward(const forward_batch& batch, float* logits);
 
-  const model_config& config() const { return cfg_; }
-
  private:
   struct token_ref {
     int32_t seq;

@@ -73,22 +73,10 @@ class tokenizer {
   int32_t n_vocab() const;
   int32_t bos_id() const;  // -1 when none
   int32_t eos_id() const;  // -1 when none
-  int32_t eot_id() const;  // -1 when none (explicit or detected by text, e.g. <|im_end|>)
-  int32_t unk_id() const;
-  int32_t pad_id() const;
-  bool add_bos() const;
-  bool add_eos() const;
-  bool add_space_prefix() const;
-  bool is_byte_level() const;  // true for "gpt2" (BPE), false for "llama" (SentencePiece)
-  const std::string& pre() const;
 
   // End of generation: EOS, EOT, and control tokens such as <|im_end|>, <|eot_id|>, <|endoftext|>,
   // <end_of_turn>, <|end|> (same text list as llama.cpp, incl. FIM pad/repo/sep tokens).
   bool is_eog(int32_t id) const;
-  std::span<const int32_t> eog_ids() const;  // sorted
-  bool is_control(int32_t id) const;         // control type (incl. EOG-looking tokens llama.cpp promotes)
-  token_type type_of(int32_t id) const;      // after llama.cpp's promotions; undefined for bad ids
-  const std::string& token_text(int32_t id) const;  // the raw vocabulary string; throws std::out_of_range
   std::optional<int32_t> find_token(std::string_view text) const;  // exact vocabulary string
 
  private:

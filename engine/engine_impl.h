@@ -1,0 +1,112 @@
+// The engine's implementation class (internal to the engine library; the
+// public face is engine/engine_api.h). engine.cpp holds the request
+// bookkeeping and the loop, engine_warmup.cpp the bucket logging and warmup.
+//
+// Thread-safety: engine-thread state is touched only by the engine thread
+// (and by the constructor and warmup, before that thread starts); the shared
+// state is guarded by mu_.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/buckets.h"
+#include "engine/engine_api.h"
+#include "engine/engine_config.h"
+#include "engine/kv_block_manager.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "model/forward_executor.h"
+
+namespace spate {
+
+class engine::impl {
+ public:
+  // Validates the bucket and queue configuration (std::invalid_argument
+  // naming the field) and builds the buckets, block manager and scheduler.
+  impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg);
+  void start();
+  submit_result submit(engine_request r);
+  void cancel(int64_t id);
+  engine_stats stats() const;
+  void wait_idle();
+  void stop();
+  const engine_config& config() const { return cfg_; }
+
+ private:
+  using clock_type = std::chrono::steady_clock;
+  struct request_state;
+
+  // engine_warmup.cpp. Caller's thread, before the engine thread starts.
+  void log_buckets() const;
+  void warmup();
+  // One dummy forward of n_seqs sequences with n_past cached and n_new new
+  // positions each, clamped to max_model_len and the free blocks (skipped
+  // when not even one sequence fits); its blocks are freed again.
+  void run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits);
+
+  // engine.cpp. Engine thread.
+  void thread_main();
+  void abort_all();
+  void drain_inbox();
+  void step();
+  void note_first_scheduled(const scheduler_output& out);
+  void sample_and_deliver(const scheduler_output& out);
+  void account_padding(scheduler_output& out);
+  void finish_request(request_state& r, finish_reason why);
+  void fail_request(request_state& r, const std::string& msg);
+  void publish_stats();
+
+  forward_executor& exec_;
+  const tokenizer& tok_;
+  engine_config cfg_;
+  int32_t n_blocks_ = 0;  // KV blocks in the pool
+  kv_block_manager blocks_;
+  scheduler sched_;
+  std::vector<bucket> prompt_buckets_, decode_buckets_;
+
+  // Engine-thread state.
+  std::unordered_map<int64_t, std::unique_ptr<request_state>> live_;
+  std::vector<float> logits_;
+  engine_stats local_stats_;
+  bool warned_prompt_overflow_ = false, warned_decode_overflow_ = false;
+
+  // Shared state, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<request_state>> inbox_;
+  std::vector<int64_t> cancels_;
+  int32_t n_queued_ = 0;  // inbox + scheduler waiting
+  bool stop_ = false;
+  bool idle_published_ = true;  // no request in flight as of the last snapshot
+  std::condition_variable idle_cv_;
+  engine_stats shared_stats_;
+  std::thread thread_;
+  bool started_ = false;  // the engine thread was started; set by start() on its caller's thread
+  std::atomic<int64_t> next_id_{0};
+};
+
+// One request from submit() to its terminal event; owned by the inbox, then
+// by live_ (engine thread).
+struct engine::impl::request_state {
+  request_state(int64_t id, std::vector<int32_t> prompt, const sampling_params& p, uint64_t seed, const tokenizer& tok,
+                block_pool& pool, event_callback cb)
+      : seq(id, std::move(prompt), p, *p.max_tokens, seed, tok), ss(id, &seq.tokens(), pool), on_event(std::move(cb)) {}
+  sequence seq;
+  sched_seq ss;
+  event_callback on_event;
+  clock_type::time_point submitted{}, first_scheduled{}, last_token{};
+  bool scheduled_once = false;
+  request_usage usage;
+  request_metrics metrics;
+};
+
+}  // namespace spate

@@ -1,0 +1,75 @@
+// Bucket logging and warmup: one dummy forward per prompt and decode bucket
+// before serving, so the executor's workspaces are sized once and first
+// requests do not pay for it.
+#include <algorithm>
+#include <spdlog/spdlog.h>
+
+#include "engine/engine_impl.h"
+
+namespace spate {
+
+void engine::impl::log_buckets() const {
+  spdlog::info("Prompt bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.prompt_bs, cfg_.buckets.prompt_seq, "seq"));
+  spdlog::info("Generated {} prompt buckets: {}", prompt_buckets_.size(), describe(prompt_buckets_));
+  spdlog::info("Decode bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.decode_bs, cfg_.buckets.decode_block, "block"));
+  spdlog::info("Generated {} decode buckets: {}", decode_buckets_.size(), describe(decode_buckets_));
+}
+
+void engine::impl::warmup() {
+  const auto t0 = clock_type::now();
+  // Workspaces for the largest bucket of either kind, so steady state allocates nothing.
+  int64_t max_tokens = 1, max_rows = 1;
+  for (const bucket& pb : prompt_buckets_) {
+    max_tokens = std::max<int64_t>(max_tokens, static_cast<int64_t>(pb.bs) * pb.len);
+    max_rows = std::max<int64_t>(max_rows, pb.bs);
+  }
+  for (const bucket& db : decode_buckets_) {
+    max_tokens = std::max<int64_t>(max_tokens, db.bs);
+    max_rows = std::max<int64_t>(max_rows, db.bs);
+  }
+  exec_.reserve(max_tokens, max_rows, cfg_.sched.max_model_len);
+
+  std::vector<float> logits;
+  const auto n_total = static_cast<int32_t>(prompt_buckets_.size() + decode_buckets_.size());
+  for (size_t i = 0; i < prompt_buckets_.size(); ++i) {
+    const bucket& pb = prompt_buckets_[i];
+    spdlog::info("[Warmup][Prompt][{}/{}] batch_size:{} seq_len:{}", i + 1, prompt_buckets_.size(), pb.bs, pb.len);
+    run_warmup_step(pb.bs, 0, pb.len, logits);
+    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(i + 1), n_total);
+  }
+  const int32_t block_size = exec_.block_size();
+  for (size_t i = 0; i < decode_buckets_.size(); ++i) {
+    const bucket& db = decode_buckets_[i];  // len: KV blocks of the whole batch
+    spdlog::info("[Warmup][Decode][{}/{}] batch_size:{} num_blocks:{}", i + 1, decode_buckets_.size(), db.bs, db.len);
+    const int32_t blocks_per_seq = std::max(1, db.len / db.bs);
+    run_warmup_step(db.bs, blocks_per_seq * block_size - 1, 1, logits);
+    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1), n_total);
+  }
+  spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets)",
+               std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size());
+}
+
+void engine::impl::run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits) {
+  const int32_t block_size = exec_.block_size();
+  const int32_t max_ctx = cfg_.sched.max_model_len;
+  block_pool& pool = blocks_.pool();
+  // Clamp to the model length and the cache so any configuration warms up.
+  n_new = std::max(1, std::min(n_new, max_ctx));
+  n_past = std::max(0, std::min(n_past, max_ctx - n_new));
+  const int64_t blocks_per_seq = kv_block_manager::blocks_for(n_past + n_new, block_size);
+  n_seqs = static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(n_seqs, pool.n_free() / std::max<int64_t>(1, blocks_per_seq))));
+  if (blocks_per_seq > pool.n_free()) return;
+  const std::vector<int32_t> dummy(static_cast<size_t>(n_new), 1 % exec_.n_vocab());
+  std::vector<block_table> tables;  // give their blocks back to the pool when destroyed
+  tables.reserve(static_cast<size_t>(n_seqs));
+  for (int32_t i = 0; i < n_seqs; ++i) {
+    tables.emplace_back(pool);
+    tables.back().grow_to(n_past + n_new, block_size);
+  }
+  forward_batch batch;
+  for (const block_table& t : tables) batch.seqs.push_back({dummy, n_past, t.ids(), 1});
+  logits.resize(static_cast<size_t>(n_seqs) * static_cast<size_t>(exec_.n_vocab()));
+  exec_.forward(batch, logits.data());
+}
+
+}  // namespace spate

@@ -1,0 +1,307 @@
+// A forward_executor without weights for engine-loop tests, a tiny real
+// SentencePiece vocabulary to go with it, and a gate that parks forward calls
+// so a test can hold the engine inside a step.
+//
+// The fake "model" keeps a paged KV store of token ids (one int32 per block
+// slot): forward writes each new token into its slot through the sequence's
+// block table, then reads the whole context back through the same table and
+// picks the next token from it (fake_next_token). A request therefore gets
+// exactly expected_tokens(prompt) only if the engine paged its KV correctly
+// (right blocks, nothing overwritten by another sequence, prefix-cache hits
+// holding the right tokens, recompute after preemption complete). Batches that
+// break the forward_executor contract (block table too short, block id out of
+// range, two sequences writing one slot, bad token ids or n_logits) make
+// forward throw std::invalid_argument and are counted in n_invalid_batches();
+// context positions read before any forward wrote them are counted in
+// n_unwritten_reads() (and read as <unk>).
+//
+// Thread-safety: forward() and reserve() are called by one thread at a time
+// (the engine thread, or start()'s caller during warmup), as the interface
+// requires; every other member may be called from any thread.
+#pragma once
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/forward_executor.h"
+#include "tokenizer/tokenizer.h"
+
+namespace spate::test_engine {
+
+// The tiny vocabulary: <unk> = 0, <s> = 1, </s> = 2 (EOS), then the words
+// "a".."z" (ids 3..28), "▁" and two byte tokens. 31 tokens.
+inline constexpr int32_t k_unk = 0, k_bos = 1, k_eos = 2;
+inline constexpr int32_t k_first_word = 3, k_n_words = 26;
+
+inline vocab_spec tiny_vocab() {
+  vocab_spec s;
+  s.model = "llama";
+  s.tokens = {"<unk>", "<s>", "</s>"};
+  s.token_types = {static_cast<int32_t>(token_type::unknown), static_cast<int32_t>(token_type::control),
+                   static_cast<int32_t>(token_type::control)};
+  for (char c = 'a'; c <= 'z'; ++c) {
+    s.tokens.emplace_back(1, c);
+    s.token_types.push_back(static_cast<int32_t>(token_type::normal));
+  }
+  s.tokens.push_back("\xE2\x96\x81");  // "▁", the SentencePiece space
+  s.token_types.push_back(static_cast<int32_t>(token_type::normal));
+  for (const char* byte : {"<0x0A>", "<0x21>"}) {
+    s.tokens.push_back(byte);
+    s.token_types.push_back(static_cast<int32_t>(token_type::byte));
+  }
+  s.unk_id = k_unk;
+  s.bos_id = k_bos;
+  s.eos_id = k_eos;
+  return s;
+}
+
+// Word token of a letter 'a'..'z'.
+inline int32_t word(char c) { return k_first_word + (c - 'a'); }
+
+// Word tokens of a string of letters, e.g. words("abc").
+inline std::vector<int32_t> words(std::string_view letters) {
+  std::vector<int32_t> out;
+  for (char c : letters) out.push_back(word(c));
+  return out;
+}
+
+// The fake model's rule: the token that follows context (all tokens at
+// positions [0, context.size())). A word chosen by an FNV-1a hash of the whole
+// context, or EOS once the context holds eos_at_length tokens (0: never).
+inline int32_t fake_next_token(std::span<const int32_t> context, int32_t eos_at_length) {
+  if (eos_at_length > 0 && static_cast<int32_t>(context.size()) == eos_at_length) return k_eos;
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : context) {
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(t));
+    h *= 1099511628211ull;
+  }
+  return k_first_word + static_cast<int32_t>(h % k_n_words);
+}
+
+// What greedy decoding of the fake model gives for prompt without any engine:
+// up to max_tokens tokens, ending early with (and including) EOS.
+inline std::vector<int32_t> expected_tokens(std::vector<int32_t> prompt, int32_t max_tokens, int32_t eos_at_length = 0) {
+  std::vector<int32_t> out;
+  while (static_cast<int32_t>(out.size()) < max_tokens) {
+    const int32_t t = fake_next_token(prompt, eos_at_length);
+    out.push_back(t);
+    prompt.push_back(t);
+    if (t == k_eos) break;
+  }
+  return out;
+}
+
+// Parks forward calls while closed. Calls arriving at a closed gate take a
+// ticket in arrival order and wait until released. Any thread.
+class forward_gate {
+ public:
+  // Calls from now on park (calls already inside forward are not affected).
+  void close() {
+    std::lock_guard lk(mu_);
+    closed_ = true;
+    released_ = n_arrived_;
+  }
+  // Releases every parked call and lets later ones pass.
+  void open() {
+    std::lock_guard lk(mu_);
+    closed_ = false;
+    cv_.notify_all();
+  }
+  // Lets exactly one call through (the longest parked, or the next to come);
+  // the gate stays closed.
+  void pass_one() {
+    std::lock_guard lk(mu_);
+    ++released_;
+    cv_.notify_all();
+  }
+  // Blocks until a call is parked at the gate. Precondition: closed, and a
+  // forward call will come (else this waits forever).
+  void wait_parked() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return n_arrived_ > released_; });
+  }
+  // Called at the start of forward: returns at once while open, else parks
+  // until released.
+  void enter() {
+    std::unique_lock lk(mu_);
+    if (!closed_) return;
+    const int64_t ticket = n_arrived_++;
+    cv_.notify_all();
+    cv_.wait(lk, [&] { return !closed_ || ticket < released_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool closed_ = false;
+  int64_t n_arrived_ = 0;  // calls that found the gate closed
+  int64_t released_ = 0;   // tickets below this may pass
+};
+
+class fake_executor final : public forward_executor {
+ public:
+  // eos_at_length: see fake_next_token (0: the model never emits EOS).
+  fake_executor(int32_t n_vocab, int32_t n_kv_blocks, int32_t block_size, int32_t eos_at_length = 0)
+      : n_vocab_(n_vocab), n_kv_blocks_(n_kv_blocks), block_size_(block_size), eos_at_length_(eos_at_length),
+        kv_(static_cast<size_t>(n_kv_blocks) * static_cast<size_t>(block_size), -1) {}
+
+  int32_t n_vocab() const override { return n_vocab_; }
+  int32_t n_kv_blocks() const override { return n_kv_blocks_; }
+  int32_t block_size() const override { return block_size_; }
+
+  void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override {
+    std::lock_guard lk(mu_);
+    ++n_reserve_calls_;
+    reserved_tokens_ = max_tokens;
+    reserved_rows_ = max_logit_rows;
+    reserved_ctx_ = max_ctx;
+  }
+
+  void forward(const forward_batch& batch, float* logits) override {
+    gate_.enter();
+    {
+      std::lock_guard lk(mu_);
+      ++n_calls_;
+      max_batch_seqs_ = std::max(max_batch_seqs_, static_cast<int64_t>(batch.seqs.size()));
+      if (fail_at_call_ == n_calls_) throw std::runtime_error("injected failure at forward call " + std::to_string(n_calls_));
+      if (fail_prompt_ && prefills(batch, *fail_prompt_)) {
+        fail_prompt_.reset();
+        throw std::runtime_error("injected failure for a prompt");
+      }
+    }
+    try {
+      run(batch, logits);
+    } catch (const std::invalid_argument&) {
+      std::lock_guard lk(mu_);
+      ++n_invalid_batches_;
+      throw;
+    }
+  }
+
+  forward_gate& gate() { return gate_; }
+
+  // Forward call number n (1-based, counting every call including warmup's)
+  // throws std::runtime_error.
+  void fail_at_call(int64_t n) {
+    std::lock_guard lk(mu_);
+    fail_at_call_ = n;
+  }
+  // The next forward call that prefills exactly this prompt (from position 0)
+  // throws std::runtime_error; once.
+  void fail_prefill_of(std::vector<int32_t> prompt) {
+    std::lock_guard lk(mu_);
+    fail_prompt_ = std::move(prompt);
+  }
+
+  int64_t n_calls() const {
+    std::lock_guard lk(mu_);
+    return n_calls_;
+  }
+  int64_t n_invalid_batches() const {
+    std::lock_guard lk(mu_);
+    return n_invalid_batches_;
+  }
+  // Context positions read that no forward had written (a request reading
+  // them would be a paging bug; warmup's dummy decodes do it on purpose).
+  int64_t n_unwritten_reads() const {
+    std::lock_guard lk(mu_);
+    return n_unwritten_reads_;
+  }
+  int64_t max_batch_seqs() const {
+    std::lock_guard lk(mu_);
+    return max_batch_seqs_;
+  }
+  int64_t n_reserve_calls() const {
+    std::lock_guard lk(mu_);
+    return n_reserve_calls_;
+  }
+  int64_t reserved_tokens() const {
+    std::lock_guard lk(mu_);
+    return reserved_tokens_;
+  }
+  int64_t reserved_rows() const {
+    std::lock_guard lk(mu_);
+    return reserved_rows_;
+  }
+  int32_t reserved_ctx() const {
+    std::lock_guard lk(mu_);
+    return reserved_ctx_;
+  }
+
+ private:
+  static bool prefills(const forward_batch& batch, const std::vector<int32_t>& prompt) {
+    for (const auto& s : batch.seqs) {
+      if (s.n_past == 0 && std::equal(s.tokens.begin(), s.tokens.end(), prompt.begin(), prompt.end())) return true;
+    }
+    return false;
+  }
+
+  static void invalid(const std::string& what) { throw std::invalid_argument("fake_executor: " + what); }
+
+  // Slot of position pos through a block table; checks the table covers it.
+  size_t slot(std::span<const int32_t> table, int64_t pos) const {
+    const auto i = static_cast<size_t>(pos / block_size_);
+    if (i >= table.size()) invalid("block table does not cover position " + std::to_string(pos));
+    const int32_t block = table[i];
+    if (block < 0 || block >= n_kv_blocks_) invalid("block id " + std::to_string(block) + " out of range");
+    return static_cast<size_t>(block) * static_cast<size_t>(block_size_) + static_cast<size_t>(pos % block_size_);
+  }
+
+  // Writes every sequence's new tokens into the KV store, then fills the
+  // logit rows from the contexts read back through the block tables.
+  void run(const forward_batch& batch, float* logits) {
+    std::vector<size_t> written;
+    for (const auto& s : batch.seqs) {
+      if (s.tokens.empty() || s.n_past < 0) invalid("empty sequence or negative n_past");
+      if (s.n_logits < 0 || s.n_logits > static_cast<int32_t>(s.tokens.size())) invalid("n_logits out of range");
+      for (size_t i = 0; i < s.tokens.size(); ++i) {
+        const int32_t t = s.tokens[i];
+        if (t < 0 || t >= n_vocab_) invalid("token id " + std::to_string(t) + " out of range");
+        const size_t at = slot(s.block_table, s.n_past + static_cast<int64_t>(i));
+        if (std::find(written.begin(), written.end(), at) != written.end()) invalid("two sequences write one KV slot");
+        written.push_back(at);
+        kv_[at] = t;
+      }
+    }
+    float* row = logits;
+    std::vector<int32_t> context;
+    int64_t n_unwritten_reads = 0;
+    for (const auto& s : batch.seqs) {
+      const int64_t n_total = s.n_past + static_cast<int64_t>(s.tokens.size());
+      for (int64_t last = n_total - s.n_logits; last < n_total; ++last) {
+        context.clear();
+        for (int64_t pos = 0; pos <= last; ++pos) {
+          const int32_t t = kv_[slot(s.block_table, pos)];
+          if (t < 0) ++n_unwritten_reads;  // warmup's dummy decodes do this on purpose
+          context.push_back(t < 0 ? k_unk : t);
+        }
+        std::fill(row, row + n_vocab_, 0.0f);
+        row[fake_next_token(context, eos_at_length_)] = 1.0f;
+        row += n_vocab_;
+      }
+    }
+    std::lock_guard lk(mu_);
+    n_unwritten_reads_ += n_unwritten_reads;
+  }
+
+  const int32_t n_vocab_, n_kv_blocks_, block_size_, eos_at_length_;
+  std::vector<int32_t> kv_;  // token id per KV slot, -1 never written; forward's thread only
+  forward_gate gate_;
+
+  mutable std::mutex mu_;  // guards the members below
+  int64_t n_calls_ = 0, n_invalid_batches_ = 0, n_unwritten_reads_ = 0, max_batch_seqs_ = 0;
+  int64_t fail_at_call_ = -1;
+  std::optional<std::vector<int32_t>> fail_prompt_;
+  int64_t n_reserve_calls_ = 0, reserved_tokens_ = 0, reserved_rows_ = 0;
+  int32_t reserved_ctx_ = 0;
+};
+
+}  // namespace spate::test_engine
