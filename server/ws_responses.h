@@ -4,7 +4,8 @@
 //   reader  (this function): reads client messages; starts responses; on close
 //           or error cancels the running response and waits for the others;
 //   writer: the only one that writes; drains the outgoing queue in order;
-//   pump:   one per running response; turns engine events into events.
+//   pump:   one per running response: pump_generation (generation_pump.h)
+//           with a ws_message_sink that queues the events for the writer.
 // One response runs at a time; response.create while one runs gets an error
 // event. Limits: --max-ws-message-bytes per message (bigger: close 1009),
 // --idle-timeout with keep-alive pings.
@@ -26,10 +27,11 @@
 #include "server/generation_submit.h"
 #include "server/http_io.h"
 #include "server/metrics.h"
-#include "server/request_stream.h"
-#include "protocol/responses_format.h"
-#include "server/server_context.h"
+#include "protocol/generation_format.h"
 #include "protocol/ws_protocol.h"
+#include "server/generation_pump.h"
+#include "server/request_stream.h"
+#include "server/server_context.h"
 
 namespace spate {
 
@@ -111,53 +113,34 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
       },
       on_exit);
 
-  auto start_response = [&](ws_create&& c) {
+  // t_arrival: when the response.create message was read (e2e latency starts there).
+  auto start_response = [&](ws_create&& c, clock_type::time_point t_arrival) {
     auto rs = request_stream::create(exec);
     std::vector<int64_t> ids;
     if (auto err = submit_generation(ctx, c.gen, rs, ids)) {
-      ctx.metrics.count_rejected(err->status == 429 ? "queue_full" : "invalid");
+      ctx.metrics.count_rejected(rejection_reason(*err));
       st->send(ws_error_event(*err, st->error_seq++));
       return;
     }
     st->busy = true;
     st->ids = ids;
     st->rs = rs;
-    ctx.n_inflight.fetch_add(1);
     ++st->n_live;
     asio::co_spawn(
         exec,
-        [st, rs, &ctx, req = std::move(c.req), n_prompt = static_cast<int32_t>(c.gen.prompt.size()), rid]() -> asio::awaitable<void> {
-          const auto t0 = clock_type::now();
-          response_builder rb(ctx.make_id("resp"), ctx.make_id("msg"), ctx.model.name, static_cast<int64_t>(std::time(nullptr)), req);
-          for (auto& e : rb.begin()) st->send(std::move(e.second));
-          bool done = false;
-          double ttft = -1;
-          while (!done) {
-            auto evs = co_await rs->next(std::chrono::hours(24));
-            if (rs->interrupted()) break;
-            for (auto& te : evs) {
-              const engine_event& e = te.ev;
-              if (e.type == engine_event::kind::tokens) {
-                if (ttft < 0) ttft = std::chrono::duration<double>(clock_type::now() - t0).count();
-                if (!e.text.empty()) st->send(rb.delta(e.text).second);
-              } else if (e.type == engine_event::kind::finished) {
-                done = true;
-                ctx.metrics.observe_finished(e, std::chrono::duration<double>(clock_type::now() - t0).count());
-                for (auto& f : rb.finish(e.reason, e.usage)) st->send(std::move(f.second));
-                spdlog::info("{} WS response.create prompt_tokens={} completion_tokens={} ttft={:.3f}s finish_reason={}", rid, n_prompt,
-                             e.usage.completion_tokens, ttft, finish_reason_name(e.reason));
-              } else {
-                done = true;
-                ctx.metrics.count_error();
-                for (auto& f : rb.fail(e.error)) st->send(std::move(f.second));
-              }
-            }
+        [st, rs, ids, &ctx, c = std::move(c), t_arrival, rid]() -> asio::awaitable<void> {
+          auto f = make_formatter(ctx.model, c.req, c.gen, [&ctx](const char* prefix) { return ctx.make_id(prefix); },
+                                  static_cast<int64_t>(std::time(nullptr)));
+          ws_message_sink sink([st](std::string m) { st->send(std::move(m)); });
+          generation_record rec;
+          rec.t_arrival = t_arrival;
+          if (co_await pump_generation(ctx, *rs, ids, *f, sink, rec)) {
+            spdlog::info("{} WS response.create prompt_tokens={} completion_tokens={} ttft={:.3f}s finish_reason={}", rid,
+                         c.gen.prompt.size(), rec.completion_tokens, rec.ttft_s, rec.finish_reason);
           }
-          if (!done) ctx.metrics.count_cancelled();
           st->busy = false;
           st->ids.clear();
           st->rs.reset();
-          ctx.n_inflight.fetch_sub(1);
         },
         on_exit);
   };
@@ -168,6 +151,7 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
     buf.clear();
     co_await ws.async_read(buf, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;  // closed, reset, idle timeout, or a message over the limit (Beast closes with 1009)
+    const auto t_read = clock_type::now();
     if (!ws.got_text()) {
       st->send(ws_error_event({400, "binary messages are not supported; send JSON text", "invalid_request_error", "", "invalid_message"},
                               st->error_seq++));
@@ -176,6 +160,7 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
     const std::string msg = beast::buffers_to_string(buf.data());
     ws_create c;
     if (auto err = ws_parse_message(ctx.model, msg, c)) {
+      ctx.metrics.count_rejected(rejection_reason(*err));
       st->send(ws_error_event(*err, st->error_seq++));
       continue;
     }
@@ -189,7 +174,7 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
       st->send(ws_error_event({503, "the server is shutting down", "server_error", "", "shutting_down"}, st->error_seq++));
       continue;
     }
-    start_response(std::move(c));
+    start_response(std::move(c), t_read);
   }
   // Closed: cancel the running response, stop the writer, wait for both.
   st->closing = true;
