@@ -299,3 +299,46 @@ TEST(ResponsesFormatter, EngineErrorFails) {
 
 }  // namespace
 }  // namespace spate
+
+namespace spate {
+namespace {
+
+using outcome = generation_check::outcome;
+
+TEST(CheckGeneration, SharedPromptAndLengthChecks) {
+  sampling_params p;
+  EXPECT_EQ(check_generation({}, p, 16, 6, 8).result, outcome::empty_prompt);
+  auto c = check_generation({1, 6}, p, 16, 6, 8);
+  EXPECT_EQ(c.result, outcome::token_out_of_range);
+  EXPECT_EQ(c.bad_token, 6);
+  c = check_generation(std::vector<int32_t>(8, 1), p, 16, 6, 8);
+  EXPECT_EQ(c.result, outcome::no_room);
+  EXPECT_EQ(c.n_prompt, 8);
+  EXPECT_FALSE(p.max_tokens.has_value()) << "no default is set when nothing fits";
+
+  c = check_generation({1, 3}, p, 16, 6, 8);
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(p.max_tokens, 6) << "the default is capped by the room left";
+  sampling_params whole_room;
+  EXPECT_TRUE(check_generation({1, 3}, whole_room, std::nullopt, 6, 8).ok());
+  EXPECT_EQ(whole_room.max_tokens, 6);
+  sampling_params small;
+  EXPECT_TRUE(check_generation({1, 3}, small, 4, 6, 8).ok());
+  EXPECT_EQ(small.max_tokens, 4);
+
+  sampling_params too_many;
+  too_many.max_tokens = 7;
+  c = check_generation({1, 3}, too_many, 16, 6, 8);
+  EXPECT_EQ(c.result, outcome::too_long);
+  EXPECT_EQ(c.max_tokens, 7);
+  EXPECT_EQ(c.max_model_len, 8);
+
+  sampling_params hot;
+  hot.temperature = -1;
+  c = check_generation({1, 3}, hot, 16, 6, 8);
+  EXPECT_EQ(c.result, outcome::invalid_params);
+  EXPECT_EQ(c.message.rfind("temperature", 0), 0u) << c.message;
+}
+
+}  // namespace
+}  // namespace spate
