@@ -11,6 +11,7 @@ import pytest
 import websockets.sync.client as ws_client
 
 from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, post_json
+from test_server import ws_collect, ws_url
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing (set SPATE_BIN / SPATE_MODEL)", allow_module_level=True)
@@ -35,15 +36,6 @@ def metric(server, name, label=None):
     return total
 
 
-def ws_until_final(ws):
-    events = []
-    while True:
-        ev = json.loads(ws.recv(timeout=120))
-        events.append(ev)
-        if ev["type"] in ("response.completed", "response.incomplete", "response.failed", "error"):
-            return events
-
-
 def test_context_length_rejections_counted_on_every_path(server):
     reason = 'reason="context_length"'
     before = metric(server, "spate:request_rejected_total", reason)
@@ -52,10 +44,9 @@ def test_context_length_rejections_counted_on_every_path(server):
     assert st == 400 and body["error"]["code"] == "context_length_exceeded"
     assert metric(server, "spate:request_rejected_total", reason) == before + 1
 
-    url = server.base_url.replace("http", "ws", 1) + "/v1/responses"
-    with ws_client.connect(url) as ws:
+    with ws_client.connect(ws_url(server)) as ws:
         ws.send(json.dumps({"type": "response.create", "model": MODEL_NAME, "input": "hi", "max_output_tokens": 1000}))
-        err = ws_until_final(ws)[-1]
+        err = ws_collect(ws)[-1]
         assert err["type"] == "error" and err["code"] == "context_length_exceeded"
     assert metric(server, "spate:request_rejected_total", reason) == before + 2
     assert metric(server, "spate:request_rejected_total", 'reason="invalid"') == 0
@@ -64,11 +55,10 @@ def test_context_length_rejections_counted_on_every_path(server):
 def test_ws_response_observed_like_http(server):
     e2e_before = metric(server, "spate:e2e_request_latency_seconds_count")
     ttft_before = metric(server, "spate:time_to_first_token_seconds_count")
-    url = server.base_url.replace("http", "ws", 1) + "/v1/responses"
-    with ws_client.connect(url) as ws:
+    with ws_client.connect(ws_url(server)) as ws:
         ws.send(json.dumps({"type": "response.create", "model": MODEL_NAME, "input": "Say hi.", "max_output_tokens": 4,
                             "temperature": 0}))
-        last = ws_until_final(ws)[-1]
+        last = ws_collect(ws)[-1]
         assert last["type"] in ("response.completed", "response.incomplete")
     assert metric(server, "spate:e2e_request_latency_seconds_count") == e2e_before + 1
     assert metric(server, "spate:time_to_first_token_seconds_count") == ttft_before + 1

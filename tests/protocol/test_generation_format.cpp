@@ -98,6 +98,23 @@ std::unique_ptr<generation_formatter> formatter(const api::served_model& m, cons
   return make_formatter(m, r, g, [](const char* prefix) { return std::string(prefix) + "-1"; }, 1700000000);
 }
 
+// A request, its prepared generation and its formatter (which refers to the
+// other three, so the fixture stays where it was made).
+struct formatted {
+  api::served_model m = tiny_model();
+  api::parsed_request r;
+  prepared_generation g;
+  std::unique_ptr<generation_formatter> f;
+};
+
+std::unique_ptr<formatted> setup(api::endpoint kind, const std::string& body, std::string prompt_text = "hi") {
+  auto x = std::make_unique<formatted>();
+  x->r = parse(kind, body);
+  x->g = prepared(x->r, std::move(prompt_text));
+  x->f = formatter(x->m, x->r, x->g);
+  return x;
+}
+
 const std::string chat_head = R"({"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"tiny","choices":[)";
 
 TEST(SseFrame, DataAndEvent) {
@@ -127,11 +144,8 @@ TEST(ChoiceAccumulator, CollectsTokensThenUsage) {
 }
 
 TEST(ChatFormatter, StreamsRoleFirstThenDeltasFinishUsageDone) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::chat_completions,
-                       R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"n":2,"stream_options":{"include_usage":true}})");
-  const auto g = prepared(r);
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::chat_completions, R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"n":2,"stream_options":{"include_usage":true}})");
+  auto& f = x->f;
   EXPECT_EQ(frames(f->begin()),
             "data: " + chat_head + R"({"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null})" "\n\n"
             "data: " + chat_head + R"({"index":1,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null})" "\n\n");
@@ -152,11 +166,8 @@ TEST(ChatFormatter, StreamsRoleFirstThenDeltasFinishUsageDone) {
 }
 
 TEST(ChatFormatter, StreamsLogprobs) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::chat_completions,
-                       R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"logprobs":true,"top_logprobs":1})");
-  const auto g = prepared(r);
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::chat_completions, R"({"messages":[{"role":"user","content":"hi"}],"stream":true,"logprobs":true,"top_logprobs":1})");
+  auto& f = x->f;
   f->begin();
   const auto out = f->on_event(0, tokens({4}, "b", {{4, -0.5f, {{4, -0.5f}}}}));
   ASSERT_EQ(out.size(), 1u);
@@ -166,10 +177,8 @@ TEST(ChatFormatter, StreamsLogprobs) {
 }
 
 TEST(ChatFormatter, NonStreamingBodyWithTwoChoices) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::chat_completions, R"({"messages":[{"role":"user","content":"hi"}],"n":2})");
-  const auto g = prepared(r);
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::chat_completions, R"({"messages":[{"role":"user","content":"hi"}],"n":2})");
+  auto& f = x->f;
   EXPECT_TRUE(f->begin().empty());
   EXPECT_TRUE(f->on_event(1, tokens({5}, "c")).empty());
   EXPECT_TRUE(f->on_event(0, tokens({3}, " a")).empty());
@@ -188,10 +197,8 @@ TEST(ChatFormatter, NonStreamingBodyWithTwoChoices) {
 }
 
 TEST(CompletionsFormatter, EchoStreamsThePromptFirst) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::completions, R"({"prompt":"hi","stream":true,"echo":true})");
-  const auto g = prepared(r, "hi");
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::completions, R"({"prompt":"hi","stream":true,"echo":true})");
+  auto& f = x->f;
   EXPECT_EQ(frames(f->begin()),
             "data: " R"({"id":"cmpl-1","object":"text_completion","created":1700000000,"model":"tiny","choices":[)"
             R"({"index":0,"text":"hi","logprobs":null,"finish_reason":null}]})" "\n\n");
@@ -200,10 +207,8 @@ TEST(CompletionsFormatter, EchoStreamsThePromptFirst) {
 }
 
 TEST(CompletionsFormatter, NonStreamingEchoAndLogprobOffsets) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::completions, R"({"prompt":"hi","echo":true,"logprobs":0})");
-  const auto g = prepared(r, "hi");
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::completions, R"({"prompt":"hi","echo":true,"logprobs":0})");
+  auto& f = x->f;
   f->on_event(0, tokens({3}, " a", {{3, -0.25f, {}}}));
   f->on_event(0, tokens({4}, "b", {{4, -0.5f, {}}}));
   f->on_event(0, finished(finish_reason::length, 2));
@@ -217,10 +222,8 @@ TEST(CompletionsFormatter, NonStreamingEchoAndLogprobOffsets) {
 }
 
 TEST(CompletionsFormatter, EngineErrorFailsTheRequest) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::completions, R"({"prompt":"hi","n":2,"stream":true})");
-  const auto g = prepared(r);
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::completions, R"({"prompt":"hi","n":2,"stream":true})");
+  auto& f = x->f;
   f->on_event(0, finished(finish_reason::stop, 0));
   EXPECT_EQ(frames(f->on_event(1, failed("out of memory"))),
             "data: " R"({"error":{"message":"out of memory","type":"server_error","param":null,"code":null}})" "\n\n");
@@ -232,10 +235,8 @@ TEST(CompletionsFormatter, EngineErrorFailsTheRequest) {
 }
 
 TEST(ResponsesFormatter, StreamsEventsInOrderAndCompletes) {
-  const auto m = tiny_model();
-  auto r = parse(api::endpoint::responses, R"({"input":"hi","stream":true})");
-  const auto g = prepared(r);
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::responses, R"({"input":"hi","stream":true})");
+  auto& f = x->f;
   auto evs = f->begin();
   EXPECT_EQ(types(evs), (std::vector<std::string>{"response.created", "response.in_progress", "response.output_item.added",
                                                   "response.content_part.added"}));
@@ -261,10 +262,8 @@ TEST(ResponsesFormatter, StreamsEventsInOrderAndCompletes) {
 }
 
 TEST(ResponsesFormatter, LengthMakesItIncomplete) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::responses, R"({"input":"hi","max_output_tokens":1})");
-  const auto g = prepared(r);
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::responses, R"({"input":"hi","max_output_tokens":1})");
+  auto& f = x->f;
   EXPECT_TRUE(f->begin().empty()) << "non-streaming yields no events";
   EXPECT_TRUE(f->on_event(0, tokens({4}, "b")).empty());
   EXPECT_TRUE(f->on_event(0, finished(finish_reason::length, 1)).empty());
@@ -280,10 +279,8 @@ TEST(ResponsesFormatter, LengthMakesItIncomplete) {
 }
 
 TEST(ResponsesFormatter, EngineErrorFails) {
-  const auto m = tiny_model();
-  const auto r = parse(api::endpoint::responses, R"({"input":"hi","stream":true})");
-  const auto g = prepared(r);
-  auto f = formatter(m, r, g);
+  const auto x = setup(api::endpoint::responses, R"({"input":"hi","stream":true})");
+  auto& f = x->f;
   f->begin();
   const auto evs = f->on_event(0, failed("boom"));
   ASSERT_EQ(types(evs), (std::vector<std::string>{"response.failed"}));
