@@ -2,7 +2,7 @@
 
 #include <boost/json.hpp>
 
-#include "model/model_loader.h"
+#include "tokenizer/tokenizer.h"
 #include "server/api_router.h"
 #include "jinja/chat_template.h"
 #include "protocol/openai_request.h"
