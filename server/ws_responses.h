@@ -1,7 +1,7 @@
 // GET /v1/responses upgraded to a WebSocket: the Responses API WebSocket mode.
 //
 // Three coroutines share the connection's strand:
-//   reader  (this function): reads client messages; starts responses; on close
+//   reader  (run_ws_responses): reads client messages; starts responses; on close
 //           or error cancels the running response and waits for the others;
 //   writer: the only one that writes; drains the outgoing queue in order;
 //   pump:   one per running response: pump_generation (generation_pump.h)
