@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <spdlog/spdlog.h>
 #include <string>
@@ -16,7 +17,10 @@
 #include "model/model_loader.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
+#include "protocol/generation.h"
+#include "protocol/generation_format.h"
 #include "protocol/sampling_json.h"
+#include "tokenizer/tokenizer.h"
 #include "util/utf8.h"
 
 namespace spate::cli {
@@ -28,9 +32,6 @@ namespace json = boost::json;
 constexpr size_t k_max_line_bytes = 16u << 20;  // one JSONL request line
 constexpr size_t k_max_requests = 65536;
 
-// Parses one JSONL request. Returns "" or the problem (without the line number).
-// Raw bytes that are not valid UTF-8 are replaced by U+FFFD before parsing, so such a
-// prompt is accepted (as tokenizers do) instead of failing as malformed JSON.
 struct offline_request {
   size_t line_no = 0;           // for messages
   std::vector<int32_t> prompt;  // non-empty
@@ -38,14 +39,62 @@ struct offline_request {
 };
 
 struct offline_result {
-  std::string text;
-  std::vector<int32_t> token_ids;  // generated tokens (including a final EOS, as vLLM reports)
-  std::string finish_reason;       // "stop" or "length"
   int32_t prompt_tokens = 0;
-  int32_t completion_tokens = 0;
-  std::string error;               // set when the engine failed the request
+  // The request's events, accumulated as for a non-streaming server response:
+  // text, token ids (a final EOS included, as vLLM reports), finish reason,
+  // completion tokens, or the engine's error.
+  choice_accumulator acc;
 };
 
+// The prompt of one request line, tokenized or as token ids; "" or the problem.
+std::string read_prompt(const json::object& o, const tokenizer& tok, int32_t n_vocab, std::vector<int32_t>& out) {
+  const json::value* prompt = o.if_contains("prompt");
+  const json::value* ids = o.if_contains("prompt_token_ids");
+  const std::string bad_ids = "'prompt' token ids must be integers in [0, " + std::to_string(n_vocab) + ")";
+  if (prompt && prompt->is_string()) {
+    const auto& s = prompt->as_string();
+    try {
+      out = encode_prompt(tok, std::string_view(s.data(), s.size()));
+    } catch (const std::exception& e) {
+      return std::string("'prompt': ") + e.what();
+    }
+  } else if ((prompt && prompt->is_array()) || (ids && ids->is_array())) {
+    for (const auto& e : (prompt && prompt->is_array() ? prompt : ids)->as_array()) {
+      // The [0, n_vocab) range is check_generation's; ids beyond int32 fail here already.
+      if (!e.is_int64() || e.as_int64() < 0 || e.as_int64() > std::numeric_limits<int32_t>::max()) return bad_ids;
+      out.push_back(static_cast<int32_t>(e.as_int64()));
+    }
+  } else if (prompt) {
+    return "'prompt' must be a string or a list of token ids";
+  } else {
+    return "missing 'prompt'";
+  }
+  return "";
+}
+
+// The command line's wording of a failed shared check (see generation_check).
+std::string check_message(const generation_check& c) {
+  using o = generation_check::outcome;
+  switch (c.result) {
+    case o::ok: return "";
+    case o::empty_prompt: return "'prompt' is empty";
+    case o::token_out_of_range: return "'prompt' token ids must be integers in [0, " + std::to_string(c.n_vocab) + ")";
+    case o::no_room:
+      return "prompt has " + std::to_string(c.n_prompt) + " tokens, which is more than the model length of " +
+             std::to_string(c.max_model_len) + " leaves room for";
+    case o::invalid_params: return c.message;
+    case o::too_long:
+      return "prompt (" + std::to_string(c.n_prompt) + " tokens) plus max_tokens (" + std::to_string(c.max_tokens) +
+             ") exceeds the model length of " + std::to_string(c.max_model_len);
+  }
+  return "";
+}
+
+// Parses one JSONL request with the server's sampling parser, prompt
+// tokenization and checks (max_tokens defaults to 16, as for completions).
+// Returns "" or the problem (without the line number). Raw bytes that are not
+// valid UTF-8 are replaced by U+FFFD before parsing, so such a prompt is
+// accepted (as tokenizers do) instead of failing as malformed JSON.
 std::string parse_request(const std::string& raw_line, const loaded_model& m, int32_t max_model_len, offline_request& out) {
   if (raw_line.size() > k_max_line_bytes) return "line is longer than " + std::to_string(k_max_line_bytes) + " bytes";
   const std::string line = utf8::sanitize(raw_line);
@@ -55,39 +104,9 @@ std::string parse_request(const std::string& raw_line, const loaded_model& m, in
   if (!v.is_object()) return "expected a JSON object";
   const json::object& o = v.as_object();
   if (auto err = parse_sampling_json(o, out.params); !err.empty()) return err;
-  const json::value* prompt = o.if_contains("prompt");
-  const json::value* ids = o.if_contains("prompt_token_ids");
-  if (prompt && prompt->is_string()) {
-    const auto& s = prompt->as_string();
-    try {
-      out.prompt = m.tok->encode(std::string_view(s.data(), s.size()), true);
-    } catch (const std::exception& e) {
-      return std::string("'prompt': ") + e.what();
-    }
-  } else if ((prompt && prompt->is_array()) || (ids && ids->is_array())) {
-    for (const auto& e : (prompt && prompt->is_array() ? prompt : ids)->as_array()) {
-      if (!e.is_int64() || e.as_int64() < 0 || e.as_int64() >= m.config.n_vocab) {
-        return "'prompt' token ids must be integers in [0, " + std::to_string(m.config.n_vocab) + ")";
-      }
-      out.prompt.push_back(static_cast<int32_t>(e.as_int64()));
-    }
-  } else if (prompt) {
-    return "'prompt' must be a string or a list of token ids";
-  } else {
-    return "missing 'prompt'";
-  }
-  if (out.prompt.empty()) return "'prompt' is empty";
-  const auto n_prompt = static_cast<int32_t>(out.prompt.size());
-  if (n_prompt >= max_model_len) {
-    return "prompt has " + std::to_string(n_prompt) + " tokens, which is more than the model length of " +
-           std::to_string(max_model_len) + " leaves room for";
-  }
-  if (!out.params.max_tokens) out.params.max_tokens = std::min(16, max_model_len - n_prompt);
-  if (auto err = validate(out.params, m.config.n_vocab); !err.empty()) return err;
-  if (n_prompt + *out.params.max_tokens > max_model_len) {
-    return "prompt (" + std::to_string(n_prompt) + " tokens) plus max_tokens (" + std::to_string(*out.params.max_tokens) +
-           ") exceeds the model length of " + std::to_string(max_model_len);
-  }
+  if (auto err = read_prompt(o, *m.tok, m.config.n_vocab, out.prompt); !err.empty()) return err;
+  const generation_check c = check_generation(out.prompt, out.params, 16, m.config.n_vocab, max_model_len);
+  if (!c.ok()) return check_message(c);
   for (const auto& kv : o) {
     const std::string_view k = kv.key();
     if (k != "prompt" && k != "prompt_token_ids" && !is_sampling_field(k)) spdlog::debug("ignoring unknown field '{}'", k);
@@ -170,19 +189,8 @@ int run_generate(int argc, char** argv) {
       er.params = req.params;
       // Runs on the engine thread; each request writes only its own slot.
       er.on_event = [&out, &mu, &cv, &n_done](const engine_event& ev) {
-        switch (ev.type) {
-          case engine_event::kind::tokens:
-            out.token_ids.insert(out.token_ids.end(), ev.token_ids.begin(), ev.token_ids.end());
-            out.text += ev.text;
-            return;
-          case engine_event::kind::finished:
-            out.finish_reason = finish_reason_name(ev.reason);
-            out.completion_tokens = ev.usage.completion_tokens;
-            break;
-          case engine_event::kind::error:
-            out.error = ev.error.empty() ? "error" : ev.error;
-            break;
-        }
+        out.acc.add(ev);
+        if (!out.acc.done) return;
         std::lock_guard lk(mu);
         ++n_done;
         cv.notify_one();
@@ -215,20 +223,20 @@ int run_generate(int argc, char** argv) {
     return 1;
   }
   for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].error.empty()) {
-      std::cerr << "spate generate: line " << requests[i].line_no << ": " << results[i].error << "\n";
+    if (!results[i].acc.error.empty()) {
+      std::cerr << "spate generate: line " << requests[i].line_no << ": " << results[i].acc.error << "\n";
       return 1;
     }
   }
   for (const auto& r : results) {
     json::object o;
-    o["text"] = r.text;
+    o["text"] = r.acc.text;
     json::array ids;
-    for (int32_t t : r.token_ids) ids.push_back(t);
+    for (int32_t t : r.acc.token_ids) ids.push_back(t);
     o["token_ids"] = std::move(ids);
-    o["finish_reason"] = r.finish_reason;
+    o["finish_reason"] = finish_reason_name(r.acc.reason);
     o["prompt_tokens"] = r.prompt_tokens;
-    o["completion_tokens"] = r.completion_tokens;
+    o["completion_tokens"] = r.acc.completion_tokens;
     std::cout << json::serialize(o) << "\n";
   }
   std::cout.flush();

@@ -18,7 +18,71 @@ api::api_error bad(std::string msg, std::string param = "", std::string code = "
   return e;
 }
 
+// The OpenAI wording of a failed check; prompt_param: "prompt" or "messages".
+std::optional<api::api_error> openai_check_error(const generation_check& c, const std::string& prompt_param) {
+  using o = generation_check::outcome;
+  const std::string limit = "This model's maximum context length is " + std::to_string(c.max_model_len) + " tokens. ";
+  switch (c.result) {
+    case o::ok: return std::nullopt;
+    case o::empty_prompt: return bad("the prompt is empty", prompt_param);
+    case o::token_out_of_range:
+      return bad("prompt token id " + std::to_string(c.bad_token) + " is outside the vocabulary [0, " + std::to_string(c.n_vocab) + ")",
+                 "prompt");
+    case o::no_room:
+      return bad(limit + "However, your prompt has " + std::to_string(c.n_prompt) +
+                     " tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
+                 prompt_param, "context_length_exceeded");
+    case o::invalid_params:
+      // validate() names the field first: "temperature must be in [0, 2], got -1".
+      return bad(c.message, c.message.substr(0, c.message.find(' ')));
+    case o::too_long:
+      return bad(limit + "However, you requested " + std::to_string(c.n_prompt + c.max_tokens) + " tokens (" +
+                     std::to_string(c.n_prompt) + " in the prompt, " + std::to_string(c.max_tokens) +
+                     " for the completion). Please reduce the length of the prompt or max_tokens.",
+                 "max_tokens", "context_length_exceeded");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+generation_check check_generation(const std::vector<int32_t>& prompt, sampling_params& params, std::optional<int32_t> default_max_tokens,
+                                  int32_t n_vocab, int32_t max_model_len) {
+  using o = generation_check::outcome;
+  generation_check c;
+  c.n_prompt = static_cast<int32_t>(prompt.size());
+  c.max_model_len = max_model_len;
+  c.n_vocab = n_vocab;
+  if (prompt.empty()) {
+    c.result = o::empty_prompt;
+    return c;
+  }
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= n_vocab) {
+      c.result = o::token_out_of_range;
+      c.bad_token = t;
+      return c;
+    }
+  }
+  const int32_t room = max_model_len - c.n_prompt;
+  if (room < 1) {
+    c.result = o::no_room;
+    return c;
+  }
+  if (!params.max_tokens) params.max_tokens = default_max_tokens ? std::min(*default_max_tokens, room) : room;
+  c.max_tokens = *params.max_tokens;
+  if (auto err = validate(params, n_vocab); !err.empty()) {
+    c.result = o::invalid_params;
+    c.message = std::move(err);
+    return c;
+  }
+  if (c.max_tokens > room) c.result = o::too_long;
+  return c;
+}
+
+std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text) {
+  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
 
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
   const tokenizer& tok = *m.tok;
@@ -27,7 +91,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
       out.prompt = *r.prompt_ids;
     } else {
       out.prompt_text = r.prompt_text.value_or("");
-      out.prompt = tok.encode(out.prompt_text, /*add_special=*/true, /*parse_special=*/true);
+      out.prompt = encode_prompt(tok, out.prompt_text);
     }
   } else {
     if (!m.tmpl) {
@@ -59,36 +123,13 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     }
     out.prompt = tok.encode(out.prompt_text, /*add_special=*/false, /*parse_special=*/true);
   }
-  if (out.prompt.empty()) return bad("the prompt is empty", r.kind == api::endpoint::completions ? "prompt" : "messages");
-  for (int32_t t : out.prompt) {
-    if (t < 0 || t >= m.n_vocab) {
-      return bad("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
-                     std::to_string(m.n_vocab) + ")",
-                 "prompt");
-    }
-  }
   out.params = r.params;
   out.n = r.n;
-  const auto n_prompt = static_cast<int32_t>(out.prompt.size());
-  const int32_t room = m.max_model_len - n_prompt;
-  if (room < 1) {
-    return bad("This model's maximum context length is " + std::to_string(m.max_model_len) + " tokens. However, your prompt has " +
-                   std::to_string(n_prompt) + " tokens, which leaves no room for a completion. Please reduce the length of the prompt.",
-               r.kind == api::endpoint::completions ? "prompt" : "messages", "context_length_exceeded");
-  }
-  if (!out.params.max_tokens) out.params.max_tokens = r.kind == api::endpoint::completions ? std::min(16, room) : room;
-  if (auto err = validate(out.params, m.n_vocab); !err.empty()) {
-    // validate() names the field first: "temperature must be in [0, 2], got -1".
-    const std::string param = err.substr(0, err.find(' '));
-    return bad(err, param);
-  }
-  if (*out.params.max_tokens > room) {
-    return bad("This model's maximum context length is " + std::to_string(m.max_model_len) + " tokens. However, you requested " +
-                   std::to_string(n_prompt + *out.params.max_tokens) + " tokens (" + std::to_string(n_prompt) + " in the prompt, " +
-                   std::to_string(*out.params.max_tokens) + " for the completion). Please reduce the length of the prompt or max_tokens.",
-               "max_tokens", "context_length_exceeded");
-  }
-  return std::nullopt;
+  const bool completions = r.kind == api::endpoint::completions;
+  // Completions default to 16 tokens as in OpenAI/vLLM; chat and responses to the rest of the context.
+  const generation_check c = check_generation(out.prompt, out.params, completions ? std::optional<int32_t>(16) : std::nullopt,
+                                              m.n_vocab, m.max_model_len);
+  return openai_check_error(c, completions ? "prompt" : "messages");
 }
 
 std::string openai_finish_reason(finish_reason r) {

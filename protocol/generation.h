@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/openai_request.h"
@@ -14,12 +15,47 @@
 
 namespace spate {
 
+class tokenizer;
+
 struct prepared_generation {
   std::vector<int32_t> prompt;      // token ids
   std::string prompt_text;          // the rendered / given prompt text (echo, logs)
   sampling_params params;           // validated, max_tokens set
   int32_t n = 1;
 };
+
+// The prompt and length checks every front end shares (the server through
+// prepare_generation, `spate generate` per JSONL line); each front end words
+// the outcome itself.
+struct generation_check {
+  enum class outcome {
+    ok,
+    empty_prompt,        // no prompt tokens
+    token_out_of_range,  // bad_token is outside [0, n_vocab)
+    no_room,             // n_prompt >= max_model_len: not even one token fits
+    invalid_params,      // validate(params) failed: message
+    too_long,            // n_prompt + max_tokens > max_model_len
+  };
+  outcome result = outcome::ok;
+  int32_t n_prompt = 0;
+  int32_t max_model_len = 0;
+  int32_t n_vocab = 0;
+  int32_t max_tokens = 0;  // the effective max_tokens (set from no_room on)
+  int32_t bad_token = 0;
+  std::string message;     // invalid_params: validate()'s text, naming the field first
+  bool ok() const { return result == outcome::ok; }
+};
+
+// Checks prompt (non-empty, ids in [0, n_vocab)), that one token fits, sets
+// params.max_tokens when empty to min(default_max_tokens, room) (or the whole
+// room when default_max_tokens is empty), validates params, and that prompt +
+// max_tokens fits max_model_len. Stops at the first failure, in that order.
+generation_check check_generation(const std::vector<int32_t>& prompt, sampling_params& params,
+                                  std::optional<int32_t> default_max_tokens, int32_t n_vocab, int32_t max_model_len);
+
+// A text prompt's token ids as every front end tokenizes it: BOS/EOS as the
+// model asks, special-token text parsed. Throws what the tokenizer throws.
+std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text);
 
 // Renders messages through the chat template (chat/responses) or tokenizes the
 // prompt (completions), applies the max_tokens default (completions: 16 as in

@@ -4,16 +4,16 @@ namespace spate {
 
 namespace json = boost::json;
 
-response_builder::response_builder(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                                   const api::parsed_request& req)
-    : id_(std::move(response_id)), msg_id_(std::move(message_id)), model_(std::move(model)), created_at_(created_at) {
+responses_formatter::responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
+                                         const api::parsed_request& req)
+    : id_(std::move(response_id)), msg_id_(std::move(message_id)), model_(std::move(model)), created_at_(created_at), stream_(req.stream) {
   instructions_ = nullptr;
   max_output_tokens_ = req.params.max_tokens ? json::value(*req.params.max_tokens) : json::value(nullptr);
   temperature_ = static_cast<double>(req.params.temperature);
   top_p_ = static_cast<double>(req.params.top_p);
 }
 
-json::object response_builder::text_part() const {
+json::object responses_formatter::text_part() const {
   json::object p;
   p["type"] = "output_text";
   p["text"] = text_;
@@ -22,7 +22,7 @@ json::object response_builder::text_part() const {
   return p;
 }
 
-json::object response_builder::message_item(bool done) const {
+json::object responses_formatter::message_item(bool done) const {
   json::object m;
   m["id"] = msg_id_;
   m["type"] = "message";
@@ -34,7 +34,7 @@ json::object response_builder::message_item(bool done) const {
   return m;
 }
 
-json::object response_builder::response_object() const {
+json::object responses_formatter::response_object() const {
   json::object r;
   r["id"] = id_;
   r["object"] = "response";
@@ -92,7 +92,7 @@ json::object response_builder::response_object() const {
   return r;
 }
 
-json::object response_builder::part_address() const {
+json::object responses_formatter::part_address() const {
   json::object o;
   o["item_id"] = msg_id_;
   o["output_index"] = 0;
@@ -100,14 +100,15 @@ json::object response_builder::part_address() const {
   return o;
 }
 
-api_event response_builder::make(std::string type, json::object o) {
+stream_event responses_formatter::make(std::string type, json::object o) {
   o["type"] = type;
   o["sequence_number"] = seq_++;
   return {std::move(type), json::serialize(o)};
 }
 
-std::vector<api_event> response_builder::begin() {
-  std::vector<api_event> ev;
+stream_events responses_formatter::begin() {
+  stream_events ev;
+  if (!stream_) return ev;
   json::object a;
   a["response"] = response_object();
   ev.push_back(make("response.created", a));
@@ -124,7 +125,7 @@ std::vector<api_event> response_builder::begin() {
   return ev;
 }
 
-api_event response_builder::delta(std::string_view text) {
+stream_event responses_formatter::delta(std::string_view text) {
   text_.append(text);
   json::object o = part_address();
   o["delta"] = text;
@@ -132,16 +133,17 @@ api_event response_builder::delta(std::string_view text) {
   return make("response.output_text.delta", o);
 }
 
-std::vector<api_event> response_builder::finish(finish_reason reason, const request_usage& usage) {
+stream_events responses_formatter::finish(finish_reason reason, const request_usage& usage) {
   has_usage_ = true;
   usage_ = usage;
+  reason_ = reason;
   if (reason == finish_reason::length) {
     status_ = "incomplete";
     incomplete_reason_ = "max_output_tokens";
   } else {
     status_ = "completed";
   }
-  std::vector<api_event> ev;
+  stream_events ev;
   json::object a = part_address();
   a["text"] = text_;
   a["logprobs"] = json::array();
@@ -159,12 +161,45 @@ std::vector<api_event> response_builder::finish(finish_reason reason, const requ
   return ev;
 }
 
-std::vector<api_event> response_builder::fail(std::string_view message) {
+stream_events responses_formatter::fail(std::string_view message) {
   status_ = "failed";
   error_ = std::string(message);
   json::object d;
   d["response"] = response_object();
   return {make("response.failed", d)};
+}
+
+stream_events responses_formatter::on_event(int32_t /*choice: always 0*/, const engine_event& e) {
+  stream_events out;
+  if (done_) return out;
+  switch (e.type) {
+    case engine_event::kind::tokens:
+      if (!e.text.empty()) {
+        stream_event d = delta(e.text);
+        if (stream_) out.push_back(std::move(d));
+      }
+      break;
+    case engine_event::kind::finished:
+      done_ = true;
+      out = finish(e.reason, e.usage);
+      break;
+    case engine_event::kind::error:
+      done_ = true;
+      out = fail(e.error.empty() ? "internal error" : e.error);
+      break;
+  }
+  if (!stream_) out.clear();
+  return out;
+}
+
+final_body responses_formatter::result() const {
+  if (!error_.empty()) return {false, "", error_};
+  return {true, json::serialize(response_object()), ""};
+}
+
+std::string responses_formatter::finish_reason_text() const {
+  if (!error_.empty()) return "error";
+  return has_usage_ ? openai_finish_reason(reason_) : "";
 }
 
 }  // namespace spate

@@ -1,7 +1,9 @@
-// The OpenAI Responses API objects and streaming events for one text response,
-// shared by POST /v1/responses (SSE) and its WebSocket mode. Each event is
-// returned as (type, JSON text); SSE writes "event: TYPE\ndata: JSON\n\n",
-// WebSocket sends the JSON as one text message.
+// The formatter of the OpenAI Responses API (see generation_format.h for the
+// contract): the response object and streaming events of one text response,
+// shared by POST /v1/responses (SSE, or the response object as the body) and
+// its WebSocket mode (stream is implicit there). Each event is a stream_event
+// (type, JSON text); SSE writes "event: TYPE\ndata: JSON\n\n", WebSocket sends
+// the JSON as one text message.
 //
 // Event order: response.created, response.in_progress,
 // response.output_item.added, response.content_part.added,
@@ -10,38 +12,48 @@
 // response.completed (or response.incomplete when max_output_tokens ended it,
 // or response.failed on an engine error).
 //
+// An engine error without a message fails the response with "internal error".
+//
 // Not thread-safe; one instance per response, used on one strand.
 #pragma once
 
 #include <boost/json.hpp>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "engine/engine_api.h"
+#include "protocol/generation_format.h"
 #include "protocol/openai_request.h"
 
 namespace spate {
 
-using api_event = std::pair<std::string, std::string>;  // (type, JSON)
-
-class response_builder {
+class responses_formatter final : public generation_formatter {
  public:
-  response_builder(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                   const api::parsed_request& req);
+  // created_at: Unix seconds. Reads req's sampling fields and stream flag only (not kept).
+  responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
+                      const api::parsed_request& req);
 
-  std::vector<api_event> begin();
-  api_event delta(std::string_view text);
-  // reason stop/length; usage from the finished event.
-  std::vector<api_event> finish(finish_reason reason, const request_usage& usage);
-  std::vector<api_event> fail(std::string_view message);
+  // response.created ... response.content_part.added (streaming only).
+  stream_events begin() override;
+  // tokens with text: response.output_text.delta; finished: the done events and
+  // response.completed or response.incomplete; error: response.failed.
+  stream_events on_event(int32_t choice, const engine_event& e) override;
+  bool done() const override { return done_; }
+  stream_events end() override { return {}; }
+  // The response object, or the engine error.
+  final_body result() const override;
+  int32_t completion_tokens() const override { return has_usage_ ? usage_.completion_tokens : 0; }
+  std::string finish_reason_text() const override;
 
   // The whole response object in its current state (non-streaming body).
   boost::json::object response_object() const;
   const std::string& text() const { return text_; }
 
  private:
-  api_event make(std::string type, boost::json::object o);
+  stream_event delta(std::string_view text);
+  stream_events finish(finish_reason reason, const request_usage& usage);
+  stream_events fail(std::string_view message);
+  stream_event make(std::string type, boost::json::object o);
   boost::json::object message_item(bool done) const;
   boost::json::object text_part() const;
   // {"item_id", "output_index", "content_index"} of the one text part.
@@ -56,6 +68,9 @@ class response_builder {
   std::string error_;
   bool has_usage_ = false;
   request_usage usage_;
+  finish_reason reason_ = finish_reason::none;
+  bool stream_ = false;
+  bool done_ = false;
   int64_t seq_ = 0;
 };
 

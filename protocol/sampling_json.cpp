@@ -138,138 +138,158 @@ bool is_sampling_field(std::string_view key) {
   return false;
 }
 
+namespace {
+
+// Fields whose meaning depends on another one, resolved after all are read.
+struct dependent_fields {
+  std::optional<int32_t> max_tokens, max_completion_tokens, top_logprobs;
+  const json::value* logprobs = nullptr;  // validated: a bool or an int32
+};
+
+void read_seed(reader& r, std::string_view key, const json::value& v, sampling_params& p) {
+  // Any 64-bit value: negative seeds are taken modulo 2^64, as their bit pattern.
+  int64_t i = 0;
+  const auto st = v.is_uint64() ? json_int_status::ok
+                                : json_get_int(v, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), i);
+  if (st == json_int_status::not_integer) r.type_error(key, "an integer", v);
+  else if (st == json_int_status::out_of_range) r.fail(key, "'seed' must be a 64-bit integer, got " + describe_json(v));
+  else p.seed = v.is_uint64() ? v.get_uint64() : static_cast<uint64_t>(i);
+}
+
+void read_stop(reader& r, std::string_view key, const json::value& v, sampling_params& p) {
+  p.stop.clear();
+  if (v.is_string()) {
+    p.stop.emplace_back(v.get_string());
+  } else if (v.is_array()) {
+    const auto& a = v.get_array();
+    for (size_t j = 0; j < a.size() && !r.failed(); ++j) {
+      if (!a[j].is_string()) {
+        r.fail("stop[" + std::to_string(j) + "]", "'stop' must be a string or a list of strings, got " + describe_json(a[j]) +
+                                                      " at stop[" + std::to_string(j) + "]");
+      } else {
+        p.stop.emplace_back(a[j].get_string());
+      }
+    }
+  } else {
+    r.type_error(key, "a string or a list of strings", v);
+  }
+  for (const auto& s : p.stop)
+    if (!r.failed() && s.empty()) r.fail(key, "'stop' must not contain empty strings");
+}
+
+void read_stop_token_ids(reader& r, std::string_view key, const json::value& v, sampling_params& p) {
+  if (!v.is_array()) {
+    r.type_error(key, "a list of integers", v);
+    return;
+  }
+  p.stop_token_ids.clear();
+  const auto& a = v.get_array();
+  for (size_t j = 0; j < a.size() && !r.failed(); ++j) {
+    int64_t i = 0;
+    if (json_get_int(a[j], k_i32_min, k_i32_max, i) != json_int_status::ok) {
+      r.fail("stop_token_ids[" + std::to_string(j) + "]", "'stop_token_ids' must be a list of integers, got " + describe_json(a[j]) +
+                                                              " at stop_token_ids[" + std::to_string(j) + "]");
+    } else {
+      p.stop_token_ids.push_back(static_cast<int32_t>(i));
+    }
+  }
+}
+
+void read_logit_bias(reader& r, std::string_view key, const json::value& v, sampling_params& p) {
+  if (!v.is_object()) {
+    r.type_error(key, "an object mapping token ids to biases", v);
+    return;
+  }
+  p.logit_bias.clear();
+  for (const auto& b : v.get_object()) {
+    const std::string k(b.key());
+    const auto id = parse_token_key(k);
+    if (!id) {
+      r.fail(key, "'logit_bias' keys must be token ids, got '" + k + "'");
+      return;
+    }
+    double d = 0;
+    if (!json_get_number(b.value(), d)) {
+      r.fail(key, "'logit_bias' values must be numbers, got " + describe_json(b.value()) + " for token " + k);
+      return;
+    }
+    p.logit_bias.emplace_back(*id, static_cast<float>(d));
+  }
+}
+
+// Completions: an integer count; chat: a boolean (the count is top_logprobs).
+void read_logprobs(reader& r, std::string_view key, const json::value& v, dependent_fields& d) {
+  int64_t i = 0;
+  const auto st = v.is_bool() ? json_int_status::ok : json_get_int(v, k_i32_min, k_i32_max, i);
+  if (st == json_int_status::not_integer) r.type_error(key, "a boolean or an integer", v);
+  else if (st == json_int_status::out_of_range) r.fail(key, "'logprobs' must be a 32-bit integer, got " + describe_json(v));
+  else d.logprobs = &v;
+}
+
+// One sampling field (not null) into p, or into d when it depends on another.
+void read_field(reader& r, std::string_view key, const json::value& v, sampling_params& p, dependent_fields& d) {
+  if (key == "max_tokens") d.max_tokens = r.i32(key, v);
+  else if (key == "max_completion_tokens") d.max_completion_tokens = r.i32(key, v);
+  else if (key == "top_logprobs") d.top_logprobs = r.i32(key, v);
+  else if (key == "logprobs") read_logprobs(r, key, v, d);
+  else if (key == "seed") read_seed(r, key, v, p);
+  else if (key == "stop") read_stop(r, key, v, p);
+  else if (key == "stop_token_ids") read_stop_token_ids(r, key, v, p);
+  else if (key == "logit_bias") read_logit_bias(r, key, v, p);
+  else if (key == "ignore_eos") {
+    if (!v.is_bool()) r.type_error(key, "a boolean", v);
+    else p.ignore_eos = v.get_bool();
+  } else if (key == "top_k" || key == "min_tokens") {
+    if (auto i = r.i32(key, v)) (key == "top_k" ? p.top_k : p.min_tokens) = *i;
+  } else if (auto f = r.number(key, v)) {
+    // The float fields: temperature, top_p, min_p and the three penalties.
+    if (key == "temperature") p.temperature = *f;
+    else if (key == "top_p") p.top_p = *f;
+    else if (key == "min_p") p.min_p = *f;
+    else if (key == "repetition_penalty") p.repetition_penalty = *f;
+    else if (key == "presence_penalty") p.presence_penalty = *f;
+    else if (key == "frequency_penalty") p.frequency_penalty = *f;
+  }
+}
+
+// max_completion_tokens over max_tokens; logprobs / top_logprobs combinations.
+void resolve_dependent(reader& r, const dependent_fields& d, sampling_params& p) {
+  if (d.max_completion_tokens) p.max_tokens = d.max_completion_tokens;
+  else if (d.max_tokens) p.max_tokens = d.max_tokens;
+  if (d.logprobs && d.logprobs->is_bool()) {
+    if (d.logprobs->get_bool()) {
+      p.logprobs = d.top_logprobs.value_or(0);
+    } else if (d.top_logprobs && *d.top_logprobs > 0) {
+      r.fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
+    } else {
+      p.logprobs.reset();
+    }
+  } else if (d.logprobs) {
+    if (d.top_logprobs) {
+      r.fail("top_logprobs", "'top_logprobs' cannot be combined with an integer 'logprobs'");
+    } else {
+      int64_t i = 0;
+      json_get_int(*d.logprobs, k_i32_min, k_i32_max, i);
+      p.logprobs = static_cast<int32_t>(i);
+    }
+  } else if (d.top_logprobs) {
+    p.logprobs = d.top_logprobs;
+  }
+}
+
+}  // namespace
+
 std::string parse_sampling_json(const json::object& o, sampling_params& p, std::string* bad_field) {
   reader r;
-  // Fields whose meaning depends on another one are resolved after the loop.
-  std::optional<int32_t> max_tokens, max_completion_tokens, top_logprobs;
-  const json::value* logprobs = nullptr;
+  dependent_fields d;
   for (const auto& kv : o) {
     if (r.failed()) break;
     const std::string_view key = kv.key();
-    const json::value& v = kv.value();
     if (!is_sampling_field(key)) continue;
-    if (v.is_null()) continue;  // explicit null means "default", as the OpenAI SDK sends it
-    if (key == "max_tokens") {
-      max_tokens = r.i32(key, v);
-    } else if (key == "max_completion_tokens") {
-      max_completion_tokens = r.i32(key, v);
-    } else if (key == "temperature") {
-      if (auto f = r.number(key, v)) p.temperature = *f;
-    } else if (key == "top_p") {
-      if (auto f = r.number(key, v)) p.top_p = *f;
-    } else if (key == "top_k") {
-      if (auto i = r.i32(key, v)) p.top_k = *i;
-    } else if (key == "min_p") {
-      if (auto f = r.number(key, v)) p.min_p = *f;
-    } else if (key == "repetition_penalty") {
-      if (auto f = r.number(key, v)) p.repetition_penalty = *f;
-    } else if (key == "presence_penalty") {
-      if (auto f = r.number(key, v)) p.presence_penalty = *f;
-    } else if (key == "frequency_penalty") {
-      if (auto f = r.number(key, v)) p.frequency_penalty = *f;
-    } else if (key == "seed") {
-      // Any 64-bit value: negative seeds are taken modulo 2^64, as their bit pattern.
-      int64_t i = 0;
-      const auto st = v.is_uint64() ? json_int_status::ok
-                                    : json_get_int(v, std::numeric_limits<int64_t>::min(),
-                                                   std::numeric_limits<int64_t>::max(), i);
-      if (st == json_int_status::not_integer) r.type_error(key, "an integer", v);
-      else if (st == json_int_status::out_of_range) r.fail(key, "'seed' must be a 64-bit integer, got " + describe_json(v));
-      else p.seed = v.is_uint64() ? v.get_uint64() : static_cast<uint64_t>(i);
-    } else if (key == "stop") {
-      p.stop.clear();
-      if (v.is_string()) {
-        p.stop.emplace_back(v.get_string());
-      } else if (v.is_array()) {
-        const auto& a = v.get_array();
-        for (size_t j = 0; j < a.size() && !r.failed(); ++j) {
-          if (!a[j].is_string()) {
-            r.fail("stop[" + std::to_string(j) + "]", "'stop' must be a string or a list of strings, got " +
-                                                          describe_json(a[j]) + " at stop[" + std::to_string(j) + "]");
-          } else {
-            p.stop.emplace_back(a[j].get_string());
-          }
-        }
-      } else {
-        r.type_error(key, "a string or a list of strings", v);
-      }
-      for (const auto& s : p.stop)
-        if (!r.failed() && s.empty()) r.fail(key, "'stop' must not contain empty strings");
-    } else if (key == "stop_token_ids") {
-      if (!v.is_array()) {
-        r.type_error(key, "a list of integers", v);
-        continue;
-      }
-      p.stop_token_ids.clear();
-      const auto& a = v.get_array();
-      for (size_t j = 0; j < a.size() && !r.failed(); ++j) {
-        int64_t i = 0;
-        if (json_get_int(a[j], k_i32_min, k_i32_max, i) != json_int_status::ok) {
-          r.fail("stop_token_ids[" + std::to_string(j) + "]",
-                 "'stop_token_ids' must be a list of integers, got " + describe_json(a[j]) + " at stop_token_ids[" +
-                     std::to_string(j) + "]");
-        } else {
-          p.stop_token_ids.push_back(static_cast<int32_t>(i));
-        }
-      }
-    } else if (key == "ignore_eos") {
-      if (!v.is_bool()) r.type_error(key, "a boolean", v);
-      else p.ignore_eos = v.get_bool();
-    } else if (key == "min_tokens") {
-      if (auto i = r.i32(key, v)) p.min_tokens = *i;
-    } else if (key == "logit_bias") {
-      if (!v.is_object()) {
-        r.type_error(key, "an object mapping token ids to biases", v);
-        continue;
-      }
-      p.logit_bias.clear();
-      for (const auto& b : v.get_object()) {
-        const std::string k(b.key());
-        const auto id = parse_token_key(k);
-        if (!id) {
-          r.fail(key, "'logit_bias' keys must be token ids, got '" + k + "'");
-          break;
-        }
-        double d = 0;
-        if (!json_get_number(b.value(), d)) {
-          r.fail(key, "'logit_bias' values must be numbers, got " + describe_json(b.value()) + " for token " + k);
-          break;
-        }
-        p.logit_bias.emplace_back(*id, static_cast<float>(d));
-      }
-    } else if (key == "logprobs") {
-      // Completions: an integer count; chat: a boolean (the count is top_logprobs).
-      int64_t i = 0;
-      const auto st = v.is_bool() ? json_int_status::ok : json_get_int(v, k_i32_min, k_i32_max, i);
-      if (st == json_int_status::not_integer) r.type_error(key, "a boolean or an integer", v);
-      else if (st == json_int_status::out_of_range) r.fail(key, "'logprobs' must be a 32-bit integer, got " + describe_json(v));
-      else logprobs = &v;
-    } else if (key == "top_logprobs") {
-      top_logprobs = r.i32(key, v);
-    }
+    if (kv.value().is_null()) continue;  // explicit null means "default", as the OpenAI SDK sends it
+    read_field(r, key, kv.value(), p, d);
   }
-  if (!r.failed()) {
-    if (max_completion_tokens) p.max_tokens = max_completion_tokens;
-    else if (max_tokens) p.max_tokens = max_tokens;
-    if (logprobs && logprobs->is_bool()) {
-      if (logprobs->get_bool()) {
-        p.logprobs = top_logprobs.value_or(0);
-      } else if (top_logprobs && *top_logprobs > 0) {
-        r.fail("top_logprobs", "'top_logprobs' requires 'logprobs' to be true");
-      } else {
-        p.logprobs.reset();
-      }
-    } else if (logprobs) {
-      if (top_logprobs) r.fail("top_logprobs", "'top_logprobs' cannot be combined with an integer 'logprobs'");
-      else {
-        int64_t i = 0;
-        json_get_int(*logprobs, k_i32_min, k_i32_max, i);
-        p.logprobs = static_cast<int32_t>(i);
-      }
-    } else if (top_logprobs) {
-      p.logprobs = top_logprobs;
-    }
-  }
+  if (!r.failed()) resolve_dependent(r, d, p);
   if (bad_field) *bad_field = r.field;
   return r.message;
 }

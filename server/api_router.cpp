@@ -6,7 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_api.h"
-#include "tokenizer/tokenizer.h"
 #include "server/api_generate.h"
 #include "server/api_tokenize.h"
 #include "server/metrics.h"

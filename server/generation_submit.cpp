@@ -50,4 +50,10 @@ void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids) {
   for (int64_t id : ids) ctx.eng.cancel(id);
 }
 
+const char* rejection_reason(const api::api_error& e) {
+  if (e.code == "context_length_exceeded") return "context_length";
+  if (e.status == 429) return "queue_full";
+  return "invalid";
+}
+
 }  // namespace spate

@@ -23,4 +23,9 @@ std::optional<api::api_error> submit_generation(server_context& ctx, const prepa
 
 void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids);
 
+// The spate:request_rejected_total reason of a refusal, the same on every
+// path (HTTP and WebSocket): "context_length" (code context_length_exceeded),
+// "queue_full" (429) or "invalid".
+const char* rejection_reason(const api::api_error& e);
+
 }  // namespace spate

@@ -114,9 +114,8 @@ class http_stream_io final : public http_io {
       if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
         st->active = false;
         if (st->on_close) st->on_close();
-      } else if (r < 0) {
-        st->active = false;  // spurious wake-up: rare; the next write detects a gone client
       } else {
+        // Data pending, or a spurious wake-up (rare): stop watching; the next write detects a gone client.
         st->active = false;
       }
     });

@@ -28,7 +28,9 @@ struct tagged_event {
 
 class request_stream : public std::enable_shared_from_this<request_stream> {
  public:
-  // ex: the session's strand. Use create(); the callbacks hold a shared_ptr.
+  // ex: the session's strand. Use create() (make_callback needs shared
+  // ownership). The callbacks hold only a weak_ptr: events that arrive after
+  // the stream is gone are dropped.
   static std::shared_ptr<request_stream> create(boost::asio::any_io_executor ex);
   explicit request_stream(boost::asio::any_io_executor ex);
 

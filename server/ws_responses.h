@@ -1,15 +1,17 @@
 // GET /v1/responses upgraded to a WebSocket: the Responses API WebSocket mode.
 //
 // Three coroutines share the connection's strand:
-//   reader  (this function): reads client messages; starts responses; on close
+//   reader  (run_ws_responses): reads client messages; starts responses; on close
 //           or error cancels the running response and waits for the others;
 //   writer: the only one that writes; drains the outgoing queue in order;
-//   pump:   one per running response; turns engine events into events.
+//   pump:   one per running response: pump_generation (generation_pump.h)
+//           with a ws_message_sink that queues the events for the writer.
 // One response runs at a time; response.create while one runs gets an error
 // event. Limits: --max-ws-message-bytes per message (bigger: close 1009),
 // --idle-timeout with keep-alive pings.
 #pragma once
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -17,45 +19,94 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/websocket.hpp>
-#include <ctime>
+#include <chrono>
 #include <deque>
 #include <memory>
-#include <spdlog/spdlog.h>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "protocol/openai_request.h"
 #include "server/api_router.h"
-#include "server/generation_submit.h"
 #include "server/http_io.h"
-#include "server/metrics.h"
 #include "server/request_stream.h"
-#include "protocol/responses_format.h"
 #include "server/server_context.h"
-#include "protocol/ws_protocol.h"
 
 namespace spate {
 
+// The state one WebSocket connection's reader, writer and pump share.
+// Strand only; held by shared_ptr by each of them.
+struct ws_connection {
+  explicit ws_connection(boost::asio::any_io_executor ex) : exec(ex), wake(ex), all_done(ex) {}
+  boost::asio::any_io_executor exec;
+  std::string request_id;             // of the upgrade request (logs)
+  std::deque<std::string> outgoing;
+  boost::asio::steady_timer wake;      // writer waits here for outgoing messages
+  boost::asio::steady_timer all_done;  // reader waits here for writer and pump to end
+  bool closing = false;
+  int n_live = 0;                      // writer + pump coroutines running
+  bool busy = false;                   // a response is running
+  std::vector<int64_t> ids;            // its engine requests
+  std::shared_ptr<request_stream> rs;
+  int64_t error_seq = 0;
+
+  // Queues one text message for the writer. Never blocks.
+  void send(std::string m) {
+    outgoing.push_back(std::move(m));
+    wake.cancel();
+  }
+  // Queues an error event (the next error sequence number).
+  void send_error(const api::api_error& e);
+  // A writer or pump coroutine ended (its co_spawn completion handler).
+  void coroutine_ended() {
+    if (--n_live == 0) all_done.cancel();
+  }
+  // Cancels the running response's engine requests and interrupts its pump.
+  void stop_response(server_context& ctx);
+};
+
+// One text message from the client, read at t_arrival: a response.create
+// starts a response (its pump runs as a coroutine on st->exec) unless one is
+// running or the server drains; anything else gets an error event. Refusals
+// are counted in spate:request_rejected_total like HTTP's.
+void ws_handle_message(server_context& ctx, const std::shared_ptr<ws_connection>& st, std::string_view msg,
+                       std::chrono::steady_clock::time_point t_arrival);
+
+// The only coroutine writing to ws: drains st->outgoing in order until
+// st->closing and empty. A failed write stops the running response.
+template <class WsStream>
+boost::asio::awaitable<void> ws_write_loop(WsStream& ws, std::shared_ptr<ws_connection> st, server_context& ctx) {
+  namespace asio = boost::asio;
+  boost::system::error_code ec;
+  for (;;) {
+    if (st->outgoing.empty()) {
+      if (st->closing) break;
+      st->wake.expires_at(std::chrono::steady_clock::time_point::max());
+      co_await st->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      continue;
+    }
+    std::string m = std::move(st->outgoing.front());
+    st->outgoing.pop_front();
+    ws.text(true);
+    co_await ws.async_write(asio::buffer(m), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      // Client gone: stop the response; the reader sees the close too.
+      st->closing = true;
+      st->stop_response(ctx);
+      break;
+    }
+  }
+}
+
+// Accepts the upgrade of ex.req on stream and runs the connection (the
+// reader) until it closes; then stops the response, waits for the writer and
+// pump, logs the exchange and closes. Never throws.
 template <class Stream>
 boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream, http_exchange ex) {
   namespace asio = boost::asio;
   namespace beast = boost::beast;
   namespace websocket = beast::websocket;
   using clock_type = std::chrono::steady_clock;
-
-  struct conn_state {
-    explicit conn_state(asio::any_io_executor ex) : wake(ex), all_done(ex) {}
-    std::deque<std::string> outgoing;
-    asio::steady_timer wake;      // writer waits here for outgoing messages
-    asio::steady_timer all_done;  // reader waits here for writer and pump to end
-    bool closing = false;
-    int n_live = 0;               // writer + pump coroutines running
-    bool busy = false;            // a response is running
-    std::vector<int64_t> ids;     // its engine requests
-    std::shared_ptr<request_stream> rs;
-    int64_t error_seq = 0;
-    void send(std::string m) {
-      outgoing.push_back(std::move(m));
-      wake.cancel();
-    }
-  };
 
   auto exec = co_await asio::this_coro::executor;
   websocket::stream<Stream> ws(std::move(stream));
@@ -78,123 +129,26 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
     log_access(ctx, ex);
     co_return;
   }
-  auto st = std::make_shared<conn_state>(exec);
-  auto on_exit = [st](std::exception_ptr) {
-    if (--st->n_live == 0) st->all_done.cancel();
-  };
-
-  // Writer.
+  auto st = std::make_shared<ws_connection>(exec);
+  st->request_id = rid;
   ++st->n_live;
-  asio::co_spawn(
-      exec,
-      [&ws, st, &ctx]() -> asio::awaitable<void> {
-        boost::system::error_code wec;
-        for (;;) {
-          if (st->outgoing.empty()) {
-            if (st->closing) break;
-            st->wake.expires_at(clock_type::time_point::max());
-            co_await st->wake.async_wait(asio::redirect_error(asio::use_awaitable, wec));
-            continue;
-          }
-          std::string m = std::move(st->outgoing.front());
-          st->outgoing.pop_front();
-          ws.text(true);
-          co_await ws.async_write(asio::buffer(m), asio::redirect_error(asio::use_awaitable, wec));
-          if (wec) {
-            // Client gone: stop the response; the reader sees the close too.
-            st->closing = true;
-            cancel_generation(ctx, st->ids);
-            if (st->rs) st->rs->interrupt();
-            break;
-          }
-        }
-      },
-      on_exit);
+  asio::co_spawn(exec, ws_write_loop(ws, st, ctx), [st](std::exception_ptr) { st->coroutine_ended(); });
 
-  auto start_response = [&](ws_create&& c) {
-    auto rs = request_stream::create(exec);
-    std::vector<int64_t> ids;
-    if (auto err = submit_generation(ctx, c.gen, rs, ids)) {
-      ctx.metrics.count_rejected(err->status == 429 ? "queue_full" : "invalid");
-      st->send(ws_error_event(*err, st->error_seq++));
-      return;
-    }
-    st->busy = true;
-    st->ids = ids;
-    st->rs = rs;
-    ctx.n_inflight.fetch_add(1);
-    ++st->n_live;
-    asio::co_spawn(
-        exec,
-        [st, rs, &ctx, req = std::move(c.req), n_prompt = static_cast<int32_t>(c.gen.prompt.size()), rid]() -> asio::awaitable<void> {
-          const auto t0 = clock_type::now();
-          response_builder rb(ctx.make_id("resp"), ctx.make_id("msg"), ctx.model.name, static_cast<int64_t>(std::time(nullptr)), req);
-          for (auto& e : rb.begin()) st->send(std::move(e.second));
-          bool done = false;
-          double ttft = -1;
-          while (!done) {
-            auto evs = co_await rs->next(std::chrono::hours(24));
-            if (rs->interrupted()) break;
-            for (auto& te : evs) {
-              const engine_event& e = te.ev;
-              if (e.type == engine_event::kind::tokens) {
-                if (ttft < 0) ttft = std::chrono::duration<double>(clock_type::now() - t0).count();
-                if (!e.text.empty()) st->send(rb.delta(e.text).second);
-              } else if (e.type == engine_event::kind::finished) {
-                done = true;
-                ctx.metrics.observe_finished(e, std::chrono::duration<double>(clock_type::now() - t0).count());
-                for (auto& f : rb.finish(e.reason, e.usage)) st->send(std::move(f.second));
-                spdlog::info("{} WS response.create prompt_tokens={} completion_tokens={} ttft={:.3f}s finish_reason={}", rid, n_prompt,
-                             e.usage.completion_tokens, ttft, finish_reason_name(e.reason));
-              } else {
-                done = true;
-                ctx.metrics.count_error();
-                for (auto& f : rb.fail(e.error)) st->send(std::move(f.second));
-              }
-            }
-          }
-          if (!done) ctx.metrics.count_cancelled();
-          st->busy = false;
-          st->ids.clear();
-          st->rs.reset();
-          ctx.n_inflight.fetch_sub(1);
-        },
-        on_exit);
-  };
-
-  // Reader.
   beast::flat_buffer buf;
   for (;;) {
     buf.clear();
     co_await ws.async_read(buf, asio::redirect_error(asio::use_awaitable, ec));
     if (ec) break;  // closed, reset, idle timeout, or a message over the limit (Beast closes with 1009)
+    const auto t_read = clock_type::now();
     if (!ws.got_text()) {
-      st->send(ws_error_event({400, "binary messages are not supported; send JSON text", "invalid_request_error", "", "invalid_message"},
-                              st->error_seq++));
+      st->send_error({400, "binary messages are not supported; send JSON text", "invalid_request_error", "", "invalid_message"});
       continue;
     }
-    const std::string msg = beast::buffers_to_string(buf.data());
-    ws_create c;
-    if (auto err = ws_parse_message(ctx.model, msg, c)) {
-      st->send(ws_error_event(*err, st->error_seq++));
-      continue;
-    }
-    if (st->busy) {
-      st->send(ws_error_event({400, "a response is already in progress on this connection; wait for it to complete",
-                               "invalid_request_error", "", "response_in_progress"},
-                              st->error_seq++));
-      continue;
-    }
-    if (ctx.draining.load()) {
-      st->send(ws_error_event({503, "the server is shutting down", "server_error", "", "shutting_down"}, st->error_seq++));
-      continue;
-    }
-    start_response(std::move(c));
+    ws_handle_message(ctx, st, beast::buffers_to_string(buf.data()), t_read);
   }
   // Closed: cancel the running response, stop the writer, wait for both.
   st->closing = true;
-  cancel_generation(ctx, st->ids);
-  if (st->rs) st->rs->interrupt();
+  st->stop_response(ctx);
   st->wake.cancel();
   while (st->n_live > 0) {
     st->all_done.expires_at(clock_type::time_point::max());

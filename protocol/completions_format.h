@@ -1,0 +1,64 @@
+// The formatter of POST /v1/completions and /v1/chat/completions (see
+// generation_format.h for the contract).
+//
+// Streaming (SSE `data:` chunks, OpenAI's shapes):
+//   chat: first one role delta {"role":"assistant","content":""} per choice;
+//   completions with echo: first the prompt text per choice;
+//   then a chunk per tokens event that has text (or logprobs when requested),
+//   a chunk with finish_reason per finished choice, an {"error": {...}} chunk
+//   per failed choice, and at the end the usage chunk (include_usage: empty
+//   choices) and "[DONE]". With include_usage every chunk carries "usage":null.
+// Non-streaming: {"id","object","created","model","choices":[...],"usage"},
+//   choices in index order; the first engine error fails the whole request.
+//
+// Not thread-safe; one per request.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "protocol/generation_format.h"
+
+namespace spate {
+
+class completions_formatter final : public generation_formatter {
+ public:
+  // m, r and g must outlive the formatter. id: "chatcmpl-..." or "cmpl-...".
+  completions_formatter(const api::served_model& m, const api::parsed_request& r, const prepared_generation& g, std::string id,
+                        int64_t created);
+
+  stream_events begin() override;
+  stream_events on_event(int32_t choice, const engine_event& e) override;
+  bool done() const override { return n_done_ == static_cast<int32_t>(choices_.size()); }
+  stream_events end() override;
+  final_body result() const override;
+  int32_t completion_tokens() const override;
+  std::string finish_reason_text() const override;
+
+ private:
+  struct choice {
+    choice_accumulator acc;
+    int64_t text_offset = 0;  // completions logprobs: running offset of the streamed text
+  };
+
+  // logprobs JSON of lps (null when not requested); completions advance text_offset.
+  boost::json::value logprobs_json(int64_t& text_offset, const std::vector<token_logprob>& lps) const;
+  // One streaming chunk.
+  stream_event chunk(int32_t index, std::string_view text, const std::string& finish, bool role,
+                     boost::json::value logprobs = nullptr) const;
+  boost::json::object envelope(bool streaming) const;  // id, object, created, model
+  const std::string* first_error() const;
+  int32_t cached_tokens() const;
+
+  const api::served_model& model_;
+  const api::parsed_request& req_;
+  const prepared_generation& gen_;
+  const bool chat_;
+  const bool want_logprobs_;
+  std::string id_;
+  int64_t created_;
+  std::vector<choice> choices_;
+  int32_t n_done_ = 0;
+};
+
+}  // namespace spate
