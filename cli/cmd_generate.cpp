@@ -1,6 +1,7 @@
 // `spate generate`: offline batched inference, like vLLM's LLM.generate.
 // Reads JSONL requests from stdin, runs them together, writes one JSONL result
 // per input line, in input order, to stdout. Logs go to stderr.
+#include <algorithm>
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -114,40 +115,9 @@ std::string parse_request(const std::string& raw_line, const loaded_model& m, in
   return "";
 }
 
-}  // namespace
-
-int run_generate(int argc, char** argv) {
-  model_options mo;
-  engine_options eo;
-  po::options_description desc("spate generate: JSONL prompts on stdin -> JSONL results on stdout");
-  add_model_options(desc, mo);
-  add_engine_options(desc, eo);
-  desc.add_options()("help,h", "show this help");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "spate generate: " << e.what() << "\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
-  if (auto err = finish_model_options(mo); !err.empty()) {
-    std::cerr << "spate generate: " << err << "\n";
-    return 2;
-  }
-  if (auto err = finish_engine_options(eo); !err.empty()) {
-    std::cerr << "spate generate: " << err << "\n";
-    return 2;
-  }
-  std::unique_ptr<loaded_model> model;
-  int32_t max_model_len = 0;
-  if (const int rc = load_model_for_command("generate", mo, model, max_model_len); rc != 0) return rc;
-
-  std::vector<offline_request> requests;
+// Reads the JSONL requests from stdin. Returns 0, or the exit code after
+// printing every bad line (1).
+int read_requests(const loaded_model& m, int32_t max_model_len, std::vector<offline_request>& requests) {
   std::string line;
   size_t line_no = 0;
   int n_errors = 0;
@@ -160,68 +130,69 @@ int run_generate(int argc, char** argv) {
     }
     offline_request r;
     r.line_no = line_no;
-    if (auto err = parse_request(line, *model, max_model_len, r); !err.empty()) {
+    if (auto err = parse_request(line, m, max_model_len, r); !err.empty()) {
       std::cerr << "spate generate: line " << line_no << ": " << err << "\n";
       ++n_errors;
       continue;
     }
     requests.push_back(std::move(r));
   }
-  if (n_errors > 0) return 1;
+  return n_errors > 0 ? 1 : 0;
+}
 
-  engine_config ec = make_engine_config(mo, eo, max_model_len);
-  // Offline: every request is queued at once.
+// Runs every request through one engine (all queued at once) and collects
+// their events into results. Returns 0, or 1 after printing why.
+int run_requests(const loaded_model& m, const executor_config& xc, engine_config ec, std::vector<offline_request>& requests,
+                 std::vector<offline_result>& results) {
   ec.max_queued_requests = std::max<int32_t>(ec.max_queued_requests, static_cast<int32_t>(requests.size()));
-  std::vector<offline_result> results(requests.size());
+  results.assign(requests.size(), offline_result{});
   std::mutex mu;
   std::condition_variable cv;
   size_t n_done = 0;
-  try {
-    model_executor exec(*model, make_executor_config(mo));
-    engine eng(exec, *model->tok, ec);
-    std::vector<int64_t> ids;
-    for (size_t i = 0; i < requests.size(); ++i) {
-      auto& req = requests[i];
-      offline_result& out = results[i];
-      out.prompt_tokens = static_cast<int32_t>(req.prompt.size());
-      engine_request er;
-      er.prompt = std::move(req.prompt);
-      er.params = req.params;
-      // Runs on the engine thread; each request writes only its own slot.
-      er.on_event = [&out, &mu, &cv, &n_done](const engine_event& ev) {
-        out.acc.add(ev);
-        if (!out.acc.done) return;
-        std::lock_guard lk(mu);
-        ++n_done;
-        cv.notify_one();
-      };
-      const submit_result sr = eng.submit(std::move(er));
-      if (!sr.ok()) {
-        const std::string msg = flag_names(sr.error);
-        spdlog::error("line {}: {}", req.line_no, msg);
-        std::cerr << "spate generate: line " << req.line_no << ": " << msg << "\n";
-        return 1;
-      }
+  model_executor exec(m, xc);
+  engine eng(exec, *m.tok, ec);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto& req = requests[i];
+    offline_result& out = results[i];
+    out.prompt_tokens = static_cast<int32_t>(req.prompt.size());
+    engine_request er;
+    er.prompt = std::move(req.prompt);
+    er.params = req.params;
+    // Runs on the engine thread; each request writes only its own slot.
+    er.on_event = [&out, &mu, &cv, &n_done](const engine_event& ev) {
+      out.acc.add(ev);
+      if (!out.acc.done) return;
+      std::lock_guard lk(mu);
+      ++n_done;
+      cv.notify_one();
+    };
+    const submit_result sr = eng.submit(std::move(er));
+    if (!sr.ok()) {
+      const std::string msg = flag_names(sr.error);
+      spdlog::error("line {}: {}", req.line_no, msg);
+      std::cerr << "spate generate: line " << req.line_no << ": " << msg << "\n";
+      return 1;
     }
-    const auto t0 = std::chrono::steady_clock::now();
-    eng.start();
-    {
-      std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return n_done == results.size(); });
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    eng.wait_idle();  // the snapshot after the last step
-    const engine_stats st = eng.stats();
-    spdlog::info("Generated {} tokens for {} requests in {} steps, {:.2f} s ({:.1f} tokens/s), {} preemptions, "
-                 "prefix cache hits {}/{} tokens, padding waste {} tokens",
-                 st.generated_tokens, results.size(), st.n_steps, secs, secs > 0 ? static_cast<double>(st.generated_tokens) / secs : 0.0,
-                 st.n_preemptions, st.prefix_cache_hits, st.prefix_cache_queries, st.padding_waste_tokens);
-  } catch (const std::exception& e) {
-    const std::string msg = flag_names(e.what());
-    spdlog::error("{}", msg);
-    std::cerr << "spate generate: " << msg << "\n";
-    return 1;
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  eng.start();
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return n_done == results.size(); });
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  eng.wait_idle();  // the snapshot after the last step
+  const engine_stats st = eng.stats();
+  spdlog::info("Generated {} tokens for {} requests in {} steps, {:.2f} s ({:.1f} tokens/s), {} preemptions, "
+               "prefix cache hits {}/{} tokens, padding waste {} tokens",
+               st.generated_tokens, results.size(), st.n_steps, secs, secs > 0 ? static_cast<double>(st.generated_tokens) / secs : 0.0,
+               st.n_preemptions, st.prefix_cache_hits, st.prefix_cache_queries, st.padding_waste_tokens);
+  return 0;
+}
+
+// One JSON line per request, in input order; 1 (and nothing on stdout) when
+// the engine failed any of them.
+int write_results(const std::vector<offline_request>& requests, const std::vector<offline_result>& results) {
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].acc.error.empty()) {
       std::cerr << "spate generate: line " << requests[i].line_no << ": " << results[i].acc.error << "\n";
@@ -241,6 +212,57 @@ int run_generate(int argc, char** argv) {
   }
   std::cout.flush();
   return 0;
+}
+
+// Parses the command line into mo/eo. Returns -1 to go on, else the exit code.
+int parse_options(int argc, char** argv, model_options& mo, engine_options& eo) {
+  po::options_description desc("spate generate: JSONL prompts on stdin -> JSONL results on stdout");
+  add_model_options(desc, mo);
+  add_engine_options(desc, eo);
+  desc.add_options()("help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "spate generate: " << e.what() << "\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  std::string err = finish_model_options(mo);
+  if (err.empty()) err = finish_engine_options(eo);
+  if (!err.empty()) {
+    std::cerr << "spate generate: " << err << "\n";
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace
+
+int run_generate(int argc, char** argv) {
+  model_options mo;
+  engine_options eo;
+  if (const int rc = parse_options(argc, argv, mo, eo); rc >= 0) return rc;
+  std::unique_ptr<loaded_model> model;
+  int32_t max_model_len = 0;
+  if (const int rc = load_model_for_command("generate", mo, model, max_model_len); rc != 0) return rc;
+  std::vector<offline_request> requests;
+  if (const int rc = read_requests(*model, max_model_len, requests); rc != 0) return rc;
+  std::vector<offline_result> results;
+  try {
+    const int rc = run_requests(*model, make_executor_config(mo), make_engine_config(mo, eo, max_model_len), requests, results);
+    if (rc != 0) return rc;
+  } catch (const std::exception& e) {
+    const std::string msg = flag_names(e.what());
+    spdlog::error("{}", msg);
+    std::cerr << "spate generate: " << msg << "\n";
+    return 1;
+  }
+  return write_results(requests, results);
 }
 
 }  // namespace spate::cli

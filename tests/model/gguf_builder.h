@@ -2,7 +2,7 @@
 // tensors, and lets a test corrupt any field (counts, types, offsets, dims) to
 // exercise the reader's validation.
 //
-// Layout written (little-endian), matching engine/gguf_file.h:
+// Layout written (little-endian), matching model/gguf_file.h:
 //   magic, version, n_tensors (u64), n_kv (u64), kv pairs, tensor infos,
 //   zero padding to `alignment`, then each tensor's data at its offset.
 // Tensor data is placed in order, each blob starting at a multiple of
@@ -49,7 +49,7 @@ class byte_writer {
   std::vector<uint8_t> bytes_;
 };
 
-// GGUF metadata value type ids (engine/gguf_file.h gguf_value_type).
+// GGUF metadata value type ids (model/gguf_file.h gguf_value_type).
 enum gguf_t : uint32_t {
   t_u8 = 0, t_i8 = 1, t_u16 = 2, t_i16 = 3, t_u32 = 4, t_i32 = 5, t_f32 = 6, t_bool = 7,
   t_string = 8, t_array = 9, t_u64 = 10, t_i64 = 11, t_f64 = 12,

@@ -1,7 +1,7 @@
 // Validation tests for the GGUF reader, the hyper-parameter reader and the
 // weight binder, on small images built in memory by tests/model/gguf_builder.h.
 //
-// Contract under test (engine/gguf_file.h): any malformed, truncated or
+// Contract under test (model/gguf_file.h): any malformed, truncated or
 // hostile input makes gguf_file::parse / read_model_config /
 // load_model_weights throw gguf_error with a message naming the problem;
 // never a crash, an out-of-bounds read or a huge allocation. No real weights
