@@ -278,6 +278,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
                        in.tmpl_error};
   server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
+  ctx.describe_engine_error = flag_names;
   http_listener listener(ctx);
   open_listener(listener);
   listener.start();

@@ -21,7 +21,7 @@ std::optional<api::api_error> submit_generation(server_context& ctx, const prepa
     cancel_generation(ctx, ids);
     ids.clear();
     api::api_error e;
-    e.message = sr.error;
+    e.message = ctx.describe_engine_error ? ctx.describe_engine_error(sr.error) : sr.error;
     switch (sr.why) {
       case submit_result::refusal::queue_full:
         e.status = 429;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct server_context {
   server_metrics& metrics;
   cli::serve_options opts;
   int64_t created_unix_s = 0;
+  // Rewrites an engine refusal's text for clients: the engine names its
+  // configuration fields (e.g. kv_cache_bytes), the command line installs its
+  // flag names (cli::flag_names). Empty: the engine's text as is. Any thread.
+  std::function<std::string(std::string)> describe_engine_error = {};
 
   std::atomic<bool> ready{false};       // warmup finished and not draining
   std::atomic<bool> draining{false};    // SIGTERM received: /ready 503, no new connections
