@@ -15,6 +15,18 @@ namespace spate::jinja {
 
 namespace format_detail {
 
+std::size_t find_closing(std::string_view fmt, std::size_t from, char open, char close) {
+  int level = 1;
+  for (std::size_t j = from; j < fmt.size(); ++j) {
+    if (fmt[j] == open) {
+      ++level;
+    } else if (fmt[j] == close && --level == 0) {
+      return j;
+    }
+  }
+  return std::string_view::npos;
+}
+
 std::int64_t parse_int(std::string_view s, std::size_t& p) {
   std::int64_t v = 0;
   while (p < s.size() && is_digit(s[p])) {
@@ -104,6 +116,7 @@ using format_detail::ascii_repr;
 using format_detail::format_float_body;
 using format_detail::is_digit;
 using format_detail::parse_int;
+using format_detail::find_closing;
 using format_detail::to_base;
 
 struct spec_t {
@@ -282,17 +295,8 @@ class formatter {
           i += 2;
           continue;
         }
-        // Find the matching close brace.
-        int level = 1;
-        std::size_t j = i + 1;
-        while (j < fmt.size() && level > 0) {
-          if (fmt[j] == '{')
-            ++level;
-          else if (fmt[j] == '}')
-            --level;
-          if (level > 0) ++j;
-        }
-        if (level > 0) throw runtime_error("expected '}' before end of string");
+        const std::size_t j = find_closing(fmt, i + 1, '{', '}');
+        if (j == std::string::npos) throw runtime_error("expected '}' before end of string");
         out += field(fmt.substr(i + 1, j - i - 1), depth);
         ctx_.check_string(out.size());
         i = j + 1;

@@ -24,6 +24,10 @@ std::string to_base(std::uint64_t v, int base, bool upper);
 // always set to false. Throws for any other type.
 std::string format_float_body(double x, char type, std::int64_t precision, bool alt, bool& add_dot0);
 
+// The index of the `close` that balances the `open` just before fmt[from]
+// (nested pairs count), or npos when fmt ends first.
+std::size_t find_closing(std::string_view fmt, std::size_t from, char open, char close);
+
 // Python's ascii(v): repr(v) with non-ASCII code points as \xNN, \uNNNN or \UNNNNNNNN.
 std::string ascii_repr(const value& v, render_context& ctx);
 

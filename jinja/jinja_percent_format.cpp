@@ -86,16 +86,8 @@ struct percent_field {
 std::optional<value> read_mapping_key(const std::string& fmt, std::size_t& i, const percent_args& args) {
   if (fmt[i] != '(') return std::nullopt;
   if (!args.is_map()) throw runtime_error("format requires a mapping");
-  int level = 1;
-  std::size_t j = i + 1;
-  while (j < fmt.size() && level > 0) {
-    if (fmt[j] == '(')
-      ++level;
-    else if (fmt[j] == ')')
-      --level;
-    if (level > 0) ++j;
-  }
-  if (level > 0) throw runtime_error("incomplete format key");
+  const std::size_t j = format_detail::find_closing(fmt, i + 1, '(', ')');
+  if (j == std::string::npos) throw runtime_error("incomplete format key");
   value v = args.lookup(fmt.substr(i + 1, j - i - 1));
   i = j + 1;
   return v;
