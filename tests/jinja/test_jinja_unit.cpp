@@ -184,6 +184,13 @@ TEST(JinjaParser, ErrorsNameTheProblemAndLine) {
   EXPECT_EQ(err("{% if false %}{{ x|nofilter }}{% endif %}").first, "");  // unknown filters in if: runtime
 }
 
+TEST(JinjaRender, FormatBracketsNestAsInPython) {
+  EXPECT_EQ(R("{{ '{0:{1}}|{{x}}'.format(3, 5) }}"), "    3|{x}");
+  EXPECT_NE(E("{{ '{0'.format(1) }}").find("expected '}' before end of string"), std::string::npos);
+  EXPECT_EQ(R("{{ '%(a)s-%((b))s' % {'a': 1, '(b)': 2} }}"), "1-2");
+  EXPECT_NE(E("{{ '%(a' % {'a': 1} }}").find("incomplete format key"), std::string::npos);
+}
+
 TEST(JinjaRender, ScopingFollowsJinja2) {
   EXPECT_EQ(R("{% set x = 0 %}{% for i in [1,2] %}[{{ x }}]{% set x = i %}({{ x }}){% endfor %}{{ x }}"),
             "[0](1)[0](2)0");
