@@ -4,7 +4,7 @@
 The folders are libraries whose dependencies point one way (README, "Layout"):
 
     util, kernels <- tokenizer <- model <- engine <- protocol <- server <- cli
-    jinja stands alone (on util); protocol, server and cli may use it.
+    jinja and grammar stand alone (on util); the layers above may use them.
 
 A source file in folder F may include "G/..." only when G is F itself or one
 of F's allowed dependencies below. Above the engine, only the engine's public
@@ -28,9 +28,10 @@ ALLOWED = {
     "model": {"util", "kernels", "tokenizer"},
     "engine": {"util", "kernels", "tokenizer", "model"},
     "jinja": {"util"},
+    "grammar": {"util"},
     "protocol": {"util", "tokenizer", "engine", "jinja"},
     "server": {"util", "tokenizer", "engine", "jinja", "protocol"},
-    "cli": {"util", "kernels", "tokenizer", "model", "engine", "jinja", "protocol", "server"},
+    "cli": {"util", "kernels", "tokenizer", "model", "engine", "jinja", "grammar", "protocol", "server"},
 }
 # Tests that need a lower-level fixture: the tokenizer tests read real
 # vocabularies out of GGUF files, whose reader lives in model/.

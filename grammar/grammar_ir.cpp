@@ -1,0 +1,146 @@
+#include "grammar/grammar_ir.h"
+
+#include <algorithm>
+
+namespace spate::grammar {
+namespace {
+
+constexpr uint32_t k_max_code_point = 0x10FFFF;
+
+int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
+
+// The UTF-8 encoding of cp (a scalar value) into out; returns its length.
+int encode(uint32_t cp, uint8_t out[4]) {
+  const int n = utf8_len(cp);
+  if (n == 1) {
+    out[0] = static_cast<uint8_t>(cp);
+  } else {
+    static constexpr uint8_t k_lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
+    for (int i = n - 1; i > 0; --i) {
+      out[i] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
+      cp >>= 6;
+    }
+    out[0] = static_cast<uint8_t>(k_lead[n] | cp);
+  }
+  return n;
+}
+
+// [lo, hi] all of one encoded length, no surrogates: split until every piece's
+// encodings differ only in a suffix of whole continuation ranges, then emit
+// one byte-range sequence per piece.
+void split_same_length(uint32_t lo, uint32_t hi, std::vector<std::vector<byte_range>>& out) {
+  const int n = utf8_len(lo);
+  for (int m = 1; m < n; ++m) {
+    const uint32_t max = (1u << (6 * m)) - 1;
+    if ((lo & ~max) != (hi & ~max)) {
+      if ((lo & max) != 0) {
+        split_same_length(lo, lo | max, out);
+        split_same_length((lo | max) + 1, hi, out);
+        return;
+      }
+      if ((hi & max) != max) {
+        split_same_length(lo, (hi & ~max) - 1, out);
+        split_same_length(hi & ~max, hi, out);
+        return;
+      }
+    }
+  }
+  uint8_t a[4], b[4];
+  encode(lo, a);
+  encode(hi, b);
+  std::vector<byte_range> seq(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) seq[static_cast<size_t>(i)] = {a[i], b[i]};
+  out.push_back(std::move(seq));
+}
+
+// Symbols at the start of alternative `alt` that can be reached without
+// consuming a byte, i.e. the rules referenced before the first non-nullable
+// symbol (included).
+void leading_rules(const alternative& alt, const std::vector<bool>& nullable, std::vector<int32_t>& out) {
+  for (const symbol& s : alt) {
+    if (s.type == symbol::kind::bytes) return;
+    out.push_back(s.rule);
+    if (!nullable[static_cast<size_t>(s.rule)]) return;
+  }
+}
+
+std::vector<bool> nullable_rules(const grammar& g) {
+  std::vector<bool> nullable(g.rules.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      if (nullable[r]) continue;
+      for (const alternative& alt : g.rules[r].alts) {
+        const bool all = std::all_of(alt.begin(), alt.end(), [&](const symbol& s) {
+          return s.type == symbol::kind::rule && nullable[static_cast<size_t>(s.rule)];
+        });
+        if (all) {
+          nullable[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return nullable;
+}
+
+}  // namespace
+
+std::vector<std::vector<byte_range>> utf8_sequences(uint32_t lo, uint32_t hi) {
+  std::vector<std::vector<byte_range>> out;
+  hi = std::min(hi, k_max_code_point);
+  // Pieces of one encoded length, with the surrogates cut out.
+  static constexpr uint32_t k_bounds[][2] = {{0, 0x7F}, {0x80, 0x7FF}, {0x800, 0xD7FF}, {0xE000, 0xFFFF}, {0x10000, 0x10FFFF}};
+  for (const auto& b : k_bounds) {
+    const uint32_t a = std::max(lo, b[0]), z = std::min(hi, b[1]);
+    if (a <= z) split_same_length(a, z, out);
+  }
+  return out;
+}
+
+void validate(const grammar& g) {
+  if (g.root < 0 || static_cast<size_t>(g.root) >= g.rules.size()) throw grammar_error("the grammar has no root rule");
+  if (g.rules.size() > k_max_rules) throw grammar_error("the grammar has more than " + std::to_string(k_max_rules) + " rules");
+  for (const rule& r : g.rules) {
+    for (const alternative& alt : r.alts) {
+      for (const symbol& s : alt) {
+        if (s.type == symbol::kind::rule && (s.rule < 0 || static_cast<size_t>(s.rule) >= g.rules.size())) {
+          throw grammar_error("rule '" + r.name + "' refers to a rule that does not exist");
+        }
+      }
+    }
+  }
+  // Left recursion: a path of leading references from a rule back to itself.
+  const std::vector<bool> nullable = nullable_rules(g);
+  std::vector<std::vector<int32_t>> lead(g.rules.size());
+  for (size_t r = 0; r < g.rules.size(); ++r) {
+    for (const alternative& alt : g.rules[r].alts) leading_rules(alt, nullable, lead[r]);
+  }
+  enum class mark : uint8_t { none, active, done };
+  std::vector<mark> marks(g.rules.size(), mark::none);
+  for (size_t start = 0; start < g.rules.size(); ++start) {
+    if (marks[start] != mark::none) continue;
+    // Iterative DFS: (rule, next lead index).
+    std::vector<std::pair<int32_t, size_t>> stack{{static_cast<int32_t>(start), 0}};
+    marks[start] = mark::active;
+    while (!stack.empty()) {
+      auto& [r, i] = stack.back();
+      if (i == lead[static_cast<size_t>(r)].size()) {
+        marks[static_cast<size_t>(r)] = mark::done;
+        stack.pop_back();
+        continue;
+      }
+      const int32_t next = lead[static_cast<size_t>(r)][i++];
+      if (marks[static_cast<size_t>(next)] == mark::active) {
+        throw grammar_error("rule '" + g.rules[static_cast<size_t>(next)].name +
+                            "' is left-recursive (it can reach itself without consuming input)");
+      }
+      if (marks[static_cast<size_t>(next)] == mark::none) {
+        marks[static_cast<size_t>(next)] = mark::active;
+        stack.push_back({next, 0});
+      }
+    }
+  }
+}
+
+}  // namespace spate::grammar

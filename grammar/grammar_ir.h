@@ -1,0 +1,64 @@
+// The grammar engine's common form: a context-free grammar over BYTES. Every
+// input (GBNF today; JSON Schema, regex and choices compile to it) becomes a
+// list of rules; a rule is a list of alternatives; an alternative is a
+// sequence of symbols, each either a set of bytes or a reference to a rule.
+// Unicode character classes are expanded to their UTF-8 byte sequences at
+// compile time, so a matcher advances one byte at a time and token masks can
+// be computed over the tokens' raw bytes.
+//
+// Plain data; thread-safe for concurrent const use.
+#pragma once
+
+#include <bitset>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spate::grammar {
+
+struct symbol {
+  enum class kind : uint8_t { bytes, rule };
+  kind type = kind::bytes;
+  std::bitset<256> set;  // bytes: the bytes accepted here
+  int32_t rule = -1;     // rule: index into grammar::rules
+};
+
+using alternative = std::vector<symbol>;
+
+struct rule {
+  std::string name;
+  std::vector<alternative> alts;  // an empty alternative matches the empty string
+};
+
+struct grammar {
+  std::vector<rule> rules;
+  int32_t root = -1;  // index of the start rule
+};
+
+// A grammar that cannot be compiled: message says what and where
+// ("line 3, column 7: ...").
+struct grammar_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Compile-work bounds, documented in the README's limits table.
+inline constexpr size_t k_max_grammar_source_bytes = 1u << 20;  // GBNF text
+inline constexpr size_t k_max_rules = 65536;                     // after desugaring
+inline constexpr int k_max_nesting = 100;                        // parentheses
+inline constexpr int64_t k_max_repeat = 10000;                   // {m,n} bounds
+
+// Checks references, the root, and rejects left recursion (a rule that can
+// reach itself without consuming a byte), which a top-down matcher cannot
+// run. Throws grammar_error naming the rule.
+void validate(const grammar& g);
+
+// The byte sequences of the code points in [lo, hi] (surrogates excluded):
+// each entry is one sequence of byte ranges, e.g. {[0xC2,0xDF],[0x80,0xBF]}.
+// Together they match exactly the UTF-8 encodings of the range.
+struct byte_range {
+  uint8_t lo = 0, hi = 0;
+};
+std::vector<std::vector<byte_range>> utf8_sequences(uint32_t lo, uint32_t hi);
+
+}  // namespace spate::grammar
