@@ -76,6 +76,18 @@ bool matcher::advance(uint8_t byte) {
   return true;
 }
 
+bool matcher::push(uint8_t byte) {
+  saved_.push_back(stacks_);
+  if (advance(byte)) return true;
+  saved_.pop_back();
+  return false;
+}
+
+void matcher::pop() {
+  stacks_ = std::move(saved_.back());
+  saved_.pop_back();
+}
+
 bool matcher::advance(std::string_view bytes) {
   const std::vector<parse_stack> saved = stacks_;
   for (const char c : bytes) {

@@ -51,6 +51,12 @@ class matcher {
   // Consumes the bytes in order; all or nothing.
   bool advance(std::string_view bytes);
 
+  // Like advance(byte), but remembers the state before it so that pop()
+  // returns to it: a depth-first walk over a vocabulary trie tries a byte,
+  // descends, and pops back. Pushes and pops nest.
+  bool push(uint8_t byte);
+  void pop();
+
   // True when the bytes so far form a complete sentence of the grammar.
   bool can_end() const;
   // The bytes some live parse allows next.
@@ -70,6 +76,7 @@ class matcher {
 
   std::shared_ptr<const grammar> g_;
   std::vector<parse_stack> stacks_;  // sorted, unique
+  std::vector<std::vector<parse_stack>> saved_;  // states before each push()
 };
 
 }  // namespace spate::grammar

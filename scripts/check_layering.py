@@ -33,9 +33,9 @@ ALLOWED = {
     "server": {"util", "tokenizer", "engine", "jinja", "protocol"},
     "cli": {"util", "kernels", "tokenizer", "model", "engine", "jinja", "grammar", "protocol", "server"},
 }
-# Tests that need a lower-level fixture: the tokenizer tests read real
-# vocabularies out of GGUF files, whose reader lives in model/.
-TEST_EXTRA = {"tokenizer": {"model"}}
+# Tests that need a lower-level fixture: the tokenizer and grammar tests read
+# real vocabularies out of GGUF files, whose reader lives in model/.
+TEST_EXTRA = {"tokenizer": {"model"}, "grammar": {"model", "tokenizer"}}
 # Folders that may include only these headers of the engine.
 ENGINE_API_ONLY = {"protocol", "server"}
 ENGINE_API = {"engine/engine_api.h"}
