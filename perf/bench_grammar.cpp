@@ -1,0 +1,76 @@
+// Grammar engine micro-benchmarks (issue 12, in progress): GBNF compile time,
+// and the token-mask walk over a real vocabulary at matcher states that
+// allow few and many tokens. Usage: bench_grammar [VOCAB.gguf] [benchmark flags]
+// (default vocabulary: ../shared/testdata/tokenizer/ggml-vocab-gpt-2.gguf
+// next to the checkout).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grammar/gbnf_parser.h"
+#include "grammar/vocab_trie.h"
+#include "model/gguf_file.h"
+#include "model/tokenizer_gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using namespace spate;
+
+const char* k_json = R"(
+root   ::= "{" ws pair ("," ws pair)* "}"
+pair   ::= string ":" ws value ws
+value  ::= string | number | "true" | "false" | "null" | "[" ws (value ws ("," ws value ws)*)? "]"
+string ::= "\"" ([^"\\] | "\\" ["\\/bfnrt])* "\""
+number ::= "-"? [0-9]+ ("." [0-9]+)?
+ws     ::= [ \t\n]*
+)";
+
+std::unique_ptr<grammar::vocab_trie> g_trie;
+
+void bm_compile_json(benchmark::State& st) {
+  for (auto _ : st) benchmark::DoNotOptimize(grammar::parse_gbnf(k_json));
+}
+
+void bm_mask(benchmark::State& st, const std::string& prefix) {
+  const auto g = std::make_shared<const grammar::grammar>(grammar::parse_gbnf(k_json));
+  grammar::matcher m(g);
+  if (!m.advance(prefix)) {
+    st.SkipWithError("prefix not accepted");
+    return;
+  }
+  std::vector<uint8_t> mask;
+  size_t n_allowed = 0;
+  for (auto _ : st) {
+    g_trie->allowed_tokens(m, mask);
+    benchmark::DoNotOptimize(mask.data());
+  }
+  for (uint8_t a : mask) n_allowed += a;
+  st.counters["allowed_tokens"] = static_cast<double>(n_allowed);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string vocab = std::string(SPATE_SOURCE_DIR) + "/../shared/testdata/tokenizer/ggml-vocab-gpt-2.gguf";
+  if (argc > 1 && argv[1][0] != '-') {
+    vocab = argv[1];
+    --argc;
+    ++argv;
+  }
+  auto f = spate::gguf_file::open(vocab);
+  const spate::tokenizer tok(spate::tokenizer_from_gguf(*f));
+  std::vector<std::string> pieces(static_cast<size_t>(tok.n_vocab()));
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) pieces[static_cast<size_t>(id)] = tok.token_to_piece(id);
+  g_trie = std::make_unique<spate::grammar::vocab_trie>(pieces);
+  benchmark::RegisterBenchmark("compile/json_gbnf", bm_compile_json)->Unit(benchmark::kMicrosecond);
+  for (const char* prefix : {"", "{\"a\": 1", "{\"na"}) {
+    benchmark::RegisterBenchmark(("mask/json/after:'" + std::string(prefix) + "'").c_str(), bm_mask, std::string(prefix))
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  return 0;
+}
