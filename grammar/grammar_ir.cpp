@@ -1,6 +1,9 @@
 #include "grammar/grammar_ir.h"
 
 #include <algorithm>
+#include <string>
+
+#include "util/utf8.h"
 
 namespace spate::grammar {
 namespace {
@@ -8,22 +11,6 @@ namespace {
 constexpr uint32_t k_max_code_point = 0x10FFFF;
 
 int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
-
-// The UTF-8 encoding of cp (a scalar value) into out; returns its length.
-int encode(uint32_t cp, uint8_t out[4]) {
-  const int n = utf8_len(cp);
-  if (n == 1) {
-    out[0] = static_cast<uint8_t>(cp);
-  } else {
-    static constexpr uint8_t k_lead[] = {0, 0, 0xC0, 0xE0, 0xF0};
-    for (int i = n - 1; i > 0; --i) {
-      out[i] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-      cp >>= 6;
-    }
-    out[0] = static_cast<uint8_t>(k_lead[n] | cp);
-  }
-  return n;
-}
 
 // [lo, hi] all of one encoded length, no surrogates: split until every piece's
 // encodings differ only in a suffix of whole continuation ranges, then emit
@@ -45,11 +32,11 @@ void split_same_length(uint32_t lo, uint32_t hi, std::vector<std::vector<byte_ra
       }
     }
   }
-  uint8_t a[4], b[4];
-  encode(lo, a);
-  encode(hi, b);
+  std::string a, b;
+  utf8::append(a, lo);
+  utf8::append(b, hi);
   std::vector<byte_range> seq(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) seq[static_cast<size_t>(i)] = {a[i], b[i]};
+  for (size_t i = 0; i < seq.size(); ++i) seq[i] = {static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i])};
   out.push_back(std::move(seq));
 }
 

@@ -44,24 +44,6 @@ int cp_to_byte(uint32_t cp) {
   return cp < inv.size() ? inv[cp] : -1;
 }
 
-void append_cp(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 // Token text (byte-level alphabet) -> raw bytes. Characters outside the alphabet are kept as
 // their UTF-8 (some vocabularies carry a few such tokens).
 std::string byte_level_decode(std::string_view text) {
@@ -329,7 +311,7 @@ void tokenizer::impl::build_bpe(const std::string& pre, const std::vector<std::s
   const auto& f = byte_to_cp();
   for (unsigned b = 0; b < 256; ++b) {
     byte_char[b].clear();
-    append_cp(byte_char[b], f[b]);
+    utf8::append(byte_char[b], f[b]);
     int32_t id = lookup(byte_char[b]);
     if (id < 0) {
       auto it = virt.find(byte_char[b]);

@@ -7,6 +7,7 @@
 
 #include "grammar/gbnf_parser.h"
 #include "grammar/matcher.h"
+#include "util/utf8.h"
 
 namespace spate::grammar {
 namespace {
@@ -28,23 +29,9 @@ std::string error_of(const std::string& src) {
   return "<no error>";
 }
 
-std::string utf8(uint32_t cp) {
+std::string utf8_of(uint32_t cp) {
   std::string out;
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  utf8::append(out, cp);
   return out;
 }
 
@@ -110,7 +97,7 @@ TEST(Gbnf, CharacterClassesMatchExactlyTheirCodePointsInUtf8) {
     for (uint32_t cp = base; cp < base + 0x80; ++cp) {
       if (cp >= 0xD800 && cp <= 0xDFFF) continue;
       if (cp > 0x10FFFF) break;
-      EXPECT_EQ(accepts(g, utf8(cp)), in_class(cp)) << std::hex << cp;
+      EXPECT_EQ(accepts(g, utf8_of(cp)), in_class(cp)) << std::hex << cp;
     }
   }
   for (const char* bad : {"\xC0\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\x80", "\xC3"}) EXPECT_FALSE(accepts(g, bad));

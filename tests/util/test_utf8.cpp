@@ -26,5 +26,18 @@ TEST(Utf8, SanitizeReplacesEachMaximalIllFormedSubsequence) {
   EXPECT_TRUE(utf8::is_valid(utf8::sanitize("\xED\xA0\x80x\xC0")));
 }
 
+TEST(Utf8, AppendEncodesEveryLengthAndRoundTrips) {
+  for (uint32_t cp : {0x0u, 0x41u, 0x7Fu, 0x80u, 0xE9u, 0x7FFu, 0x800u, 0x20ACu, 0xFFFFu, 0x10000u, 0x1F600u, 0x10FFFFu}) {
+    std::string s;
+    utf8::append(s, cp);
+    EXPECT_EQ(s.size(), cp < 0x80 ? 1u : cp < 0x800 ? 2u : cp < 0x10000 ? 3u : 4u) << cp;
+    EXPECT_TRUE(utf8::is_valid(s)) << cp;
+    EXPECT_EQ(utf8::complete_prefix_len(s), s.size()) << cp;
+  }
+  std::string s = "a";
+  utf8::append(s, 0x20AC);
+  EXPECT_EQ(s, "a\xE2\x82\xAC");
+}
+
 }  // namespace
 }  // namespace spate
