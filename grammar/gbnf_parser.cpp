@@ -1,5 +1,7 @@
 #include "grammar/gbnf_parser.h"
 
+#include "grammar/grammar_builder.h"
+
 #include <algorithm>
 #include <unordered_map>
 #include <utility>
@@ -7,16 +9,9 @@
 namespace spate::grammar {
 namespace {
 
-constexpr uint32_t k_max_code_point = 0x10FFFF;
-constexpr size_t k_max_symbols = 1u << 22;  // all alternatives together, after repetition
-
-struct cp_range {
-  uint32_t lo, hi;
-};
-
 class gbnf_parser {
  public:
-  explicit gbnf_parser(std::string_view src) : src_(src) {}
+  explicit gbnf_parser(std::string_view src) : src_(src), b_([this] { return position(); }) {}
 
   grammar run() {
     if (src_.size() > k_max_grammar_source_bytes) {
@@ -27,20 +22,18 @@ class gbnf_parser {
       parse_rule_definition();
       skip_space(true);
     }
-    for (size_t r = 0; r < g_.rules.size(); ++r) {
-      if (!defined_[r] && !g_.rules[r].name.empty() && g_.rules[r].name[0] != '.') {
-        throw grammar_error("rule '" + g_.rules[r].name + "' is used but never defined");
-      }
+    for (const auto& [name, id] : ids_) {
+      if (!defined_[static_cast<size_t>(id)]) throw grammar_error("rule '" + name + "' is used but never defined");
     }
     const auto root = ids_.find("root");
     if (root == ids_.end()) throw grammar_error("the grammar has no 'root' rule");
-    g_.root = root->second;
-    validate(g_);
-    return std::move(g_);
+    return b_.finish(root->second);
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] void fail(const std::string& what) const { throw grammar_error(position() + what); }
+
+  std::string position() const {
     size_t line = 1, col = 1;
     for (size_t i = 0; i < pos_ && i < src_.size(); ++i) {
       if (src_[i] == '\n') {
@@ -50,7 +43,7 @@ class gbnf_parser {
         ++col;
       }
     }
-    throw grammar_error("line " + std::to_string(line) + ", column " + std::to_string(col) + ": " + what);
+    return "line " + std::to_string(line) + ", column " + std::to_string(col) + ": ";
   }
 
   bool at_end() const { return pos_ >= src_.size(); }
@@ -88,26 +81,11 @@ class gbnf_parser {
   }
 
   int32_t new_rule(std::string name) {
-    if (g_.rules.size() >= k_max_rules) fail("the grammar has more than " + std::to_string(k_max_rules) + " rules");
-    const auto id = static_cast<int32_t>(g_.rules.size());
-    g_.rules.push_back({name, {}});
-    defined_.push_back(false);
-    if (name[0] != '.') ids_.emplace(std::move(name), id);
+    const int32_t id = b_.declare_rule(name);
+    defined_.resize(b_.n_rules(), true);
+    defined_[static_cast<size_t>(id)] = false;
+    ids_.emplace(std::move(name), id);
     return id;
-  }
-
-  // A helper rule for desugaring (its name starts with '.', never user-visible).
-  int32_t helper_rule(std::vector<alternative> alts) {
-    const int32_t id = new_rule("." + std::to_string(g_.rules.size()));
-    count_symbols(alts);
-    g_.rules[static_cast<size_t>(id)].alts = std::move(alts);
-    defined_[static_cast<size_t>(id)] = true;
-    return id;
-  }
-
-  void count_symbols(const std::vector<alternative>& alts) {
-    for (const auto& a : alts) n_symbols_ += a.size();
-    if (n_symbols_ > k_max_symbols) fail("the grammar expands to more than " + std::to_string(k_max_symbols) + " symbols");
   }
 
   void parse_rule_definition() {
@@ -118,9 +96,7 @@ class gbnf_parser {
     skip_space(true);
     const int32_t id = rule_id(name);
     if (defined_[static_cast<size_t>(id)]) fail("rule '" + name + "' is defined twice");
-    std::vector<alternative> alts = parse_alternatives(false);
-    count_symbols(alts);
-    g_.rules[static_cast<size_t>(id)].alts = std::move(alts);
+    b_.set_alts(id, parse_alternatives(false));
     defined_[static_cast<size_t>(id)] = true;
     if (!at_end() && peek() != '\n' && peek() != '\r') fail(std::string("unexpected '") + peek() + "'");
   }
@@ -147,14 +123,11 @@ class gbnf_parser {
         parse_class(seq);
       } else if (c == '.') {
         ++pos_;
-        push_code_points(seq, {{0, k_max_code_point}});
+        seq = seq + b_.code_points({{0, k_max_code_point}});
       } else if (c == '(') {
         parse_group(seq);
       } else if (is_name_char(c)) {
-        symbol s;
-        s.type = symbol::kind::rule;
-        s.rule = rule_id(parse_name());
-        seq.push_back(s);
+        seq.push_back(ref(rule_id(parse_name())));
       } else {
         return seq;  // '|', ')', newline, end: the caller decides
       }
@@ -171,10 +144,7 @@ class gbnf_parser {
     if (peek() != ')') fail("expected ')'");
     ++pos_;
     --depth_;
-    symbol s;
-    s.type = symbol::kind::rule;
-    s.rule = helper_rule(std::move(alts));
-    seq.push_back(s);
+    seq = seq + b_.group(std::move(alts));
   }
 
   // Applies a postfix operator, if any, to the atom seq[atom_start, end).
@@ -197,41 +167,7 @@ class gbnf_parser {
     skip_space(nested);
     const alternative atom(seq.begin() + static_cast<std::ptrdiff_t>(atom_start), seq.end());
     seq.resize(atom_start);
-    for (int64_t i = 0; i < lo; ++i) seq.insert(seq.end(), atom.begin(), atom.end());
-    if (seq.size() > k_max_symbols) fail("repetition expands to too many symbols");
-    symbol tail;
-    tail.type = symbol::kind::rule;
-    if (hi < 0) {
-      // star ::= atom star | (empty), right-recursive.
-      const int32_t star = new_rule("." + std::to_string(g_.rules.size()));
-      alternative more = atom;
-      symbol self;
-      self.type = symbol::kind::rule;
-      self.rule = star;
-      more.push_back(self);
-      count_symbols({more});
-      g_.rules[static_cast<size_t>(star)].alts = {std::move(more), {}};
-      defined_[static_cast<size_t>(star)] = true;
-      tail.rule = star;
-      seq.push_back(tail);
-      return;
-    }
-    // hi - lo nested optionals: opt_k ::= atom opt_{k-1} | (empty).
-    int32_t inner = -1;
-    for (int64_t k = 0; k < hi - lo; ++k) {
-      alternative more = atom;
-      if (inner >= 0) {
-        symbol s;
-        s.type = symbol::kind::rule;
-        s.rule = inner;
-        more.push_back(s);
-      }
-      inner = helper_rule({std::move(more), {}});
-    }
-    if (inner >= 0) {
-      tail.rule = inner;
-      seq.push_back(tail);
-    }
+    seq = seq + b_.repeat(atom, lo, hi);
   }
 
   void parse_bounds(int64_t& lo, int64_t& hi) {
@@ -316,7 +252,8 @@ class gbnf_parser {
     ++pos_;
     while (peek() != '"') {
       if (at_end() || peek() == '\n') fail("unterminated string literal");
-      push_code_points(seq, {{parse_char(), 0}}, true);
+      const uint32_t cp = parse_char();
+      seq = seq + b_.code_points({{cp, cp}});
     }
     ++pos_;
   }
@@ -338,65 +275,15 @@ class gbnf_parser {
       ranges.push_back({lo, hi});
     }
     ++pos_;
-    push_code_points(seq, negated ? complement(ranges) : ranges);
-  }
-
-  static std::vector<cp_range> complement(std::vector<cp_range> rs) {
-    std::sort(rs.begin(), rs.end(), [](const cp_range& a, const cp_range& b) { return a.lo < b.lo; });
-    std::vector<cp_range> out;
-    uint32_t next = 0;
-    for (const auto& r : rs) {
-      if (r.lo > next) out.push_back({next, r.lo - 1});
-      next = std::max(next, r.hi + 1);
-    }
-    if (next <= k_max_code_point) out.push_back({next, k_max_code_point});
-    return out;
-  }
-
-  // Appends symbols matching one code point out of ranges. single: ranges is
-  // one code point in .lo (a literal character): its bytes, one symbol each.
-  void push_code_points(alternative& seq, const std::vector<cp_range>& ranges, bool single = false) {
-    std::vector<std::vector<byte_range>> seqs;
-    for (const auto& r : ranges) {
-      auto part = utf8_sequences(r.lo, single ? r.lo : r.hi);
-      seqs.insert(seqs.end(), part.begin(), part.end());
-    }
-    if (seqs.empty()) fail("the character class matches nothing");
-    if (seqs.size() == 1 || std::all_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.size() == 1; })) {
-      if (seqs.size() == 1) {
-        for (const auto& br : seqs[0]) seq.push_back(bytes_symbol(br.lo, br.hi));
-        return;
-      }
-      symbol s;
-      for (const auto& q : seqs) s.set |= bytes_symbol(q[0].lo, q[0].hi).set;
-      seq.push_back(s);
-      return;
-    }
-    std::vector<alternative> alts;
-    for (const auto& q : seqs) {
-      alternative a;
-      for (const auto& br : q) a.push_back(bytes_symbol(br.lo, br.hi));
-      alts.push_back(std::move(a));
-    }
-    symbol s;
-    s.type = symbol::kind::rule;
-    s.rule = helper_rule(std::move(alts));
-    seq.push_back(s);
-  }
-
-  static symbol bytes_symbol(uint8_t lo, uint8_t hi) {
-    symbol s;
-    for (int b = lo; b <= hi; ++b) s.set.set(static_cast<size_t>(b));
-    return s;
+    seq = seq + b_.code_points(negated ? complement(ranges) : ranges);
   }
 
   std::string_view src_;
   size_t pos_ = 0;
-  grammar g_;
-  std::unordered_map<std::string, int32_t> ids_;
-  std::vector<bool> defined_;
+  grammar_builder b_;
+  std::unordered_map<std::string, int32_t> ids_;  // user-named rules
+  std::vector<bool> defined_;                      // per rule: has a definition
   int depth_ = 0;
-  size_t n_symbols_ = 0;
 };
 
 }  // namespace
