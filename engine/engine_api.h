@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +36,39 @@ namespace spate {
 class tokenizer;
 class forward_executor;
 struct engine_config;
+
+// Constrained decoding (structured outputs, tool calls): a per-request
+// automaton over the generated tokens, supplied by the protocol layer (the
+// engine knows no grammars). The engine masks every step's logits with it
+// before any sampling stage, so greedy and sampled decoding alike only pick
+// allowed tokens, and a request's mask depends on its own tokens alone
+// (batch invariance).
+//
+// Thread-safety: a token_constraint is used by the engine thread only, one
+// call at a time; its calls must not throw.
+class token_constraint {
+ public:
+  virtual ~token_constraint() = default;
+  // Sets to -infinity the logits of every token that may not come next,
+  // including all tokens without text (end-of-generation tokens: the engine
+  // lets them through itself where can_end()). logits.size() == n_vocab.
+  virtual void mask_logits(std::span<float> logits) = 0;
+  // The output so far is complete: end-of-generation may come next.
+  virtual bool can_end() const = 0;
+  // Consumes a sampled token that the last mask allowed (never called with
+  // end-of-generation tokens).
+  virtual void accept(int32_t token) = 0;
+  // Nothing may follow: the engine ends the request with finish_reason stop.
+  virtual bool finished() const = 0;
+};
+
+// Immutable and shared between requests: starts one automaton per request
+// (each of n choices gets its own). start() is called on the engine thread.
+class constraint_spec {
+ public:
+  virtual ~constraint_spec() = default;
+  virtual std::unique_ptr<token_constraint> start() const = 0;
+};
 
 // Per-request sampling parameters (the OpenAI / vLLM field set).
 //
@@ -73,6 +107,8 @@ struct sampling_params {
   std::vector<std::pair<int32_t, float>> logit_bias;
   // Number of top alternatives to return with each token, [0, 20]; empty means no logprobs at all.
   std::optional<int32_t> logprobs;
+  // Constrained decoding; null means unconstrained.
+  std::shared_ptr<const constraint_spec> constraint;
 };
 
 // Upper bound on sampling_params::logprobs (OpenAI's limit).

@@ -35,11 +35,21 @@ eos_set make_eog(const tokenizer& tok, const sampling_params& p) {
 sequence::sequence(int64_t id, std::vector<int32_t> prompt, const sampling_params& params, int32_t max_tokens,
                    uint64_t default_seed, const tokenizer& tok)
     : id_(id), tokens_(std::move(prompt)), n_prompt_(static_cast<int32_t>(tokens_.size())), params_(params), max_tokens_(max_tokens), tok_(tok),
-      sampler_(params, default_seed), stops_(params.stop), detok_(tok), eog_(make_eog(tok, params)) {
+      sampler_(params, default_seed), stops_(params.stop),
+      constraint_(params.constraint ? params.constraint->start() : nullptr), detok_(tok), eog_(make_eog(tok, params)) {
   tokens_.reserve(tokens_.size() + static_cast<size_t>(max_tokens));
 }
 
+void sequence::constrain(std::span<float> logits) {
+  eog_logits_.clear();
+  for (int32_t id : eog_.ids) eog_logits_.push_back(logits[static_cast<size_t>(id)]);
+  constraint_->mask_logits(logits);
+  if (!constraint_->can_end()) return;
+  for (size_t i = 0; i < eog_.ids.size(); ++i) logits[static_cast<size_t>(eog_.ids[i])] = eog_logits_[i];
+}
+
 sample_result sequence::sample_next(std::span<float> logits, std::string& delta) {
+  if (constraint_) constrain(logits);
   sample_result r = sampler_.sample(logits, prompt(), generated(), eog_);
   delta = append(r.token);
   return r;
@@ -55,6 +65,10 @@ std::string sequence::append(int32_t token) {
     auto r = stops_.feed(detok_.push(token));
     out = std::move(r.text);
     if (r.stopped) finish_ = finish_reason::stop;
+    if (constraint_ && !r.stopped) {
+      constraint_->accept(token);
+      if (constraint_->finished()) finish_ = finish_reason::stop;  // the grammar is complete
+    }
   }
   if (finish_ == finish_reason::none && n_generated() >= max_tokens_) {
     finish_ = finish_reason::length;

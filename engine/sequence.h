@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -42,6 +43,8 @@ class sequence {
   void finish_with(finish_reason r) { finish_ = r; }
 
  private:
+  // Applies the constraint's mask; end-of-generation stays possible where it can end.
+  void constrain(std::span<float> logits);
   // Appends a token and updates finish state and text; returns the emitted delta.
   std::string append(int32_t token);
 
@@ -53,6 +56,8 @@ class sequence {
   const tokenizer& tok_;
   sampler sampler_;
   stop_matcher stops_;
+  std::unique_ptr<token_constraint> constraint_;  // null when unconstrained
+  std::vector<float> eog_logits_;                 // scratch: eog logits across the mask
   incremental_decoder detok_;
   eos_set eog_;
   std::string text_;

@@ -20,6 +20,9 @@ matcher::matcher(std::shared_ptr<const grammar> g) : g_(std::move(g)) {
   sort_unique(stacks_);
 }
 
+matcher::matcher(std::shared_ptr<const grammar> g, std::vector<parse_stack> stacks)
+    : g_(std::move(g)), stacks_(std::move(stacks)) {}
+
 const symbol& matcher::symbol_at(const grammar_pos& p) const {
   return g_->rules[static_cast<size_t>(p.rule)].alts[static_cast<size_t>(p.alt)][static_cast<size_t>(p.pos)];
 }

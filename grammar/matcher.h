@@ -44,6 +44,8 @@ class matcher {
  public:
   // Starts before the first byte of g's root rule. g must be validate()d.
   explicit matcher(std::shared_ptr<const grammar> g);
+  // Resumes at a state taken from another matcher's stacks() on the same grammar.
+  matcher(std::shared_ptr<const grammar> g, std::vector<parse_stack> stacks);
 
   // Consumes one byte; false (and the state unchanged) when no live parse
   // allows it.
@@ -66,6 +68,9 @@ class matcher {
   bool finished() const { return can_end() && allowed_bytes().none(); }
 
   size_t n_stacks() const { return stacks_.size(); }
+  // The live parses, sorted and unique: the whole state (equal stacks, equal futures).
+  const std::vector<parse_stack>& stacks() const { return stacks_; }
+  const std::shared_ptr<const grammar>& rules() const { return g_; }
 
  private:
   // Moves s forward to positions before a byte set (or to empty), appending

@@ -35,6 +35,27 @@ class vocab_trie {
   // walked with push/pop and left in its state.
   void allowed_tokens(matcher& m, std::vector<uint8_t>& allowed) const;
 
+  // The same walk driven by a caller's automaton instead of a matcher: from
+  // state `start`, step(state, byte) returns the state after the byte, or a
+  // negative value when the byte is refused (the subtree is skipped);
+  // on_token(id) is called for every token whose bytes all stepped. Depth
+  // first, iterative (no recursion on token length).
+  template <class Step, class OnToken>
+  void walk(int32_t start, Step&& step, OnToken&& on_token) const {
+    std::vector<std::pair<int32_t, int32_t>> todo{{0, start}};  // (node, state)
+    while (!todo.empty()) {
+      const auto [at, state] = todo.back();
+      todo.pop_back();
+      for (const auto& [byte, child] : nodes_[static_cast<size_t>(at)].children) {
+        const int32_t next = step(state, byte);
+        if (next < 0) continue;
+        const node& c = nodes_[static_cast<size_t>(child)];
+        for (int32_t id : c.tokens) on_token(id);
+        if (!c.children.empty()) todo.emplace_back(child, next);
+      }
+    }
+  }
+
  private:
   struct node {
     std::vector<std::pair<uint8_t, int32_t>> children;  // (byte, node), sorted by byte

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/mask_cache.h"
 #include "grammar/vocab_trie.h"
 #include "model/gguf_file.h"
 #include "model/tokenizer_gguf.h"
@@ -28,7 +29,7 @@ number ::= "-"? [0-9]+ ("." [0-9]+)?
 ws     ::= [ \t\n]*
 )";
 
-std::unique_ptr<grammar::vocab_trie> g_trie;
+std::shared_ptr<const grammar::vocab_trie> g_trie;
 
 void bm_compile_json(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(grammar::parse_gbnf(k_json));
@@ -51,6 +52,28 @@ void bm_mask(benchmark::State& st, const std::string& prefix) {
   st.counters["allowed_tokens"] = static_cast<double>(n_allowed);
 }
 
+// The cached mask: cold = a fresh cache (first visit of the state, the
+// memoized walk), warm = the state seen before (a hash and a lookup).
+void bm_mask_cached(benchmark::State& st, const std::string& prefix, bool warm) {
+  const auto g = std::make_shared<const grammar::grammar>(grammar::parse_gbnf(k_json));
+  grammar::matcher m(g);
+  if (!m.advance(prefix)) {
+    st.SkipWithError("prefix not accepted");
+    return;
+  }
+  grammar::mask_cache shared(g, g_trie);
+  size_t n_allowed = 0;
+  for (auto _ : st) {
+    if (warm) {
+      n_allowed = shared.mask(m)->n_allowed;
+    } else {
+      grammar::mask_cache fresh(g, g_trie);
+      n_allowed = fresh.mask(m)->n_allowed;
+    }
+  }
+  st.counters["allowed_tokens"] = static_cast<double>(n_allowed);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,11 +87,17 @@ int main(int argc, char** argv) {
   const spate::tokenizer tok(spate::tokenizer_from_gguf(*f));
   std::vector<std::string> pieces(static_cast<size_t>(tok.n_vocab()));
   for (int32_t id = 0; id < tok.n_vocab(); ++id) pieces[static_cast<size_t>(id)] = tok.token_to_piece(id);
-  g_trie = std::make_unique<spate::grammar::vocab_trie>(pieces);
+  g_trie = std::make_shared<const spate::grammar::vocab_trie>(pieces);
   benchmark::RegisterBenchmark("compile/json_gbnf", bm_compile_json)->Unit(benchmark::kMicrosecond);
   for (const char* prefix : {"", "{\"a\": 1", "{\"na"}) {
     benchmark::RegisterBenchmark(("mask/json/after:'" + std::string(prefix) + "'").c_str(), bm_mask, std::string(prefix))
         ->Unit(benchmark::kMicrosecond);
+  }
+  for (const char* prefix : {"", "{\"a\": 1", "{\"na"}) {
+    for (const bool warm : {false, true}) {
+      const std::string name = std::string("mask_cache/") + (warm ? "warm" : "cold") + "/json/after:'" + prefix + "'";
+      benchmark::RegisterBenchmark(name.c_str(), bm_mask_cached, std::string(prefix), warm)->Unit(benchmark::kMicrosecond);
+    }
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

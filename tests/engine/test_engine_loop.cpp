@@ -7,6 +7,8 @@
 // sleeps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
 #include <thread>
 
 #include "engine_loop_harness.h"
@@ -455,6 +457,99 @@ TEST(EngineLoop, WarmupRunsEveryBucketOnTheExecutor) {
   h.eng->wait_idle();
   EXPECT_EQ(h.log.get(id).tokens, expected_tokens(prompt, 6));
   EXPECT_EQ(h.eng->stats().n_steps, h.exec.n_calls() - n_total);
+  h.expect_drained();
+}
+
+
+// A constraint that spells a fixed word sequence; can_end only after it
+// (then finished), or `open`: any word forever and never complete.
+class spell_constraint : public token_constraint {
+ public:
+  spell_constraint(std::vector<int32_t> word, bool open) : word_(std::move(word)), open_(open) {}
+  void mask_logits(std::span<float> logits) override {
+    for (size_t id = 0; id < logits.size(); ++id) {
+      const auto t = static_cast<int32_t>(id);
+      const bool word_token = t >= k_first_word && t < k_first_word + k_n_words;
+      const bool ok = open_ ? word_token : (at_ < word_.size() && t == word_[at_]);
+      if (!ok) logits[id] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  bool can_end() const override { return !open_ && at_ == word_.size(); }
+  void accept(int32_t token) override {
+    EXPECT_TRUE(open_ || (at_ < word_.size() && token == word_[at_])) << "token " << token << " was masked";
+    ++at_;
+  }
+  bool finished() const override { return can_end(); }
+
+ private:
+  std::vector<int32_t> word_;
+  bool open_;
+  size_t at_ = 0;
+};
+
+struct spell_spec : constraint_spec {
+  spell_spec(std::vector<int32_t> w, bool o) : word(std::move(w)), open(o) {}
+  std::unique_ptr<token_constraint> start() const override { return std::make_unique<spell_constraint>(word, open); }
+  std::vector<int32_t> word;
+  bool open;
+};
+
+int64_t submit_constrained(harness& h, const std::vector<int32_t>& prompt, int32_t max_tokens,
+                           std::shared_ptr<const constraint_spec> spec) {
+  engine_request r;
+  r.prompt = prompt;
+  r.params.temperature = 0.0f;
+  r.params.max_tokens = max_tokens;
+  r.params.constraint = std::move(spec);
+  r.on_event = h.log.callback();
+  const submit_result res = h.eng->submit(std::move(r));
+  EXPECT_TRUE(res.ok()) << res.error;
+  return res.id;
+}
+
+// The mask decides every token; a complete grammar ends the request with
+// "stop"; an unconstrained neighbour in the same steps is unaffected, and the
+// constrained output is the same alone and batched.
+TEST(EngineLoop, ConstraintMasksEveryStepAndFinishesWithStop) {
+  const auto want = words("cab");
+  const auto spec = std::make_shared<spell_spec>(want, false);
+  std::vector<int32_t> alone;
+  {
+    harness h;
+    h.start();
+    const int64_t id = submit_constrained(h, words("hello"), 20, spec);
+    h.eng->wait_idle();
+    const request_log r = h.log.get(id);
+    expect_well_formed(r);
+    EXPECT_EQ(r.reason, finish_reason::stop);
+    EXPECT_EQ(r.text, "cab");
+    alone = r.tokens;
+    h.expect_drained();
+  }
+  harness h;
+  h.exec.gate().close();
+  h.start();
+  const int64_t free_id = h.submit_ok(words("world"), 6);
+  const int64_t id = submit_constrained(h, words("hello"), 20, spec);
+  h.exec.gate().open();
+  h.eng->wait_idle();
+  EXPECT_EQ(h.log.get(id).tokens, alone);
+  EXPECT_EQ(h.log.get(id).reason, finish_reason::stop);
+  EXPECT_EQ(h.log.get(free_id).tokens, expected_tokens(words("world"), 6));
+  h.expect_drained();
+}
+
+// End-of-generation is masked while the constraint cannot end: the fake
+// model's EOS never comes out, and max_tokens gives "length".
+TEST(EngineLoop, EosOnlyWhereTheConstraintCanEnd) {
+  harness h(small_config(), {}, /*eos_at_length=*/7);
+  h.start();
+  const int64_t id = submit_constrained(h, words("abcd"), 10, std::make_shared<spell_spec>(std::vector<int32_t>{}, true));
+  h.eng->wait_idle();
+  const request_log r = h.log.get(id);
+  EXPECT_EQ(r.reason, finish_reason::length);
+  EXPECT_EQ(r.tokens.size(), 10u);
+  EXPECT_EQ(std::count(r.tokens.begin(), r.tokens.end(), k_eos), 0);
   h.expect_drained();
 }
 

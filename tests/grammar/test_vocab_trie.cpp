@@ -3,12 +3,14 @@
 // brute-force check (a fresh matcher fed each token's bytes) accepts.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/mask_cache.h"
 #include "grammar/vocab_trie.h"
 #include "model/gguf_file.h"
 #include "model/tokenizer_gguf.h"
@@ -32,7 +34,7 @@ class VocabTrie : public ::testing::Test {
     auto f = gguf_file::open(k_vocab);
     const tokenizer tok(tokenizer_from_gguf(*f));
     pieces_ = std::make_unique<std::vector<std::string>>(pieces_of(tok));
-    trie_ = std::make_unique<vocab_trie>(*pieces_);
+    trie_ = std::make_shared<const vocab_trie>(*pieces_);
   }
   void SetUp() override {
     if (trie_ != nullptr) return;
@@ -56,9 +58,27 @@ class VocabTrie : public ::testing::Test {
       n_allowed += brute;
     }
     EXPECT_GE(n_allowed, min_allowed) << gbnf;
+    expect_cache_matches(g, m, mask);
+  }
+  // The cached mask (memoized transitions) equals the matcher walk's, twice
+  // (the second time from the cache).
+  static void expect_cache_matches(const std::shared_ptr<const grammar>& g, const matcher& m,
+                                   const std::vector<uint8_t>& mask) {
+    mask_cache cache(g, trie_);
+    for (int round = 0; round < 2; ++round) {
+      const auto cached = cache.mask(m);
+      size_t n = 0;
+      for (size_t id = 0; id < mask.size(); ++id) {
+        ASSERT_EQ(cached->allows(static_cast<int32_t>(id)), mask[id] != 0) << "token " << id << " round " << round;
+        n += mask[id];
+      }
+      EXPECT_EQ(cached->n_allowed, n);
+      EXPECT_EQ(cached->can_end, m.can_end());
+    }
+    EXPECT_EQ(cache.stats().n_hits, 1u);
   }
   static inline std::unique_ptr<std::vector<std::string>> pieces_;
-  static inline std::unique_ptr<vocab_trie> trie_;
+  static inline std::shared_ptr<const vocab_trie> trie_;
 };
 
 const char* k_json = R"(
@@ -81,6 +101,44 @@ TEST_F(VocabTrie, JsonMaskEqualsBruteForceAtSeveralStates) {
 TEST_F(VocabTrie, UnicodeClassMaskEqualsBruteForce) {
   expect_mask_matches_brute_force("root ::= [\\u00c0-\\u024f ]+", "", 50);
   expect_mask_matches_brute_force("root ::= [^a-zA-Z0-9]*", "", 1000);
+}
+
+// Feeding a JSON document byte by byte, the cache's mask equals the walk's
+// at every state, and the states inside strings and numbers repeat.
+TEST_F(VocabTrie, CachedMasksAlongADocumentEqualTheWalk) {
+  const auto g = std::make_shared<const grammar>(parse_gbnf(k_json));
+  mask_cache cache(g, trie_);
+  matcher m(g);
+  const std::string doc = "{\"name\": \"Ada Lovelace\", \"born\": 1815, \"tags\": [\"math\", \"poet\"]}";
+  std::vector<uint8_t> mask;
+  for (size_t i = 0; i <= doc.size(); ++i) {
+    trie_->allowed_tokens(m, mask);
+    const auto cached = cache.mask(m);
+    for (size_t id = 0; id < mask.size(); ++id) {
+      ASSERT_EQ(cached->allows(static_cast<int32_t>(id)), mask[id] != 0) << "token " << id << " at " << i;
+    }
+    if (i < doc.size()) {
+      ASSERT_TRUE(m.advance(static_cast<uint8_t>(doc[i])));
+    }
+  }
+  EXPECT_TRUE(m.can_end());
+  EXPECT_GT(cache.stats().n_hits, 10u);  // e.g. each letter of "Lovelace" after the first
+}
+
+TEST(TokenMask, ApplySetsRefusedLogitsToMinusInfinity) {
+  token_mask sparse;
+  sparse.ids = {1, 4};
+  token_mask dense;
+  dense.bits = {(1u << 1) | (1u << 4)};
+  for (const token_mask* m : {&sparse, &dense}) {
+    std::vector<float> logits{0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
+    m->apply(logits);
+    EXPECT_EQ(logits[1], 1.5f);
+    EXPECT_EQ(logits[4], 4.5f);
+    for (size_t i : {0u, 2u, 3u, 5u}) EXPECT_TRUE(std::isinf(logits[i]) && logits[i] < 0) << i;
+    EXPECT_TRUE(m->allows(4));
+    EXPECT_FALSE(m->allows(5));
+  }
 }
 
 TEST_F(VocabTrie, MatcherStateIsUnchangedByTheWalk) {

@@ -1,0 +1,92 @@
+// Token masks per matcher state, cached: the cost per generated token is a
+// hash of the state and a table lookup once a state was seen.
+//
+// States are interned: a matcher state (its sorted set of parse stacks) gets
+// a small integer id, and byte transitions between ids are memoized. A mask
+// is computed once per state by walking the vocabulary trie with those
+// memoized transitions (vocab_trie::walk), so a walk costs about one table
+// lookup per trie node even where most of the vocabulary is allowed (inside
+// a JSON string), and later walks reuse every transition already taken.
+// Because repetition runs in tail position, the state inside a loop (a
+// string's characters, a number's digits) is the same after each step, so a
+// generation meets few distinct states and hits the cache for the rest.
+//
+//   state id --byte--> state id      (transitions, memoized on first use)
+//   state id -> token_mask           (on first mask() of that state)
+//
+// Masks store allowed ids (sparse) where few tokens pass, and a bitset over
+// the vocabulary (dense) otherwise.
+//
+// Bounds: at most k_max_cached_states interned states and k_max_mask_bytes of
+// masks per cache; beyond either the cache is emptied at the start of the
+// next mask() call (masks already handed out stay valid: they are shared).
+//
+// Thread-safety: mask() may be called from many threads; an internal mutex
+// serializes them. The grammar and trie are shared and immutable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/matcher.h"
+#include "grammar/vocab_trie.h"
+
+namespace spate::grammar {
+
+inline constexpr size_t k_max_cached_states = 1u << 16;
+inline constexpr size_t k_max_mask_bytes = 16u << 20;
+
+struct token_mask {
+  std::vector<uint64_t> bits;  // dense: one bit per token id (empty when sparse)
+  std::vector<int32_t> ids;    // sparse: allowed ids, ascending (when bits is empty)
+  bool can_end = false;        // the input so far is a complete sentence
+  size_t n_allowed = 0;        // tokens allowed (end-of-generation not counted)
+
+  bool allows(int32_t id) const;
+  // Sets every logit whose token is not allowed to -infinity. logits.size()
+  // is the vocabulary size; the caller handles end-of-generation tokens.
+  void apply(std::span<float> logits) const;
+  size_t bytes() const { return bits.size() * 8 + ids.size() * 4; }
+};
+
+class mask_cache {
+ public:
+  mask_cache(std::shared_ptr<const grammar> g, std::shared_ptr<const vocab_trie> trie);
+
+  // The mask of m's current state (m must run on this cache's grammar).
+  std::shared_ptr<const token_mask> mask(const matcher& m);
+
+  struct counters {
+    size_t n_states = 0, n_masks = 0, mask_bytes = 0, n_hits = 0, n_misses = 0, n_resets = 0;
+  };
+  counters stats() const;
+
+ private:
+  struct stacks_hash {
+    size_t operator()(const std::vector<parse_stack>& v) const;
+  };
+  struct state {
+    const std::vector<parse_stack>* stacks = nullptr;  // the key in ids_ (node-based: stable)
+    std::shared_ptr<const token_mask> mask;
+  };
+
+  int32_t intern(const std::vector<parse_stack>& stacks);
+  int32_t step(int32_t from, uint8_t byte);  // -1: refused
+  std::shared_ptr<const token_mask> compute(int32_t s);
+  void reset_if_full();
+
+  std::shared_ptr<const grammar> g_;
+  std::shared_ptr<const vocab_trie> trie_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::vector<parse_stack>, int32_t, stacks_hash> ids_;
+  std::vector<state> states_;
+  std::unordered_map<uint64_t, int32_t> next_;  // (state << 8 | byte) -> state or -1
+  std::vector<int32_t> scratch_;
+  counters stats_;
+};
+
+}  // namespace spate::grammar
