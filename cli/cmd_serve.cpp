@@ -24,6 +24,7 @@
 #include "engine/engine_api.h"
 #include "jinja/chat_template.h"
 #include "model/model_loader.h"
+#include "protocol/constraint_compiler.h"
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/serve_options.h"
@@ -274,8 +275,9 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   model_executor exec(*in.model, make_executor_config(opts.model));
   engine eng(exec, *in.model->tok, ecfg);
   server_metrics metrics;
+  api::constraint_compiler constraints(*in.model->tok);
   api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
-                       in.tmpl_error};
+                       in.tmpl_error, &constraints};
   server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   ctx.describe_engine_error = flag_names;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "jinja/chat_template.h"
+#include "protocol/constraint_compiler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate {
@@ -129,7 +130,14 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
   // Completions default to 16 tokens as in OpenAI/vLLM; chat and responses to the rest of the context.
   const generation_check c = check_generation(out.prompt, out.params, completions ? std::optional<int32_t>(16) : std::nullopt,
                                               m.n_vocab, m.max_model_len);
-  return openai_check_error(c, completions ? "prompt" : "messages");
+  if (auto e = openai_check_error(c, completions ? "prompt" : "messages")) return e;
+  if (!r.constraint.none()) {
+    if (!m.constraints) return bad("structured outputs are not enabled on this server", r.constraint.param);
+    std::optional<api::api_error> err;
+    out.params.constraint = m.constraints->compile(r.constraint, err);
+    if (err) return err;
+  }
+  return std::nullopt;
 }
 
 std::string openai_finish_reason(finish_reason r) {

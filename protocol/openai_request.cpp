@@ -446,6 +446,7 @@ error_opt parse_completions(fields& f, const json::object& o, parsed_request& ou
   }
   if (auto e = f.integer("n", out.n)) return e;
   out.logprobs = out.params.logprobs;
+  if (auto e = parse_output_constraint([&f](std::string_view k) { return f.get(k); }, out.constraint)) return e;
   return parse_stream(f, out);
 }
 
@@ -464,14 +465,7 @@ error_opt parse_chat(fields& f, const json::object& o, parsed_request& out) {
     out.params.logprobs.reset();
   }
   out.logprobs = out.params.logprobs;
-  if (const json::value* rf = f.get("response_format")) {
-    if (!rf->is_object()) return type_error("response_format", "an object", *rf);
-    const json::value* t = rf->get_object().if_contains("type");
-    if (!t || !t->is_string()) return bad("response_format.type", "'response_format.type' must be a string");
-    if (t->get_string() != "text")
-      return bad("response_format.type", "response_format type '" + std::string(t->get_string()) +
-                                             "' is not supported (structured output needs guided decoding); use \"text\"");
-  }
+  if (auto e = parse_output_constraint([&f](std::string_view k) { return f.get(k); }, out.constraint)) return e;
   if (auto e = f.integer("n", out.n)) return e;
   return parse_stream(f, out);
 }
@@ -527,11 +521,8 @@ error_opt parse_responses(fields& f, const json::object& o, parsed_request& out)
   if (const json::value* text = f.get("text")) {
     if (!text->is_object()) return type_error("text", "an object", *text);
     if (const json::value* fmt = text->get_object().if_contains("format"); fmt && !fmt->is_null()) {
-      const json::value* t = fmt->is_object() ? fmt->get_object().if_contains("type") : nullptr;
-      if (!t || !t->is_string()) return bad("text.format.type", "'text.format.type' must be a string");
-      if (t->get_string() != "text")
-        return bad("text.format.type", "text format type '" + std::string(t->get_string()) +
-                                           "' is not supported (structured output needs guided decoding); use \"text\"");
+      if (!fmt->is_object()) return type_error("text.format", "an object", *fmt);
+      if (auto e = parse_text_format(fmt->get_object(), out.constraint)) return e;
     }
   }
 

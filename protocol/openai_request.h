@@ -9,8 +9,8 @@
 // Accepted bodies: valid UTF-8, one JSON object, nesting at most
 // k_max_json_depth levels deep. Unknown keys are never an error; they are
 // listed in parsed_request::unknown_fields. Features that would silently
-// change the meaning of a request if ignored (images, structured output,
-// previous_response_id, ...) are rejected with a "not supported" message.
+// change the meaning of a request if ignored (images, previous_response_id,
+// best_of, ...) are rejected with a "not supported" message.
 #pragma once
 
 #include <boost/json.hpp>
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/engine_api.h"
+#include "protocol/output_constraint.h"
 
 namespace spate::api {
 
@@ -92,6 +93,8 @@ struct parsed_request {
   // when logprobs is true. Equal to params.logprobs.
   std::optional<int32_t> logprobs;
   bool chat_logprobs = false;  // chat: logprobs:true
+  // Structured output (output_constraint.h); compiled by prepare_generation.
+  output_constraint constraint;
   // Top-level keys that were ignored, in body order (the server logs them at debug).
   std::vector<std::string> unknown_fields;
 };

@@ -15,6 +15,8 @@ class chat_template;
 
 namespace api {
 
+class constraint_compiler;
+
 struct served_model {
   const tokenizer* tok = nullptr;       // never null once serving
   int32_t n_vocab = 0;
@@ -22,6 +24,7 @@ struct served_model {
   std::string name;                     // --served-model-name: "model" in requests and responses
   const chat_template* tmpl = nullptr;  // null when the model has none and none was given
   std::string tmpl_error;               // why tmpl is null (a parse error), "" if simply absent
+  constraint_compiler* constraints = nullptr;  // structured outputs; null: refused with a 400
 };
 
 }  // namespace api

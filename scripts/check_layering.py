@@ -29,8 +29,8 @@ ALLOWED = {
     "engine": {"util", "kernels", "tokenizer", "model"},
     "jinja": {"util"},
     "grammar": {"util"},
-    "protocol": {"util", "tokenizer", "engine", "jinja"},
-    "server": {"util", "tokenizer", "engine", "jinja", "protocol"},
+    "protocol": {"util", "tokenizer", "engine", "jinja", "grammar"},
+    "server": {"util", "tokenizer", "engine", "jinja", "grammar", "protocol"},
     "cli": {"util", "kernels", "tokenizer", "model", "engine", "jinja", "grammar", "protocol", "server"},
 }
 # Tests that need a lower-level fixture: the tokenizer and grammar tests read

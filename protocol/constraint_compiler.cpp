@@ -1,0 +1,152 @@
+#include "protocol/constraint_compiler.h"
+
+#include "grammar/gbnf_parser.h"
+#include "grammar/grammar_builder.h"
+#include "grammar/mask_cache.h"
+#include "grammar/matcher.h"
+#include "grammar/vocab_trie.h"
+#include "protocol/openai_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace spate::api {
+namespace {
+
+using kind = output_constraint::kind;
+
+// One request's automaton: a matcher over the shared grammar, masks from the
+// shared cache. Engine thread only.
+class grammar_constraint final : public token_constraint {
+ public:
+  grammar_constraint(std::shared_ptr<const grammar::grammar> g, std::shared_ptr<grammar::mask_cache> masks,
+                     std::shared_ptr<const std::vector<std::string>> pieces)
+      : m_(std::move(g)), masks_(std::move(masks)), pieces_(std::move(pieces)) {}
+
+  void mask_logits(std::span<float> logits) override { masks_->mask(m_)->apply(logits); }
+  bool can_end() const override { return m_.can_end(); }
+  void accept(int32_t token) override {
+    // The mask allowed it, so the bytes are accepted; a token outside the
+    // mask (a stop_token_id let through at the end) leaves the state as is.
+    if (token >= 0 && static_cast<size_t>(token) < pieces_->size()) m_.advance((*pieces_)[static_cast<size_t>(token)]);
+  }
+  bool finished() const override { return m_.finished(); }
+
+ private:
+  grammar::matcher m_;
+  std::shared_ptr<grammar::mask_cache> masks_;
+  std::shared_ptr<const std::vector<std::string>> pieces_;
+};
+
+class grammar_spec final : public constraint_spec {
+ public:
+  grammar_spec(std::shared_ptr<const grammar::grammar> g, std::shared_ptr<const grammar::vocab_trie> trie,
+               std::shared_ptr<const std::vector<std::string>> pieces)
+      : g_(std::move(g)), masks_(std::make_shared<grammar::mask_cache>(g_, std::move(trie))), pieces_(std::move(pieces)) {}
+  std::unique_ptr<token_constraint> start() const override {
+    return std::make_unique<grammar_constraint>(g_, masks_, pieces_);
+  }
+
+ private:
+  std::shared_ptr<const grammar::grammar> g_;
+  std::shared_ptr<grammar::mask_cache> masks_;  // shared by every request on this grammar
+  std::shared_ptr<const std::vector<std::string>> pieces_;
+};
+
+grammar::grammar choice_grammar(const std::vector<std::string>& choices) {
+  grammar::grammar_builder b;
+  std::vector<grammar::alternative> alts;
+  alts.reserve(choices.size());
+  for (const std::string& c : choices) alts.push_back(grammar::grammar_builder::literal(c));
+  return b.finish(b.add_rule("root", std::move(alts)));
+}
+
+const char* what_of(kind k) {
+  switch (k) {
+    case kind::json_object: return "JSON object constraint";
+    case kind::json_schema: return "JSON schema";
+    case kind::regex: return "regular expression";
+    case kind::choice: return "choice list";
+    case kind::grammar: return "grammar";
+    case kind::none: break;
+  }
+  return "constraint";
+}
+
+}  // namespace
+
+std::string constraint_key(const output_constraint& c) {
+  std::string key(1, static_cast<char>('0' + static_cast<int>(c.type)));
+  switch (c.type) {
+    case kind::json_schema: key += boost::json::serialize(c.schema); break;
+    case kind::regex:
+    case kind::grammar: key += c.text; break;
+    case kind::choice:
+      for (const std::string& s : c.choices) key += std::to_string(s.size()) + ":" + s;
+      break;
+    case kind::json_object:
+    case kind::none: break;
+  }
+  return key;
+}
+
+constraint_compiler::constraint_compiler(const tokenizer& tok) {
+  auto pieces = std::make_shared<std::vector<std::string>>(static_cast<size_t>(tok.n_vocab()));
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) (*pieces)[static_cast<size_t>(id)] = tok.token_to_piece(id, false);
+  trie_ = std::make_shared<const grammar::vocab_trie>(*pieces);
+  pieces_ = std::move(pieces);
+}
+
+constraint_compiler::~constraint_compiler() = default;
+
+std::shared_ptr<const grammar::grammar> constraint_compiler::build(const output_constraint& c) const {
+  switch (c.type) {
+    case kind::grammar: return std::make_shared<const grammar::grammar>(grammar::parse_gbnf(c.text));
+    case kind::choice: return std::make_shared<const grammar::grammar>(choice_grammar(c.choices));
+    case kind::json_object:
+    case kind::json_schema:
+    case kind::regex:
+    case kind::none: break;
+  }
+  throw grammar::grammar_error(std::string(what_of(c.type)) + " constraints are not available yet");
+}
+
+std::shared_ptr<const constraint_spec> constraint_compiler::compile(const output_constraint& c, std::optional<api_error>& err) {
+  err.reset();
+  if (c.none()) return nullptr;
+  const std::string key = constraint_key(c);
+  {
+    std::lock_guard lock(mu_);
+    if (const auto it = cache_.find(key); it != cache_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      ++stats_.n_cache_hits;
+      return it->second.first;
+    }
+  }
+  std::shared_ptr<const constraint_spec> spec;
+  try {
+    spec = std::make_shared<grammar_spec>(build(c), trie_, pieces_);
+  } catch (const grammar::grammar_error& e) {
+    api_error a;
+    a.param = c.param;
+    a.message = std::string("invalid ") + what_of(c.type) + " in '" + c.param + "': " + e.what();
+    err = std::move(a);
+    return nullptr;
+  }
+  std::lock_guard lock(mu_);
+  ++stats_.n_compiled;
+  if (cache_.count(key) == 0) {
+    lru_.push_front(key);
+    cache_.emplace(key, std::make_pair(spec, lru_.begin()));
+    if (cache_.size() > k_max_cached_grammars) {
+      cache_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  }
+  return spec;
+}
+
+constraint_compiler::counters constraint_compiler::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace spate::api
