@@ -1,6 +1,6 @@
 // Tool-call formats: names, detection from a chat template, call syntax for
-// grammars, call ids and the generic format's system prompt. The parsers are
-// in tool_calls_stream.cpp.
+// grammars, call ids, the generic format's system prompt, and the whole-output
+// parse (which runs the stream parser of tool_calls_stream.cpp).
 #include "protocol/tool_calls.h"
 
 #include <array>
@@ -140,6 +140,27 @@ void add_system_prompt(json::array& messages, std::string_view prompt) {
     }
   }
   messages.insert(messages.begin(), json::object{{"role", "system"}, {"content", json::string(prompt)}});
+}
+
+parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids) {
+  tool_call_stream s(f, ids);
+  tool_stream_events events = s.feed(text);
+  for (auto& e : s.finish()) events.push_back(std::move(e));
+  ids = s.ids();
+  parsed_tool_output out;
+  tool_call current;
+  for (auto& e : events) {
+    switch (e.type) {
+      case tool_stream_event::kind::content: out.content += e.text; break;
+      case tool_stream_event::kind::call_begin: current = tool_call{std::move(e.id), std::move(e.name), {}}; break;
+      case tool_stream_event::kind::arguments: current.arguments += e.text; break;
+      case tool_stream_event::kind::call_end:
+        if (e.complete) out.calls.push_back(std::move(current));
+        current = tool_call{};
+        break;
+    }
+  }
+  return out;
 }
 
 }  // namespace spate::api

@@ -19,13 +19,19 @@
 //                by generic_tool_system_prompt().
 //
 // A call object is {"name": STRING, ARGS_KEY: OBJECT-or-STRING} where
-// ARGS_KEY is "arguments" (or "parameters"); "name" must come before the
-// arguments; the keys "id" and "type" may appear anywhere and are ignored; any
-// other key makes the object not a call. Arguments given as a JSON string are
-// passed on decoded (the string is meant to hold JSON). A missing arguments
-// key means "{}" except for llama3_json, where it means "not a call" (a bare
-// {"name": ...} is too likely an answer). Arguments are passed on as the
-// model's own JSON text, byte for byte.
+// ARGS_KEY is "arguments" (or "parameters"); the keys "id" and "type" may
+// appear anywhere and are ignored; any other key makes the object not a call.
+// Arguments given as a JSON string are passed on decoded (the string is meant
+// to hold JSON). A missing arguments key means "{}" except for llama3_json,
+// where it means "not a call" (a bare {"name": ...} is too likely an answer).
+// When "name" comes first (the usual order) the arguments are passed on as
+// the model's own JSON text, byte for byte, and stream as they come; when the
+// arguments come first, the object is checked to its end, parsed whole, and
+// the arguments are re-serialized (compact JSON) in one piece. Nesting deeper
+// than 64 levels is not a call.
+//
+// The markers ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>") must be in the
+// text: detokenize with special tokens kept for models where they are special.
 //
 // Leniency and failures: text that does not parse as a call is content,
 // never thrown away, and never throws. Once a call has fully parsed it stays a

@@ -13,14 +13,13 @@
 #include <utility>
 
 #include "protocol/tool_calls.h"
-#include "protocol/tool_calls_json.h"
+#include "protocol/tool_calls_detail.h"
 
 namespace spate::api {
 
 using detail::is_json_ws;
 using detail::json_string_decoder;
 using detail::json_value_scanner;
-using ev = tool_stream_event::kind;
 
 namespace {
 
@@ -50,7 +49,7 @@ struct tool_call_stream::impl {
     list_first, list_item, list_next, g_key_open, g_key, g_colon, g_value, g_response, g_close,
   };
   // States inside a call object {"name": ..., "arguments": ...}.
-  enum class cs { open, key_first, key_next, key, colon, value, name, args_json, args_str, skip, after_pair };
+  enum class cs { open, key_first, key_next, key, colon, value, name, args_json, args_str, skip, after_pair, buffered };
 
   impl(tool_call_format f, tool_call_ids ids)
       : fmt_(f), ids_(ids), marker_(marker_of(f)), scan_formats_(!marker_.empty()) {
@@ -62,11 +61,7 @@ struct tool_call_stream::impl {
   std::string_view marker_;
   bool scan_formats_;
 
-  // Output.
-  tool_stream_events out_;
-  std::string carry_;  // an incomplete UTF-8 sequence held back from the last feed
-  ev carry_kind_ = ev::content;
-  int32_t carry_index_ = -1;
+  detail::tool_event_sink sink_;
 
   // Input and the top-level machine.
   std::string input_;
@@ -83,6 +78,7 @@ struct tool_call_stream::impl {
   // The current call object.
   cs cs_ = cs::open;
   std::string key_, name_;
+  size_t obj_start_ = 0;  // where the object's '{' is in raw_
   bool name_seen_ = false, args_seen_ = false, bare_ = false, call_open_ = false;
   int32_t next_index_ = 0, index_ = -1;
   json_string_decoder dec_;
@@ -90,70 +86,16 @@ struct tool_call_stream::impl {
   std::string tmp_;
 
   // ---- output ----
-  void append(ev k, int32_t index, std::string_view text) {
-    if (!out_.empty() && out_.back().type == k && out_.back().index == index) {
-      out_.back().text += text;
-      return;
-    }
-    tool_stream_event e;
-    e.type = k;
-    e.index = index;
-    e.text = text;
-    out_.push_back(std::move(e));
-  }
-  void flush_carry() {
-    if (carry_.empty()) return;
-    std::string c = std::move(carry_);
-    carry_.clear();
-    append(carry_kind_, carry_index_, c);
-  }
-  void content(std::string_view text) {
-    if (text.empty()) return;
-    flush_carry();
-    append(ev::content, -1, text);
-  }
-  void arguments(std::string_view text) {
-    if (text.empty()) return;
-    flush_carry();
-    append(ev::arguments, index_, text);
-  }
+  void content(std::string_view text) { sink_.content(text); }
+  void arguments(std::string_view text) { sink_.arguments(index_, text); }
   void begin_call() {
-    flush_carry();
     index_ = next_index_++;
-    tool_stream_event e;
-    e.type = ev::call_begin;
-    e.index = index_;
-    e.id = ids_.next();
-    e.name = name_;
-    out_.push_back(std::move(e));
+    sink_.begin(index_, ids_.next(), name_);
     call_open_ = true;
   }
   void end_call(bool complete) {
-    flush_carry();
-    tool_stream_event e;
-    e.type = ev::call_end;
-    e.index = index_;
-    e.complete = complete;
-    out_.push_back(std::move(e));
+    sink_.end(index_, complete);
     call_open_ = false;
-  }
-  // The events so far; unless final, an incomplete UTF-8 sequence at the end
-  // of the last content/arguments event waits for the next feed.
-  tool_stream_events take(bool final) {
-    if (final) flush_carry();
-    if (!final && !out_.empty() && out_.back().type != ev::call_begin && out_.back().type != ev::call_end) {
-      auto& e = out_.back();
-      if (const size_t n = detail::incomplete_utf8_tail(e.text)) {
-        carry_ = e.text.substr(e.text.size() - n);
-        carry_kind_ = e.type;
-        carry_index_ = e.index;
-        e.text.resize(e.text.size() - n);
-        if (e.text.empty()) out_.pop_back();
-      }
-    }
-    tool_stream_events r = std::move(out_);
-    out_.clear();
-    return r;
   }
 
   // ---- driving ----
@@ -237,11 +179,15 @@ struct tool_call_stream::impl {
   bool step(char c);
   bool step_scan(char c);
   bool step_structure(char c);
+  bool step_mistral(char c);
+  bool step_list(char c);
   bool step_generic(char c);
   bool step_call(char c);
   bool call_value(char c);
   bool call_args(char c);
   bool object_end();
+  bool start_buffered();
+  bool end_buffered();
   bool complete_call();
 };
 
@@ -274,6 +220,12 @@ bool tool_call_stream::impl::step(char c) {
     case st::g_value:
     case st::g_response:
     case st::g_close: return step_generic(c);
+    case st::m_open:
+    case st::m_name:
+    case st::m_args: return step_mistral(c);
+    case st::list_first:
+    case st::list_item:
+    case st::list_next: return step_list(c);
     default: return step_structure(c);
   }
 }
@@ -294,8 +246,8 @@ bool tool_call_stream::impl::step_scan(char c) {
   return true;
 }
 
-// The states around call objects: list brackets and separators, llama3's
-// start, mistral's name form, hermes' closing tag.
+// What starts llama3 and generic outputs, and what follows hermes' and
+// llama3's calls.
 bool tool_call_stream::impl::step_structure(char c) {
   switch (st_) {
     case st::start:
@@ -328,6 +280,15 @@ bool tool_call_stream::impl::step_structure(char c) {
         return true;
       }
       break;
+    default: break;
+  }
+  fail();
+  return false;
+}
+
+// Mistral after "[TOOL_CALLS]": a list of call objects, or name[ARGS]{...}.
+bool tool_call_stream::impl::step_mistral(char c) {
+  switch (st_) {
     case st::m_open:
       if (ws_raw(c)) return true;
       if (c == '[') {
@@ -363,6 +324,15 @@ bool tool_call_stream::impl::step_structure(char c) {
       name_seen_ = bare_ = true;
       after_call_ = st::tail;
       return false;
+    default: break;
+  }
+  fail();
+  return false;
+}
+
+// Lists of call objects: mistral's and generic's [...], llama3's ';'.
+bool tool_call_stream::impl::step_list(char c) {
+  switch (st_) {
     case st::list_first:
     case st::list_item:
       if (ws_raw(c)) return true;
@@ -463,6 +433,7 @@ bool tool_call_stream::impl::step_call(char c) {
     case cs::open:
       if (ws_raw(c)) return true;
       if (c != '{') break;
+      obj_start_ = raw_.size();
       raw_ += c;
       cs_ = cs::key_first;
       return true;
@@ -507,6 +478,13 @@ bool tool_call_stream::impl::step_call(char c) {
     }
     case cs::args_json:
     case cs::args_str: return call_args(c);
+    case cs::buffered: {
+      const auto s = val_.feed(c);
+      if (s == json_value_scanner::status::error) break;
+      raw_ += c;
+      if (s == json_value_scanner::status::done) return end_buffered();
+      return true;
+    }
     case cs::skip: {
       const auto s = val_.feed(c);
       if (s == json_value_scanner::status::error) break;
@@ -547,6 +525,7 @@ bool tool_call_stream::impl::call_value(char c) {
     return true;
   }
   if (key_ == "arguments" || key_ == "parameters") {
+    if (!name_seen_ && !args_seen_ && !bare_) return start_buffered();
     if (!name_seen_ || args_seen_ || (c != '{' && c != '"')) {
       fail();
       return false;
@@ -610,6 +589,46 @@ bool tool_call_stream::impl::call_args(char c) {
   return true;
 }
 
+// The arguments come before the name: the object cannot stream; it is
+// checked to its end and then parsed whole. The current byte (the value's
+// first) is processed again in the buffered state.
+bool tool_call_stream::impl::start_buffered() {
+  val_.reset();
+  for (size_t i = obj_start_; i < raw_.size(); ++i)
+    if (val_.feed(raw_[i]) != json_value_scanner::status::more) {
+      fail();
+      return false;
+    }
+  cs_ = cs::buffered;
+  return false;
+}
+
+// The buffered object's last byte was consumed: a call if it has the shape.
+bool tool_call_stream::impl::end_buffered() {
+  boost::json::parse_options opt;
+  opt.max_depth = json_value_scanner::k_max_depth + 2;
+  boost::system::error_code ec;
+  const auto v = boost::json::parse(std::string_view(raw_).substr(obj_start_), ec, {}, opt);
+  const auto* obj = ec ? nullptr : v.if_object();
+  const boost::json::value* name = nullptr;
+  const boost::json::value* args = nullptr;
+  bool ok = obj != nullptr;
+  static const boost::json::object k_none;
+  for (const auto& kv : obj ? *obj : k_none) {
+    if (kv.key() == "name" && kv.value().is_string() && !name) name = &kv.value();
+    else if ((kv.key() == "arguments" || kv.key() == "parameters") && !args) args = &kv.value();
+    else if (kv.key() != "id" && kv.key() != "type") ok = false;
+  }
+  if (!ok || !name || !args || (!args->is_object() && !args->is_string())) {
+    fail();
+    return true;
+  }
+  name_ = name->get_string();
+  begin_call();
+  arguments(args->is_string() ? std::string(args->get_string()) : boost::json::serialize(*args));
+  return complete_call();
+}
+
 // The call object's closing '}' was consumed.
 bool tool_call_stream::impl::object_end() {
   if (!name_seen_ || (!args_seen_ && fmt_ == tool_call_format::llama3_json)) {
@@ -643,37 +662,16 @@ tool_call_stream& tool_call_stream::operator=(tool_call_stream&&) noexcept = def
 tool_stream_events tool_call_stream::feed(std::string_view delta) {
   if (impl_->finished_) return {};
   impl_->run(delta);
-  return impl_->take(false);
+  return impl_->sink_.take(false);
 }
 
 tool_stream_events tool_call_stream::finish() {
   if (impl_->finished_) return {};
   impl_->finished_ = true;
   impl_->finish();
-  return impl_->take(true);
+  return impl_->sink_.take(true);
 }
 
 const tool_call_ids& tool_call_stream::ids() const { return impl_->ids_; }
-
-parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids) {
-  tool_call_stream s(f, ids);
-  tool_stream_events events = s.feed(text);
-  for (auto& e : s.finish()) events.push_back(std::move(e));
-  ids = s.ids();
-  parsed_tool_output out;
-  tool_call current;
-  for (auto& e : events) {
-    switch (e.type) {
-      case ev::content: out.content += e.text; break;
-      case ev::call_begin: current = tool_call{std::move(e.id), std::move(e.name), {}}; break;
-      case ev::arguments: current.arguments += e.text; break;
-      case ev::call_end:
-        if (e.complete) out.calls.push_back(std::move(current));
-        current = tool_call{};
-        break;
-    }
-  }
-  return out;
-}
 
 }  // namespace spate::api

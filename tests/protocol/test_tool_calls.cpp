@@ -309,7 +309,8 @@ TEST(ToolCallParse, HermesPlainAndMalformed) {
       "Hello, world",
       "a < b and <tool_c is not a tag",
       "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1,}}\n</tool_call>",  // bad JSON
-      "<tool_call>\n{\"arguments\": {}, \"name\": \"a\"}\n</tool_call>",            // name after arguments
+      "<tool_call>\n{\"arguments\": {}, \"name\": 1}\n</tool_call>",              // name after arguments, bad
+      "<tool_call>\n{\"arguments\": {}, \"name\": \"a\", \"x\": 1}\n</tool_call>",  // unknown key
       "<tool_call>\nnot json\n</tool_call>",
       "<tool_call>\n{\"name\": 5, \"arguments\": {}}\n</tool_call>",
       "<tool_call>\n{\"name\": \"a\", \"arguments\": [1]}\n</tool_call>",
@@ -382,6 +383,28 @@ TEST(ToolCallParse, UnicodeAndNestedBraces) {
   // A lone surrogate is malformed.
   const std::string lone = R"(<tool_call>{"name": "a\ud83d", "arguments": {}}</tool_call>)";
   EXPECT_EQ(parse(F::hermes, lone).content, lone);
+}
+
+TEST(ToolCallParse, ArgumentsBeforeName) {
+  // Not streamable: checked whole, then one arguments event (re-serialized).
+  const std::string t = "<tool_call>\n{\"arguments\": {\"a\": [1, \"}\"]}, \"name\": \"f\"}\n</tool_call>x";
+  const auto r = parse(F::hermes, t);
+  EXPECT_EQ(r.content, "x");
+  ASSERT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.calls[0].name, "f");
+  EXPECT_EQ(r.calls[0].arguments, R"({"a":[1,"}"]})");
+  expect_stream_agrees(F::hermes, t);
+  const std::string l = R"({"parameters": "{\"q\": 1}", "id": 3, "name": "g"})";
+  const auto rl = parse(F::llama3_json, l);
+  ASSERT_EQ(rl.calls.size(), 1u);
+  EXPECT_EQ(rl.calls[0].arguments, R"({"q": 1})");
+  expect_stream_agrees(F::llama3_json, l);
+  const std::string g = R"({"tool_calls": [{"arguments": {}, "name": "a"}, {"name": "b", "arguments": {}}]})";
+  const auto rg = parse(F::generic, g);
+  ASSERT_EQ(rg.calls.size(), 2u);
+  EXPECT_EQ(rg.calls[0].name, "a");
+  EXPECT_EQ(rg.calls[0].arguments, "{}");
+  expect_stream_agrees(F::generic, g);
 }
 
 // ---------------------------------------------------------------- llama3

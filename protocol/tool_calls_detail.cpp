@@ -1,6 +1,8 @@
-// Byte-at-a-time JSON string decoding and value checking for the tool-call
-// stream parser (see tool_calls_json.h).
-#include "protocol/tool_calls_json.h"
+// Byte-at-a-time JSON string decoding and value checking, and the event
+// collector, for the tool-call stream parser (see tool_calls_detail.h).
+#include "protocol/tool_calls_detail.h"
+
+#include <utility>
 
 namespace spate::api::detail {
 namespace {
@@ -265,6 +267,73 @@ size_t incomplete_utf8_tail(const std::string& s) {
     return need > back ? back : 0;
   }
   return 0;
+}
+
+void tool_event_sink::append(kind k, int32_t index, std::string_view text) {
+  if (!out_.empty() && out_.back().type == k && out_.back().index == index) {
+    out_.back().text += text;
+    return;
+  }
+  tool_stream_event e;
+  e.type = k;
+  e.index = index;
+  e.text = text;
+  out_.push_back(std::move(e));
+}
+
+void tool_event_sink::flush_carry() {
+  if (carry_.empty()) return;
+  std::string c = std::move(carry_);
+  carry_.clear();
+  append(carry_kind_, carry_index_, c);
+}
+
+void tool_event_sink::content(std::string_view text) {
+  if (text.empty()) return;
+  flush_carry();
+  append(kind::content, -1, text);
+}
+
+void tool_event_sink::arguments(int32_t index, std::string_view text) {
+  if (text.empty()) return;
+  flush_carry();
+  append(kind::arguments, index, text);
+}
+
+void tool_event_sink::begin(int32_t index, std::string id, std::string name) {
+  flush_carry();
+  tool_stream_event e;
+  e.type = kind::call_begin;
+  e.index = index;
+  e.id = std::move(id);
+  e.name = std::move(name);
+  out_.push_back(std::move(e));
+}
+
+void tool_event_sink::end(int32_t index, bool complete) {
+  flush_carry();
+  tool_stream_event e;
+  e.type = kind::call_end;
+  e.index = index;
+  e.complete = complete;
+  out_.push_back(std::move(e));
+}
+
+tool_stream_events tool_event_sink::take(bool final) {
+  if (final) flush_carry();
+  if (!final && !out_.empty() && (out_.back().type == kind::content || out_.back().type == kind::arguments)) {
+    auto& e = out_.back();
+    if (const size_t n = incomplete_utf8_tail(e.text)) {
+      carry_ = e.text.substr(e.text.size() - n);
+      carry_kind_ = e.type;
+      carry_index_ = e.index;
+      e.text.resize(e.text.size() - n);
+      if (e.text.empty()) out_.pop_back();
+    }
+  }
+  tool_stream_events r = std::move(out_);
+  out_.clear();
+  return r;
 }
 
 }  // namespace spate::api::detail

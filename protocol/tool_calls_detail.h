@@ -1,12 +1,15 @@
 // Internal to the tool-call parsers (protocol/tool_calls*.cpp): byte-at-a-time
-// JSON checkers. Not a public API.
+// JSON checkers and the stream's event collector. Not a public API.
 //
 // Thread-safety: each object is used by one thread at a time.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "protocol/tool_calls.h"
 
 namespace spate::api::detail {
 
@@ -59,5 +62,29 @@ inline bool is_json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c 
 // The number of bytes at the end of s that start a UTF-8 sequence which is not
 // complete yet (0..3); 0 when s ends on a boundary or in invalid UTF-8.
 size_t incomplete_utf8_tail(const std::string& s);
+
+// Collects a stream's events: merges consecutive content (and arguments of
+// one call) into one event, and holds an incomplete trailing UTF-8 sequence
+// back until the next take().
+class tool_event_sink {
+ public:
+  using kind = tool_stream_event::kind;
+  void content(std::string_view text);
+  void arguments(int32_t index, std::string_view text);
+  void begin(int32_t index, std::string id, std::string name);
+  void end(int32_t index, bool complete);
+  // The events so far; unless final, an incomplete UTF-8 sequence at the end
+  // of the last content/arguments event waits for the next call.
+  tool_stream_events take(bool final);
+
+ private:
+  void append(kind k, int32_t index, std::string_view text);
+  void flush_carry();
+
+  tool_stream_events out_;
+  std::string carry_;
+  kind carry_kind_ = kind::content;
+  int32_t carry_index_ = -1;
+};
 
 }  // namespace spate::api::detail
