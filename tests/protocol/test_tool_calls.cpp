@@ -3,6 +3,7 @@
 // format's shapes, fallbacks to content, and the streaming parser agreeing
 // with the whole-output parse at every split point.
 #include "protocol/tool_calls.h"
+#include "protocol/tool_calls_detail.h"
 
 #include <gtest/gtest.h>
 
@@ -115,6 +116,71 @@ bool is_json_object(std::string_view s) {
   boost::system::error_code ec;
   auto v = json::parse(s, ec);
   return !ec && v.is_object();
+}
+
+// ---------------------------------------------------------------- JSON checkers
+
+// json_value_scanner accepts exactly what Boost.JSON parses (ASCII inputs, no
+// surrogate escapes: the scanner leaves those to the string decoder).
+TEST(ToolCallJson, ScannerAgreesWithBoost) {
+  const std::vector<std::string> frags = {"{", "}", "[", "]", "\"", ":", ",", " ", "\n", "\"k\"", "1", "0", "-",
+                                          ".", "e", "+", "2", "true", "fals", "e", "null", "\\", "n", "u", "00e9",
+                                          "\\\"", "x", "\t"};
+  std::mt19937 rng(5);
+  int valid = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string t;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) t += frags[rng() % frags.size()];
+    if (detail::is_json_ws(t.front()) || detail::is_json_ws(t.back())) continue;
+    detail::json_value_scanner sc;
+    bool accepted = false, broke = false;
+    const std::string fed = t + " ";
+    for (size_t i = 0; i < fed.size() && !accepted && !broke; ++i) {
+      const auto st = sc.feed(fed[i]);
+      if (st == detail::json_value_scanner::status::error) broke = true;
+      else if (st == detail::json_value_scanner::status::done) accepted = i + 1 == t.size();
+      else if (st == detail::json_value_scanner::status::done_unconsumed) accepted = i == t.size();
+      if (st == detail::json_value_scanner::status::done && i + 1 != t.size()) broke = true;
+      if (st == detail::json_value_scanner::status::done_unconsumed && i != t.size()) broke = true;
+    }
+    boost::system::error_code ec;
+    json::parse(t, ec);
+    EXPECT_EQ(accepted, !ec) << t;
+    valid += accepted;
+    if (::testing::Test::HasFailure()) return;
+  }
+  EXPECT_GT(valid, 100);
+}
+
+TEST(ToolCallJson, StringDecoder) {
+  auto decode = [](std::string_view body, std::string& out) {
+    detail::json_string_decoder d;
+    for (char c : body) {
+      const auto s = d.feed(c, out);
+      if (s != detail::json_string_decoder::status::more) return s;
+    }
+    return detail::json_string_decoder::status::more;
+  };
+  using S = detail::json_string_decoder::status;
+  std::string out;
+  EXPECT_EQ(decode(R"(a\n\"\\\/\u00e9\ud83d\ude00")", out), S::done);
+  EXPECT_EQ(out, "a\n\"\\/é😀");
+  for (std::string_view bad : {"\\x", "\\u12g4", "\\ud83d\"", "\\ude00", "\\ud83d\\u0041", "\x01"}) {
+    out.clear();
+    EXPECT_EQ(decode(bad, out), S::error) << bad;
+  }
+}
+
+TEST(ToolCallJson, IncompleteUtf8Tail) {
+  EXPECT_EQ(detail::incomplete_utf8_tail(""), 0u);
+  EXPECT_EQ(detail::incomplete_utf8_tail("abc"), 0u);
+  EXPECT_EQ(detail::incomplete_utf8_tail("a\xC3"), 1u);
+  EXPECT_EQ(detail::incomplete_utf8_tail("a\xC3\xA9"), 0u);
+  EXPECT_EQ(detail::incomplete_utf8_tail("\xF0\x9F\x8E"), 3u);
+  EXPECT_EQ(detail::incomplete_utf8_tail("\xF0\x9F\x8E\x89"), 0u);
+  EXPECT_EQ(detail::incomplete_utf8_tail("\x80\x80"), 0u);
+  EXPECT_EQ(detail::incomplete_utf8_tail("\xFF"), 0u);
 }
 
 // ---------------------------------------------------------------- names
