@@ -617,6 +617,36 @@ TEST(ToolCallStream, EventsAndHeldBackMarker) {
   EXPECT_TRUE(s.feed("more").empty());
 }
 
+TEST(ToolCallStream, GenericResponseStreamsAsContent) {
+  tool_call_stream s(F::generic, k_seed);
+  EXPECT_TRUE(s.feed(" {\"resp").empty());  // could still be a call
+  auto e = s.feed("onse\": \"Hel");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].text, "Hel");
+  e = s.feed("lo\\n\"}");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].text, "lo\n");
+  EXPECT_TRUE(s.finish().empty());
+  // Plain text is passed on at once.
+  tool_call_stream p(F::generic, k_seed);
+  e = p.feed("Hi");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].text, "Hi");
+}
+
+TEST(ToolCallStream, MistralArgsStream) {
+  tool_call_stream s(F::mistral, k_seed);
+  auto e = s.feed("[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Pa");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].type, ev::call_begin);
+  EXPECT_EQ(e[0].name, "get_weather");
+  EXPECT_EQ(e[1].text, "{\"city\": \"Pa");
+  e = s.feed("ris\"}");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(e[0].text, "ris\"}");
+  EXPECT_EQ(e[1].type, ev::call_end);
+}
+
 TEST(ToolCallStream, IncompleteCallEndsWithContent) {
   tool_call_stream s(F::hermes, k_seed);
   const std::string t = "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1";
