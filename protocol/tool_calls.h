@@ -34,10 +34,13 @@
 // text: detokenize with special tokens kept for models where they are special.
 //
 // Leniency and failures: text that does not parse as a call is content,
-// never thrown away, and never throws. Once a call has fully parsed it stays a
-// call even if the text after it breaks the format (say a missing
-// </tool_call>, or text after a llama3 call): the rest is content. Whitespace
-// right after a call (and the format's separators and closers) is dropped.
+// never thrown away, and nothing throws (but std::bad_alloc). Once a call has
+// fully parsed it stays a call even if the text after it breaks the format
+// (say a missing </tool_call>, or text after a llama3 call): the rest is
+// content. Dropped, on purpose: whitespace right after a call, the format's
+// markers, separators and closers around calls that parsed, the generic
+// format's {"response": "..."} wrapping, and an escape sequence cut off by
+// the end of the output inside that response string.
 //
 // Thread-safety: free functions are pure and thread-safe; a tool_call_stream
 // or tool_call_ids object is used by one thread at a time.
