@@ -51,6 +51,7 @@ tool_call_syntax syntax_of(tool_call_format f) {
   tool_call_syntax s;
   switch (f) {
     case tool_call_format::hermes:
+      s.text_before_calls = true;
       s.call_prefix = "<tool_call>\n";
       s.call_suffix = "\n</tool_call>";
       s.list_sep = "\n";
@@ -60,6 +61,7 @@ tool_call_syntax syntax_of(tool_call_format f) {
       s.args_key = "parameters";
       break;
     case tool_call_format::mistral:
+      s.text_before_calls = true;
       s.list_open = "[TOOL_CALLS][";
       s.list_sep = ", ";
       s.list_close = "]";
@@ -114,7 +116,8 @@ std::string generic_tool_system_prompt(const json::array& tools, bool parallel_t
   out += call_required ? "You must call " : "To call ";
   out += parallel_tool_calls ? "one or more tools" : "a tool (exactly one per answer)";
   out += call_required ? ", answering:\n" : ", answer:\n";
-  out += "{\"tool_calls\": [{\"name\": \"<tool name>\", \"arguments\": {<the arguments, as the tool's schema describes>}}";
+  out += "{\"tool_calls\": [{\"name\": \"<tool name>\", ";
+  out += "\"arguments\": {<the arguments, as the tool's schema describes>}}";
   out += parallel_tool_calls ? ", ...]}\n" : "]}\n";
   if (!call_required) out += "To answer the user directly instead, answer:\n{\"response\": \"<your answer>\"}\n";
   return out;

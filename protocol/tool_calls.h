@@ -87,6 +87,10 @@ struct tool_call_syntax {
   std::string list_close;
   std::string name_key = "name";
   std::string args_key = "arguments";
+  // Whether the model may write text before the calls (hermes, mistral: a
+  // lazy grammar starts at list_open / call_prefix); otherwise the calls are
+  // the whole output (llama3_json also accepts a leading "<|python_tag|>").
+  bool text_before_calls = false;
 };
 tool_call_syntax syntax_of(tool_call_format f);
 

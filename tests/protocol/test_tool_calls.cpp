@@ -271,6 +271,10 @@ TEST(ToolCallSyntax, PerFormat) {
   EXPECT_EQ(syntax_of(F::llama3_json).args_key, "parameters");
   EXPECT_EQ(syntax_of(F::generic).list_open, "{\"tool_calls\": [");
   EXPECT_EQ(syntax_of(F::generic).list_close, "]}");
+  EXPECT_TRUE(h.text_before_calls);
+  EXPECT_TRUE(m.text_before_calls);
+  EXPECT_FALSE(syntax_of(F::llama3_json).text_before_calls);
+  EXPECT_FALSE(syntax_of(F::generic).text_before_calls);
 }
 
 // Text assembled from the syntax parses back into the calls, for every format.
