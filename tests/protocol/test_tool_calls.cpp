@@ -5,6 +5,8 @@
 #include "protocol/tool_calls.h"
 #include "protocol/tool_calls_detail.h"
 
+#include "jinja/chat_template.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -255,6 +257,64 @@ TEST(ToolCallFormat, DetectRule) {
   EXPECT_EQ(detect_tool_call_format("{{ '[TOOL_CALLS]' }}"), F::mistral);
   EXPECT_EQ(detect_tool_call_format("<|start_header_id|> \"parameters\" Environment: ipython"), F::llama3_json);
   EXPECT_EQ(detect_tool_call_format("<|start_header_id|> Environment: ipython"), F::generic);
+}
+
+// The real templates write an assistant message's tool_calls in the format
+// detected for them; the parser reads them back.
+TEST(ToolCallFormat, RoundTripThroughRealTemplates) {
+  const fs::path dir = fs::path(SPATE_TESTDATA_DIR) / "chat-templates";
+  if (!fs::exists(dir)) {
+    if (testdata_required()) FAIL() << "missing " << dir << " (SPATE_REQUIRE_TESTDATA is set)";
+    GTEST_SKIP() << "missing " << dir;
+  }
+  const auto tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+      {"type": "function", "function": {"name": "get_time", "description": "Time",
+      "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}}])");
+  const auto call = [](const char* id, const char* name, const char* args) {
+    return json::object{{"id", id}, {"type", "function"},
+                        {"function", json::object{{"name", name}, {"arguments", json::parse(args)}}}};
+  };
+  const std::vector<std::pair<std::string, int>> templates = {
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja", 2},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", 2},
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", 2},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", 2},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", 1}, {"meta-llama-Llama-3.2-3B-Instruct.jinja", 1},
+      {"meta-llama-Llama-3.3-70B-Instruct.jinja", 1},
+  };
+  for (const auto& [file, n_calls] : templates) {
+    SCOPED_TRACE(file);
+    const fs::path p = dir / file;
+    if (!fs::exists(p)) continue;
+    const std::string src = read_file(p);
+    const F f = detect_tool_call_format(src);
+    chat_template tpl(src, "<s>", "</s>");
+    json::array calls{call("abcdefghi", "get_weather", R"({"city": "Paris \"1\" {}"})")};
+    if (n_calls == 2) calls.push_back(call("jklmnopqr", "get_time", R"({"tz": "CET", "n": [1, {"x": null}]})"));
+    const json::array user{json::object{{"role", "user"}, {"content", "Weather and time in Paris?"}}};
+    json::array both = user;
+    both.push_back(json::object{{"role", "assistant"}, {"content", ""}, {"tool_calls", calls}});
+    chat_template_options opts;
+    opts.now_unix_s = 1700000000;
+    opts.extra_context["tools"] = tools;
+    const std::string prefix = tpl.render(user, opts);
+    opts.add_generation_prompt = false;
+    const std::string full = tpl.render(both, opts);
+    ASSERT_TRUE(full.starts_with(prefix)) << full;
+    std::string answer = full.substr(prefix.size());
+    for (std::string_view end : {"<|im_end|>\n", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>"})
+      if (answer.ends_with(end)) answer.resize(answer.size() - end.size());
+    const auto r = parse(f, answer);
+    EXPECT_EQ(r.content.find_first_not_of(" \n"), std::string::npos) << answer;
+    ASSERT_EQ(r.calls.size(), calls.size()) << answer;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto& fn = calls[i].at("function");
+      EXPECT_EQ(r.calls[i].name, fn.at("name").as_string());
+      EXPECT_EQ(json::parse(r.calls[i].arguments), fn.at("arguments")) << answer;
+    }
+    expect_stream_agrees(f, answer);
+  }
 }
 
 // ---------------------------------------------------------------- syntax, ids, prompt
