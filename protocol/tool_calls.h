@@ -97,7 +97,7 @@ tool_call_syntax syntax_of(tool_call_format f);
 struct tool_call {
   std::string id;         // "call_" + 24 alphanumerics
   std::string name;
-  std::string arguments;  // JSON text of an object (as the model wrote it)
+  std::string arguments;  // JSON text (an object, unless a string argument held other text); see above
 };
 
 struct parsed_tool_output {
@@ -155,7 +155,8 @@ inline constexpr size_t k_max_call_bytes = size_t{1} << 20;
 // k_max_call_bytes plus a marker's length. Deltas are cut on UTF-8 character
 // boundaries (an incomplete trailing sequence waits for the next feed).
 // The concatenated content of all events and the calls they describe do not
-// depend on how the text was split.
+// depend on how the text was split. A moved-from stream may only be destroyed
+// or assigned to.
 class tool_call_stream {
  public:
   tool_call_stream(tool_call_format f, uint64_t id_seed);
