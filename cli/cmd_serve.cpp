@@ -266,6 +266,12 @@ void drain_and_stop(const sigset_t& sigs, int sig, const serve_options& so, serv
   listener.stop();
 }
 
+// --tool-call-parser, else the format the chat template writes.
+api::tool_call_format tool_format_of(const serve_options& so, const chat_template* tmpl) {
+  if (!so.tool_call_parser.empty()) return *api::tool_call_format_from_name(so.tool_call_parser);
+  return tmpl ? api::detect_tool_call_format(tmpl->source()) : api::tool_call_format::generic;
+}
+
 // Builds the executor, engine, server context and listener; binds, warms up, reports ready,
 // then serves until SIGINT/SIGTERM (SIGHUP reloads) and drains. Throws on any start-up
 // failure (the message may name engine config fields, see flag_names).
@@ -277,7 +283,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   server_metrics metrics;
   api::constraint_compiler constraints(*in.model->tok);
   api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
-                       in.tmpl_error, &constraints};
+                       in.tmpl_error, &constraints, tool_format_of(so, in.tmpl.get())};
   server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   ctx.describe_engine_error = flag_names;

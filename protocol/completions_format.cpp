@@ -17,7 +17,76 @@ completions_formatter::completions_formatter(const api::served_model& m, const a
       want_logprobs_(r.logprobs.has_value() || r.chat_logprobs),
       id_(std::move(id)),
       created_(created),
-      choices_(static_cast<size_t>(std::max(1, g.n))) {}
+      choices_(static_cast<size_t>(std::max(1, g.n))) {
+  if (chat_ && r.stream && g.tool_format) {
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      choices_[i].tools = std::make_unique<api::tool_call_stream>(*g.tool_format, call_id_seed(static_cast<int32_t>(i)));
+    }
+  }
+}
+
+uint64_t completions_formatter::call_id_seed(int32_t index) const {
+  return std::hash<std::string>{}(id_) + static_cast<uint64_t>(index);
+}
+
+stream_event completions_formatter::delta_chunk(int32_t index, json::object delta, const std::string& finish,
+                                                json::value logprobs) const {
+  json::object c;
+  c["index"] = index;
+  c["delta"] = std::move(delta);
+  c["logprobs"] = std::move(logprobs);
+  c["finish_reason"] = finish.empty() ? json::value(nullptr) : json::value(finish);
+  json::object o = envelope(true);
+  o["choices"] = json::array{c};
+  if (req_.include_usage) o["usage"] = nullptr;
+  return {"", json::serialize(o)};
+}
+
+void completions_formatter::stream_tool_events(int32_t index, choice& c, const api::tool_stream_events& evs,
+                                               json::value logprobs, stream_events& out) const {
+  using kind = api::tool_stream_event::kind;
+  std::string content;
+  for (const auto& ev : evs) {
+    if (ev.type == kind::content) content += ev.text;
+  }
+  if (!content.empty() || !logprobs.is_null()) out.push_back(chunk(index, content, "", false, std::move(logprobs)));
+  for (const auto& ev : evs) {
+    json::object call{{"index", ev.index}};
+    if (ev.type == kind::call_begin) {
+      call["id"] = ev.id;
+      call["type"] = "function";
+      call["function"] = json::object{{"name", ev.name}, {"arguments", ""}};
+    } else if (ev.type == kind::arguments) {
+      call["function"] = json::object{{"arguments", ev.text}};
+    } else {
+      if (ev.type == kind::call_end && ev.complete) c.called = true;
+      continue;
+    }
+    out.push_back(delta_chunk(index, json::object{{"tool_calls", json::array{std::move(call)}}}, ""));
+  }
+}
+
+json::object completions_formatter::message_of(int32_t index, const choice_accumulator& c, std::string& finish) const {
+  json::object m;
+  m["role"] = "assistant";
+  if (!gen_.tool_format) {
+    m["content"] = c.text;
+    return m;
+  }
+  api::tool_call_ids ids(call_id_seed(index));
+  const api::parsed_tool_output parsed = api::parse_tool_calls(*gen_.tool_format, c.text, ids);
+  const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
+  m["content"] = blank && !parsed.calls.empty() ? json::value(nullptr) : json::value(parsed.content);
+  if (parsed.calls.empty()) return m;
+  json::array calls;
+  for (const auto& call : parsed.calls) {
+    calls.push_back(json::object{{"id", call.id}, {"type", "function"},
+                                 {"function", json::object{{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  m["tool_calls"] = std::move(calls);
+  if (c.reason == finish_reason::stop) finish = "tool_calls";
+  return m;
+}
 
 json::value completions_formatter::logprobs_json(int64_t& text_offset, const std::vector<token_logprob>& lps) const {
   if (!want_logprobs_) return nullptr;
@@ -36,16 +105,15 @@ json::object completions_formatter::envelope(bool streaming) const {
 
 stream_event completions_formatter::chunk(int32_t index, std::string_view text, const std::string& finish, bool role,
                                           json::value logprobs) const {
-  json::object c;
-  c["index"] = index;
   if (chat_) {
     json::object delta;
     if (role) delta["role"] = "assistant";
     if (role || !text.empty()) delta["content"] = text;
-    c["delta"] = std::move(delta);
-  } else {
-    c["text"] = text;
+    return delta_chunk(index, std::move(delta), finish, std::move(logprobs));
   }
+  json::object c;
+  c["index"] = index;
+  c["text"] = text;
   c["logprobs"] = std::move(logprobs);
   c["finish_reason"] = finish.empty() ? json::value(nullptr) : json::value(finish);
   json::object o = envelope(true);
@@ -74,12 +142,20 @@ stream_events completions_formatter::on_event(int32_t index, const engine_event&
   c.acc.add(e, /*keep_content=*/!req_.stream);
   if (c.acc.done && !was_done) ++n_done_;
   if (!req_.stream) return out;
-  if (e.type == engine_event::kind::tokens) {
+  if (e.type == engine_event::kind::tokens && c.tools) {
+    json::value lp = want_logprobs_ && !e.logprobs.empty() ? logprobs_json(c.text_offset, e.logprobs) : json::value(nullptr);
+    stream_tool_events(index, c, c.tools->feed(e.text), std::move(lp), out);
+  } else if (e.type == engine_event::kind::tokens) {
     if (!e.text.empty() || (want_logprobs_ && !e.logprobs.empty())) {
       out.push_back(chunk(index, e.text, "", false, logprobs_json(c.text_offset, e.logprobs)));
     }
   } else if (e.type == engine_event::kind::finished) {
-    out.push_back(chunk(index, "", openai_finish_reason(e.reason), false));
+    std::string finish = openai_finish_reason(e.reason);
+    if (c.tools) {
+      stream_tool_events(index, c, c.tools->finish(), nullptr, out);
+      if (c.called && e.reason == finish_reason::stop) finish = "tool_calls";
+    }
+    out.push_back(chunk(index, "", finish, false));
   } else {
     json::object err;
     err["message"] = c.acc.error;
@@ -138,16 +214,14 @@ final_body completions_formatter::result() const {
     int64_t text_offset = 0;  // the whole text's offsets start at 0
     json::object o;
     o["index"] = static_cast<int64_t>(i);
+    std::string finish = openai_finish_reason(c.reason);
     if (chat_) {
-      json::object m;
-      m["role"] = "assistant";
-      m["content"] = c.text;
-      o["message"] = std::move(m);
+      o["message"] = message_of(static_cast<int32_t>(i), c, finish);
     } else {
       o["text"] = req_.echo ? gen_.prompt_text + c.text : c.text;
     }
     o["logprobs"] = logprobs_json(text_offset, c.logprobs);
-    o["finish_reason"] = openai_finish_reason(c.reason);
+    o["finish_reason"] = finish;
     arr.push_back(std::move(o));
   }
   json::object o = envelope(false);

@@ -10,14 +10,23 @@
 //   choices) and "[DONE]". With include_usage every chunk carries "usage":null.
 // Non-streaming: {"id","object","created","model","choices":[...],"usage"},
 //   choices in index order; the first engine error fails the whole request.
+// Tool use (prepared_generation::tool_format set): the output is parsed for
+//   calls (tool_calls.h): message.tool_calls [{"id","type":"function",
+//   "function":{"name","arguments"}}] with the rest as content (null when
+//   only whitespace), finish_reason "tool_calls" when a call came out and the
+//   model stopped; streamed as delta.tool_calls [{"index","id","type",
+//   "function":{"name","arguments":""}}] then {"index","function":{"arguments":
+//   piece}} deltas, as OpenAI streams them.
 //
 // Not thread-safe; one per request.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "protocol/generation_format.h"
+#include "protocol/tool_calls.h"
 
 namespace spate {
 
@@ -39,6 +48,8 @@ class completions_formatter final : public generation_formatter {
   struct choice {
     choice_accumulator acc;
     int64_t text_offset = 0;  // completions logprobs: running offset of the streamed text
+    std::unique_ptr<api::tool_call_stream> tools;  // streaming chat with tool use: the call parser
+    bool called = false;                            // a complete tool call was streamed
   };
 
   // logprobs JSON of lps (null when not requested); completions advance text_offset.
@@ -47,6 +58,16 @@ class completions_formatter final : public generation_formatter {
   stream_event chunk(int32_t index, std::string_view text, const std::string& finish, bool role,
                      boost::json::value logprobs = nullptr) const;
   boost::json::object envelope(bool streaming) const;  // id, object, created, model
+  // A chat chunk with the given delta object.
+  stream_event delta_chunk(int32_t index, boost::json::object delta, const std::string& finish,
+                           boost::json::value logprobs = nullptr) const;
+  // Streaming with tool use: the chunks of one tokens event (content, then call deltas).
+  void stream_tool_events(int32_t index, choice& c, const api::tool_stream_events& evs, boost::json::value logprobs,
+                          stream_events& out) const;
+  // The seed of choice index's tool call ids.
+  uint64_t call_id_seed(int32_t index) const;
+  // Non-streaming chat message of a finished choice (content and tool_calls).
+  boost::json::object message_of(int32_t index, const choice_accumulator& c, std::string& finish) const;
   const std::string* first_error() const;
   int32_t cached_tokens() const;
 

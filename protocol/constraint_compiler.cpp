@@ -2,10 +2,13 @@
 
 #include "grammar/gbnf_parser.h"
 #include "grammar/grammar_builder.h"
+#include "grammar/json_schema.h"
 #include "grammar/mask_cache.h"
 #include "grammar/matcher.h"
+#include "grammar/regex_compiler.h"
 #include "grammar/vocab_trie.h"
 #include "protocol/openai_request.h"
+#include "protocol/tool_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate::api {
@@ -66,6 +69,7 @@ const char* what_of(kind k) {
     case kind::regex: return "regular expression";
     case kind::choice: return "choice list";
     case kind::grammar: return "grammar";
+    case kind::tool_calls: return "tool";
     case kind::none: break;
   }
   return "constraint";
@@ -76,7 +80,8 @@ const char* what_of(kind k) {
 std::string constraint_key(const output_constraint& c) {
   std::string key(1, static_cast<char>('0' + static_cast<int>(c.type)));
   switch (c.type) {
-    case kind::json_schema: key += boost::json::serialize(c.schema); break;
+    case kind::json_schema:
+    case kind::tool_calls: key += boost::json::serialize(c.schema); break;
     case kind::regex:
     case kind::grammar: key += c.text; break;
     case kind::choice:
@@ -101,18 +106,27 @@ std::shared_ptr<const grammar::grammar> constraint_compiler::build(const output_
   switch (c.type) {
     case kind::grammar: return std::make_shared<const grammar::grammar>(grammar::parse_gbnf(c.text));
     case kind::choice: return std::make_shared<const grammar::grammar>(choice_grammar(c.choices));
-    case kind::json_object:
-    case kind::json_schema:
-    case kind::regex:
+    case kind::json_object: return std::make_shared<const grammar::grammar>(grammar::compile_json_object());
+    case kind::json_schema: return std::make_shared<const grammar::grammar>(grammar::compile_json_schema(c.schema));
+    case kind::regex: return std::make_shared<const grammar::grammar>(grammar::compile_regex(c.text));
+    case kind::tool_calls: return std::make_shared<const grammar::grammar>(build_tool_grammar(c.schema));
     case kind::none: break;
   }
-  throw grammar::grammar_error(std::string(what_of(c.type)) + " constraints are not available yet");
+  throw grammar::grammar_error("no constraint");
 }
 
 std::shared_ptr<const constraint_spec> constraint_compiler::compile(const output_constraint& c, std::optional<api_error>& err) {
   err.reset();
   if (c.none()) return nullptr;
   const std::string key = constraint_key(c);
+  if (key.size() > grammar::k_max_schema_bytes + 1) {
+    api_error a;
+    a.param = c.param;
+    a.message = std::string("the ") + what_of(c.type) + " in '" + c.param + "' is larger than " +
+                std::to_string(grammar::k_max_schema_bytes) + " bytes";
+    err = std::move(a);
+    return nullptr;
+  }
   {
     std::lock_guard lock(mu_);
     if (const auto it = cache_.find(key); it != cache_.end()) {

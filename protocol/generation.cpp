@@ -4,11 +4,15 @@
 
 #include "jinja/chat_template.h"
 #include "protocol/constraint_compiler.h"
+#include "protocol/tool_calls.h"
+#include "protocol/tool_grammar.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate {
 
 namespace {
+
+namespace json = boost::json;
 
 api::api_error bad(std::string msg, std::string param = "", std::string code = "") {
   api::api_error e;
@@ -85,8 +89,56 @@ std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text) 
   return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
 }
 
+namespace {
+
+// Tool use: the generic format describes the tools in a system message and
+// gets past calls back as the JSON it asks for; required / named choices (and
+// the generic format's auto) constrain the output to calls. Returns the
+// constraint to use (the request's own, or the tools').
+std::optional<api::api_error> prepare_tool_use(const api::served_model& m, const api::parsed_request& r, json::array& messages,
+                                               api::output_constraint& constraint) {
+  const api::tool_request& t = r.tool_use;
+  using choice = api::tool_request::choice;
+  const bool generic = m.tool_format == api::tool_call_format::generic;
+  if (generic) {
+    for (json::value& msg : messages) {
+      json::object& o = msg.as_object();
+      const json::value* calls = o.if_contains("tool_calls");
+      if (!calls || !calls->is_array() || o.at("role") != "assistant") continue;
+      json::array shown;
+      for (const json::value& c : calls->as_array()) {
+        const json::value* f = c.is_object() ? c.as_object().if_contains("function") : nullptr;
+        const json::object* fn = f ? f->if_object() : nullptr;
+        if (fn && fn->contains("name")) shown.push_back(json::object{{"name", fn->at("name")}, {"arguments", fn->contains("arguments") ? fn->at("arguments") : json::object()}});
+      }
+      o["content"] = json::serialize(json::object{{"tool_calls", std::move(shown)}});
+    }
+    api::add_system_prompt(messages, api::generic_tool_system_prompt(t.tools, t.parallel, t.mode != choice::automatic));
+  }
+  if (t.mode == choice::automatic && !generic) return std::nullopt;  // the model chooses; calls are parsed
+  if (!constraint.none()) {
+    return bad("'tool_choice' \"" + std::string(t.mode == choice::automatic ? "auto" : "required/named") +
+                   "' constrains the output to tool calls and cannot be combined with '" + constraint.param + "'",
+               "tool_choice");
+  }
+  constraint.type = api::output_constraint::kind::tool_calls;
+  constraint.schema = api::tool_grammar_spec(t, m.tool_format);
+  constraint.param = "tools";
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
   const tokenizer& tok = *m.tok;
+  json::array tool_messages;  // the messages, adjusted for tool use
+  api::output_constraint constraint = r.constraint;
+  if (r.tool_use.active()) {
+    tool_messages = r.messages;
+    if (auto e = prepare_tool_use(m, r, tool_messages, constraint)) return e;
+    out.tool_format = m.tool_format;
+  }
+  const json::array& messages = r.tool_use.active() ? tool_messages : r.messages;
   if (r.kind == api::endpoint::completions) {
     if (r.prompt_ids) {
       out.prompt = *r.prompt_ids;
@@ -104,11 +156,11 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     o.add_generation_prompt = r.add_generation_prompt;
     o.extra_context = r.template_extra;
     try {
-      out.prompt_text = m.tmpl->render(r.messages, o);
+      out.prompt_text = m.tmpl->render(messages, o);
       if (r.continue_final_message) {
         // As vLLM: cut the rendering right after the final assistant message's
         // text, so the model continues it instead of starting a new turn.
-        const auto& last = r.messages.back().as_object();
+        const auto& last = messages.back().as_object();
         const auto& content = last.at("content").as_string();
         const auto pos = out.prompt_text.rfind(std::string_view(content.data(), content.size()));
         if (content.empty() || pos == std::string::npos) {
@@ -131,10 +183,10 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
   const generation_check c = check_generation(out.prompt, out.params, completions ? std::optional<int32_t>(16) : std::nullopt,
                                               m.n_vocab, m.max_model_len);
   if (auto e = openai_check_error(c, completions ? "prompt" : "messages")) return e;
-  if (!r.constraint.none()) {
-    if (!m.constraints) return bad("structured outputs are not enabled on this server", r.constraint.param);
+  if (!constraint.none()) {
+    if (!m.constraints) return bad("structured outputs are not enabled on this server", constraint.param);
     std::optional<api::api_error> err;
-    out.params.constraint = m.constraints->compile(r.constraint, err);
+    out.params.constraint = m.constraints->compile(constraint, err);
     if (err) return err;
   }
   return std::nullopt;

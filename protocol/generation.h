@@ -22,6 +22,8 @@ struct prepared_generation {
   std::string prompt_text;          // the rendered / given prompt text (echo, logs)
   sampling_params params;           // validated, max_tokens set
   int32_t n = 1;
+  // Set when the request may call tools: the format to parse the output in.
+  std::optional<api::tool_call_format> tool_format;
 };
 
 // The prompt and length checks every front end shares (the server through

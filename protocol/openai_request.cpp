@@ -5,6 +5,8 @@
 #include <limits>
 #include <set>
 
+#include "protocol/request_errors.h"
+#include "protocol/responses_tools.h"
 #include "protocol/sampling_json.h"
 
 namespace spate::api {
@@ -15,16 +17,6 @@ using error_opt = std::optional<api_error>;
 
 constexpr int64_t k_i32_max = std::numeric_limits<int32_t>::max();
 
-api_error bad(std::string param, std::string message) {
-  api_error e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
-
-api_error type_error(std::string_view param, std::string_view want, const json::value& got) {
-  return bad(std::string(param), "'" + std::string(param) + "' must be " + std::string(want) + ", got " + describe_json(got));
-}
 
 std::string at(std::string_view base, size_t i) { return std::string(base) + "[" + std::to_string(i) + "]"; }
 std::string dot(std::string_view base, std::string_view key) { return std::string(base) + "." + std::string(key); }
@@ -268,11 +260,46 @@ error_opt parse_messages(const json::value* v, std::string_view param, json::arr
   return std::nullopt;
 }
 
+// tool_choice (chat's {"type":"function","function":{"name"}} or the
+// Responses API's {"type":"function","name"}) against the validated tools.
+error_opt parse_tool_choice(const json::value* tc, const json::value* tools, tool_request& out) {
+  using choice = tool_request::choice;
+  const bool have_tools = tools && !tools->get_array().empty();
+  if (tools) out.tools = tools->get_array();
+  out.mode = have_tools ? choice::automatic : choice::none;
+  if (!tc) return std::nullopt;
+  if (tc->is_object()) {
+    const json::object& o = tc->get_object();
+    const json::value* fn = o.if_contains("function");
+    const json::value* name = fn && fn->is_object() ? fn->get_object().if_contains("name") : o.if_contains("name");
+    if (!name || !name->is_string()) return bad("tool_choice", "a named 'tool_choice' must give the function's name");
+    out.name = std::string(name->get_string());
+    const auto& ts = out.tools;
+    const bool known = std::any_of(ts.begin(), ts.end(), [&](const json::value& t) {
+      return t.at("function").at("name").get_string() == out.name;
+    });
+    if (!known) return bad("tool_choice", "tool_choice names '" + out.name + "', which is not one of 'tools'");
+    out.mode = choice::named;
+    return std::nullopt;
+  }
+  if (!tc->is_string()) return type_error("tool_choice", "a string or an object", *tc);
+  const std::string_view v = tc->get_string();
+  if (v == "none") {
+    out.mode = choice::none;
+  } else if (v == "auto" || v == "required") {
+    if (!have_tools) return bad("tool_choice", "tool_choice \"" + std::string(v) + "\" requires 'tools'");
+    out.mode = v == "auto" ? choice::automatic : choice::required;
+  } else {
+    return bad("tool_choice", "unknown tool_choice '" + std::string(v) + "'; expected \"none\", \"auto\", \"required\" or a named function");
+  }
+  return std::nullopt;
+}
+
 // Chat template inputs shared by chat completions and tokenize: tools,
 // tool_choice, documents, chat_template_kwargs, add_generation_prompt and
 // continue_final_message. messages must already be parsed.
 error_opt parse_template_inputs(fields& f, const json::array& messages, json::object& extra, bool& add_generation_prompt,
-                                bool& continue_final_message) {
+                                bool& continue_final_message, tool_request& tool_use) {
   const json::value* tools = f.get("tools");
   if (tools) {
     if (!tools->is_array()) return type_error("tools", "a list of tools", *tools);
@@ -294,20 +321,9 @@ error_opt parse_template_inputs(fields& f, const json::array& messages, json::ob
         return type_error(dot(fp, "parameters"), "an object (a JSON schema)", *ps);
     }
   }
-  std::string tool_choice = tools && !tools->get_array().empty() ? "auto" : "none";
-  if (const json::value* tc = f.get("tool_choice")) {
-    if (tc->is_object()) {
-      return bad("tool_choice", "a named 'tool_choice' is not supported (it needs guided decoding); use \"auto\" or \"none\"");
-    }
-    if (!tc->is_string()) return type_error("tool_choice", "a string", *tc);
-    tool_choice = std::string(tc->get_string());
-    if (tool_choice == "required")
-      return bad("tool_choice", "tool_choice \"required\" is not supported (it needs guided decoding); use \"auto\" or \"none\"");
-    if (tool_choice != "auto" && tool_choice != "none")
-      return bad("tool_choice", "unknown tool_choice '" + tool_choice + "'; expected \"auto\" or \"none\"");
-    if (tool_choice == "auto" && !tools) return bad("tool_choice", "tool_choice \"auto\" requires 'tools'");
-  }
-  if (tools && tool_choice != "none") extra["tools"] = *tools;
+  if (auto e = parse_tool_choice(f.get("tool_choice"), tools, tool_use)) return e;
+  if (auto e = f.boolean("parallel_tool_calls", tool_use.parallel)) return e;
+  if (tools && tool_use.mode != tool_request::choice::none) extra["tools"] = *tools;
 
   if (const json::value* docs = f.get("documents")) {
     if (!docs->is_array()) return type_error("documents", "a list of objects", *docs);
@@ -453,7 +469,7 @@ error_opt parse_completions(fields& f, const json::object& o, parsed_request& ou
 error_opt parse_chat(fields& f, const json::object& o, parsed_request& out) {
   if (auto e = parse_messages(f.get("messages"), "messages", out.messages)) return e;
   if (auto e = parse_template_inputs(f, out.messages, out.template_extra, out.add_generation_prompt,
-                                     out.continue_final_message))
+                                     out.continue_final_message, out.tool_use))
     return e;
   if (const json::value* lp = f.get("logprobs"); lp && !lp->is_bool()) return type_error("logprobs", "a boolean", *lp);
   if (auto e = read_sampling(f, o, {}, out.params)) return e;
@@ -476,9 +492,11 @@ error_opt parse_input_item(const json::value& item, const std::string& ip, json:
   const json::object& m = item.get_object();
   if (const json::value* t = m.if_contains("type"); t && !t->is_null()) {
     if (!t->is_string()) return type_error(dot(ip, "type"), "a string", *t);
+    if (t->get_string() == "function_call" || t->get_string() == "function_call_output")
+      return convert_function_call_item(m, ip, out);
     if (t->get_string() != "message")
       return bad(dot(ip, "type"), "input item type '" + std::string(t->get_string()) + "' in " + ip +
-                                      " is not supported; send messages with a role and content");
+                                      " is not supported; send messages, function_call or function_call_output items");
   }
   const json::value* role_v = m.if_contains("role");
   if (!role_v || role_v->is_null()) return bad(dot(ip, "role"), "'" + dot(ip, "role") + "' is required");
@@ -515,9 +533,14 @@ error_opt parse_responses(fields& f, const json::object& o, parsed_request& out)
   if (background) return bad("background", "'background' responses are not supported");
   if (f.get("prompt")) return bad("prompt", "prompt templates ('prompt') are not supported; use 'input'");
   if (const json::value* tools = f.get("tools")) {
-    if (!tools->is_array()) return type_error("tools", "a list of tools", *tools);
-    if (!tools->get_array().empty()) return bad("tools", "'tools' are not supported on /v1/responses; use /v1/chat/completions");
+    json::value chat_tools = json::array();
+    if (auto e = convert_responses_tools(*tools, chat_tools.as_array())) return e;
+    if (auto e = parse_tool_choice(f.get("tool_choice"), &chat_tools, out.tool_use)) return e;
+    if (out.tool_use.mode != tool_request::choice::none) out.template_extra["tools"] = chat_tools;
+  } else if (f.get("tool_choice")) {
+    if (auto e = parse_tool_choice(f.get("tool_choice"), nullptr, out.tool_use)) return e;
   }
+  if (auto e = f.boolean("parallel_tool_calls", out.tool_use.parallel)) return e;
   if (const json::value* text = f.get("text")) {
     if (!text->is_object()) return type_error("text", "an object", *text);
     if (const json::value* fmt = text->get_object().if_contains("format"); fmt && !fmt->is_null()) {
@@ -616,8 +639,9 @@ std::optional<api_error> parse_tokenize(std::string_view body, tokenize_request&
   } else {
     out.add_special_tokens = false;  // the chat template adds them
     if (auto e = parse_messages(f.get("messages"), "messages", out.messages)) return e;
+    tool_request tool_use;  // tokenize renders the tools; how they would be used does not matter
     if (auto e = parse_template_inputs(f, out.messages, out.template_extra, out.add_generation_prompt,
-                                       out.continue_final_message))
+                                       out.continue_final_message, tool_use))
       return e;
   }
   if (auto e = f.boolean("add_special_tokens", out.add_special_tokens)) return e;

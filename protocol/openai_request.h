@@ -52,6 +52,17 @@ struct api_error {
 // {"error":{"message":"...","type":"invalid_request_error","param":"max_tokens","code":null}}.
 std::string error_body(const api_error& e);
 
+// Tool use as the request asks for it (chat: tools, tool_choice,
+// parallel_tool_calls; responses: function tools, converted to the chat shape).
+struct tool_request {
+  enum class choice { none, automatic, required, named };
+  boost::json::array tools;  // [{"type":"function","function":{"name","description"?,"parameters"?}}], validated
+  choice mode = choice::none;
+  std::string name;          // named: the function that must be called (one of tools)
+  bool parallel = true;      // parallel_tool_calls
+  bool active() const { return mode != choice::none && !tools.empty(); }
+};
+
 struct parsed_request {
   endpoint kind = endpoint::completions;
   std::string model;  // "" when absent or null
@@ -73,6 +84,8 @@ struct parsed_request {
   // "documents", and the contents of "chat_template_kwargs" (which may not
   // redefine messages or add_generation_prompt).
   boost::json::object template_extra;
+  // chat / responses: the tools and how they may be used.
+  tool_request tool_use;
   // chat: vLLM's add_generation_prompt (default true; false when
   // continue_final_message is set). responses: always true.
   bool add_generation_prompt = true;

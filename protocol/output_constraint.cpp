@@ -1,6 +1,7 @@
 #include "protocol/output_constraint.h"
 
 #include "protocol/openai_request.h"
+#include "protocol/request_errors.h"
 #include "protocol/sampling_json.h"
 
 namespace spate::api {
@@ -10,16 +11,6 @@ namespace json = boost::json;
 using error_opt = std::optional<api_error>;
 using kind = output_constraint::kind;
 
-api_error bad(std::string param, std::string message) {
-  api_error e;
-  e.param = std::move(param);
-  e.message = std::move(message);
-  return e;
-}
-
-api_error type_error(const std::string& param, std::string_view want, const json::value& got) {
-  return bad(param, "'" + param + "' must be " + std::string(want) + ", got " + describe_json(got));
-}
 
 // Records the constraint; a second one in the same request is an error.
 error_opt set(output_constraint& out, kind k, std::string param) {

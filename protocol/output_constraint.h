@@ -24,9 +24,9 @@ namespace spate::api {
 struct api_error;
 
 struct output_constraint {
-  enum class kind { none, json_object, json_schema, regex, choice, grammar };
+  enum class kind { none, json_object, json_schema, regex, choice, grammar, tool_calls };
   kind type = kind::none;
-  boost::json::value schema;         // json_schema
+  boost::json::value schema;         // json_schema; tool_calls: the tool_grammar.h spec
   std::string text;                  // regex pattern or GBNF source
   std::vector<std::string> choices;  // choice: non-empty strings, at least one
   std::string param;                 // the request field it came from, for error messages

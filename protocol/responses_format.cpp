@@ -4,9 +4,51 @@ namespace spate {
 
 namespace json = boost::json;
 
+namespace {
+
+// The request's tools in the Responses shape, for the response object.
+json::array responses_tools(const api::tool_request& t) {
+  json::array out;
+  for (const json::value& tool : t.tools) {
+    const json::object& fn = tool.at("function").as_object();
+    json::object o{{"type", "function"}, {"name", fn.at("name")}, {"strict", false}};
+    o["description"] = fn.contains("description") ? fn.at("description") : json::value(nullptr);
+    o["parameters"] = fn.contains("parameters") ? fn.at("parameters") : json::value(nullptr);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+json::value tool_choice_json(const api::tool_request& t) {
+  using choice = api::tool_request::choice;
+  switch (t.mode) {
+    case choice::none: return "none";
+    case choice::automatic: return "auto";
+    case choice::required: return "required";
+    case choice::named: return json::object{{"type", "function"}, {"name", t.name}};
+  }
+  return "auto";
+}
+
+// text.format as the request gave it.
+json::value format_json(const api::output_constraint& c) {
+  using kind = api::output_constraint::kind;
+  if (c.type == kind::json_object) return json::object{{"type", "json_object"}};
+  if (c.type == kind::json_schema) return json::object{{"type", "json_schema"}, {"schema", c.schema}, {"strict", true}};
+  return json::object{{"type", "text"}};
+}
+
+}  // namespace
+
 responses_formatter::responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                                         const api::parsed_request& req)
-    : id_(std::move(response_id)), msg_id_(std::move(message_id)), model_(std::move(model)), created_at_(created_at), stream_(req.stream) {
+                                         const api::parsed_request& req, std::optional<api::tool_call_format> tool_format)
+    : id_(std::move(response_id)), msg_id_(std::move(message_id)), model_(std::move(model)), created_at_(created_at), stream_(req.stream),
+      tool_format_(tool_format) {
+  if (tool_format_ && stream_) tools_ = std::make_unique<api::tool_call_stream>(*tool_format_, std::hash<std::string>{}(id_));
+  tools_echo_ = responses_tools(req.tool_use);
+  tool_choice_echo_ = tool_choice_json(req.tool_use);
+  parallel_echo_ = req.tool_use.parallel;
+  format_echo_ = format_json(req.constraint);
   instructions_ = nullptr;
   max_output_tokens_ = req.params.max_tokens ? json::value(*req.params.max_tokens) : json::value(nullptr);
   temperature_ = static_cast<double>(req.params.temperature);
@@ -42,7 +84,11 @@ json::object responses_formatter::response_object() const {
   r["status"] = status_;
   r["model"] = model_;
   json::array output;
-  if (status_ != "in_progress" && error_.empty()) output.push_back(message_item(true));
+  if (status_ != "in_progress" && error_.empty()) {
+    const bool blank = text_.find_first_not_of(" \t\r\n") == std::string::npos;
+    if (stream_ || !blank || calls_.empty()) output.push_back(message_item(true));
+    for (const auto& c : calls_) output.push_back(call_item(c));
+  }
   r["output"] = std::move(output);
   r["output_text"] = text_;
   if (error_.empty()) {
@@ -63,16 +109,12 @@ json::object responses_formatter::response_object() const {
   r["instructions"] = instructions_;
   r["max_output_tokens"] = max_output_tokens_;
   r["metadata"] = json::object();
-  r["parallel_tool_calls"] = false;
+  r["parallel_tool_calls"] = parallel_echo_;
   r["temperature"] = temperature_;
   r["top_p"] = top_p_;
-  r["tool_choice"] = "auto";
-  r["tools"] = json::array();
-  json::object fmt;
-  fmt["type"] = "text";
-  json::object textcfg;
-  textcfg["format"] = std::move(fmt);
-  r["text"] = std::move(textcfg);
+  r["tool_choice"] = tool_choice_echo_;
+  r["tools"] = tools_echo_;
+  r["text"] = json::object{{"format", format_echo_}};
   r["truncation"] = "disabled";
   if (has_usage_) {
     json::object u;
@@ -98,6 +140,47 @@ json::object responses_formatter::part_address() const {
   o["output_index"] = 0;
   o["content_index"] = 0;
   return o;
+}
+
+json::object responses_formatter::call_item(const function_call& c) const {
+  return json::object{{"id", c.item_id}, {"type", "function_call"}, {"call_id", c.call_id}, {"name", c.name},
+                      {"arguments", c.arguments}, {"status", c.done ? "completed" : "in_progress"}};
+}
+
+void responses_formatter::on_tool_events(const api::tool_stream_events& evs, stream_events& out) {
+  using kind = api::tool_stream_event::kind;
+  for (const auto& ev : evs) {
+    if (ev.type == kind::content) {
+      if (!ev.text.empty()) out.push_back(delta(ev.text));
+      continue;
+    }
+    const int64_t output_index = 1 + ev.index;
+    if (ev.type == kind::call_begin) {
+      calls_.push_back({"fc_" + ev.id.substr(ev.id.find('_') + 1), ev.id, ev.name, "", false});
+      out.push_back(make("response.output_item.added", json::object{{"output_index", output_index}, {"item", call_item(calls_.back())}}));
+      continue;
+    }
+    function_call& c = calls_.at(static_cast<size_t>(ev.index));
+    if (ev.type == kind::arguments) {
+      c.arguments += ev.text;
+      out.push_back(make("response.function_call_arguments.delta",
+                         json::object{{"item_id", c.item_id}, {"output_index", output_index}, {"delta", ev.text}}));
+      continue;
+    }
+    c.done = true;  // call_end
+    out.push_back(make("response.function_call_arguments.done",
+                       json::object{{"item_id", c.item_id}, {"output_index", output_index}, {"arguments", c.arguments}}));
+    out.push_back(make("response.output_item.done", json::object{{"output_index", output_index}, {"item", call_item(c)}}));
+  }
+}
+
+void responses_formatter::parse_calls() {
+  api::tool_call_ids ids(std::hash<std::string>{}(id_));
+  api::parsed_tool_output parsed = api::parse_tool_calls(*tool_format_, text_, ids);
+  text_ = std::move(parsed.content);
+  for (auto& c : parsed.calls) {
+    calls_.push_back({"fc_" + c.id.substr(c.id.find('_') + 1), c.id, std::move(c.name), std::move(c.arguments), true});
+  }
 }
 
 stream_event responses_formatter::make(std::string type, json::object o) {
@@ -174,15 +257,21 @@ stream_events responses_formatter::on_event(int32_t /*choice: always 0*/, const 
   if (done_) return out;
   switch (e.type) {
     case engine_event::kind::tokens:
-      if (!e.text.empty()) {
+      if (tools_) {
+        on_tool_events(tools_->feed(e.text), out);
+      } else if (!e.text.empty()) {
         stream_event d = delta(e.text);
         if (stream_) out.push_back(std::move(d));
       }
       break;
-    case engine_event::kind::finished:
+    case engine_event::kind::finished: {
       done_ = true;
-      out = finish(e.reason, e.usage);
+      if (tools_) on_tool_events(tools_->finish(), out);
+      if (tool_format_ && !stream_) parse_calls();
+      stream_events fin = finish(e.reason, e.usage);
+      out.insert(out.end(), std::make_move_iterator(fin.begin()), std::make_move_iterator(fin.end()));
       break;
+    }
     case engine_event::kind::error:
       done_ = true;
       out = fail(e.error.empty() ? "internal error" : e.error);

@@ -12,18 +12,30 @@
 // response.completed (or response.incomplete when max_output_tokens ended it,
 // or response.failed on an engine error).
 //
+// Tool use (tool_format given): the output is parsed for calls (tool_calls.h);
+// each call is a "function_call" output item {"id","type","call_id","name",
+// "arguments","status"} after the message item. Streaming, a call adds
+// response.output_item.added, response.function_call_arguments.delta*,
+// response.function_call_arguments.done and response.output_item.done as it
+// comes out; the message item (output_index 0) carries the rest as text.
+// Non-streaming, the message item is left out when the text is only
+// whitespace and calls came out.
+//
 // An engine error without a message fails the response with "internal error".
 //
 // Not thread-safe; one instance per response, used on one strand.
 #pragma once
 
 #include <boost/json.hpp>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine_api.h"
 #include "protocol/generation_format.h"
 #include "protocol/openai_request.h"
+#include "protocol/tool_calls.h"
 
 namespace spate {
 
@@ -31,7 +43,7 @@ class responses_formatter final : public generation_formatter {
  public:
   // created_at: Unix seconds. Reads req's sampling fields and stream flag only (not kept).
   responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                      const api::parsed_request& req);
+                      const api::parsed_request& req, std::optional<api::tool_call_format> tool_format = std::nullopt);
 
   // response.created ... response.content_part.added (streaming only).
   stream_events begin() override;
@@ -58,6 +70,15 @@ class responses_formatter final : public generation_formatter {
   boost::json::object text_part() const;
   // {"item_id", "output_index", "content_index"} of the one text part.
   boost::json::object part_address() const;
+  struct function_call {
+    std::string item_id, call_id, name, arguments;
+    bool done = false;
+  };
+  boost::json::object call_item(const function_call& c) const;
+  // Streaming with tool use: the events of parsed output (text deltas, calls).
+  void on_tool_events(const api::tool_stream_events& evs, stream_events& out);
+  // Non-streaming with tool use: splits the text into content and calls.
+  void parse_calls();
 
   std::string id_, msg_id_, model_;
   int64_t created_at_;
@@ -72,6 +93,11 @@ class responses_formatter final : public generation_formatter {
   bool stream_ = false;
   bool done_ = false;
   int64_t seq_ = 0;
+  std::unique_ptr<api::tool_call_stream> tools_;  // streaming with tool use
+  std::optional<api::tool_call_format> tool_format_;
+  std::vector<function_call> calls_;
+  boost::json::value tools_echo_ = boost::json::array(), tool_choice_echo_ = "auto", format_echo_;
+  bool parallel_echo_ = true;
 };
 
 }  // namespace spate

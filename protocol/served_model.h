@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "protocol/tool_calls.h"
+
 namespace spate {
 
 class tokenizer;
@@ -25,6 +27,7 @@ struct served_model {
   const chat_template* tmpl = nullptr;  // null when the model has none and none was given
   std::string tmpl_error;               // why tmpl is null (a parse error), "" if simply absent
   constraint_compiler* constraints = nullptr;  // structured outputs; null: refused with a 400
+  tool_call_format tool_format = tool_call_format::generic;  // how the model writes tool calls
 };
 
 }  // namespace api

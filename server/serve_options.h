@@ -20,6 +20,11 @@ struct serve_options {
   std::string ssl_certfile;             // --ssl-certfile (PEM)
   std::string chat_template_file;       // --chat-template: overrides the model's template
   int32_t n_io_threads = 2;             // --io-threads: threads of the I/O io_context
+  // Tool calls: the model's output format (vLLM's --tool-call-parser names);
+  // "" = detected from the chat template. Auto tool choice is always on;
+  // --enable-auto-tool-choice is accepted for vLLM command lines.
+  std::string tool_call_parser;         // --tool-call-parser
+  bool enable_auto_tool_choice = true;  // --enable-auto-tool-choice (always true)
   // Limits (all documented in the README):
   uint64_t max_body_bytes = 8ull << 20;     // --max-body-bytes: request body; more -> 413
   uint32_t max_header_bytes = 16u << 10;    // request line + headers; more -> 431
