@@ -463,21 +463,23 @@ class regex_emitter {
   }
 
   // K1 .. Kn minus "" when every Ki is nullable: the first non-empty Ki starts
-  // the string and the rest follow in full. P_i = plus(Ki) T_{i+1} | P_{i+1}
-  // with T_i = full(Ki) T_{i+1}, built from the end with a rule per step so
-  // that the size stays linear in n.
+  // the string and the rest follow in full. With A_i = plus(Ki) as one atom:
+  // P_i = A_i T_{i+1} | P_{i+1} and T_i = A_i T_{i+1} | T_{i+1} (Ki .. Kn in
+  // full), built from the end with a rule or two per step, so the size stays
+  // linear in n and "" is derived in one way only.
   std::vector<alternative> plus_nullable_seq(const re_node& n) {
     std::vector<alternative> p;  // P_{i+1}
-    alternative tail;            // T_{i+1}: empty or one reference
+    alternative tail;            // T_{i+2}, or nothing
+    alternative next_atom;       // A_{i+1}, to be folded into tail
     for (size_t i = n.kids.size(); i-- > 0;) {
       std::vector<alternative> ki = plus(n.kids[i]);
       if (ki.empty()) continue;  // Ki matches only ""
       const alternative atom = as_atom(std::move(ki));
+      if (!next_atom.empty()) tail = {ref(b_.add_helper({next_atom + tail, tail}))};
       std::vector<alternative> next{atom + tail};
       if (!p.empty()) next.push_back(as_atom(std::move(p)));
       p = std::move(next);
-      const alternative full_ki = b_.group({atom, {}});
-      tail = tail.empty() ? full_ki : alternative{ref(b_.add_helper({full_ki + tail}))};
+      next_atom = atom;
     }
     return p;
   }
