@@ -71,7 +71,56 @@ std::vector<bool> nullable_rules(const grammar& g) {
   return nullable;
 }
 
+bool symbol_productive(const symbol& s, const std::vector<bool>& productive) {
+  return s.type == symbol::kind::bytes ? s.set.any() : productive[static_cast<size_t>(s.rule)];
+}
+
+// Rules reachable from the root through any alternative, in discovery order.
+std::vector<int32_t> reachable_rules(const grammar& g) {
+  std::vector<bool> seen(g.rules.size(), false);
+  std::vector<int32_t> order{g.root};
+  seen[static_cast<size_t>(g.root)] = true;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (const alternative& alt : g.rules[static_cast<size_t>(order[i])].alts) {
+      for (const symbol& s : alt) {
+        if (s.type == symbol::kind::rule && !seen[static_cast<size_t>(s.rule)]) {
+          seen[static_cast<size_t>(s.rule)] = true;
+          order.push_back(s.rule);
+        }
+      }
+    }
+  }
+  return order;
+}
+
 }  // namespace
+
+std::vector<bool> productive_rules(const grammar& g) {
+  // Fixed point: a rule is productive once one alternative has only productive symbols.
+  std::vector<bool> productive(g.rules.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      if (productive[r]) continue;
+      for (const alternative& alt : g.rules[r].alts) {
+        if (std::all_of(alt.begin(), alt.end(), [&](const symbol& s) { return symbol_productive(s, productive); })) {
+          productive[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return productive;
+}
+
+void prune_unproductive(grammar& g) {
+  const std::vector<bool> productive = productive_rules(g);
+  for (rule& r : g.rules) {
+    std::erase_if(r.alts, [&](const alternative& alt) {
+      return !std::all_of(alt.begin(), alt.end(), [&](const symbol& s) { return symbol_productive(s, productive); });
+    });
+  }
+}
 
 std::vector<std::vector<byte_range>> utf8_sequences(uint32_t lo, uint32_t hi) {
   std::vector<std::vector<byte_range>> out;
@@ -84,6 +133,25 @@ std::vector<std::vector<byte_range>> utf8_sequences(uint32_t lo, uint32_t hi) {
   }
   return out;
 }
+
+namespace {
+
+// Unproductive rules reachable from the root: see validate() in the header.
+void check_productive(const grammar& g) {
+  const std::vector<bool> productive = productive_rules(g);
+  if (!productive[static_cast<size_t>(g.root)]) {
+    throw grammar_error("the root rule '" + g.rules[static_cast<size_t>(g.root)].name +
+                        "' cannot match any finite input (a recursion without a base case?)");
+  }
+  for (const int32_t r : reachable_rules(g)) {
+    if (!productive[static_cast<size_t>(r)]) {
+      throw grammar_error("rule '" + g.rules[static_cast<size_t>(r)].name +
+                          "' can never complete (a recursion without a base case?): a generation entering it could not finish");
+    }
+  }
+}
+
+}  // namespace
 
 void validate(const grammar& g) {
   if (g.root < 0 || static_cast<size_t>(g.root) >= g.rules.size()) throw grammar_error("the grammar has no root rule");
@@ -128,6 +196,7 @@ void validate(const grammar& g) {
       }
     }
   }
+  check_productive(g);
 }
 
 }  // namespace spate::grammar

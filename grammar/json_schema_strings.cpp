@@ -1,0 +1,154 @@
+// JSON Schema "string": length bounds, formats and patterns (json_schema.h),
+// plus the generic JSON rules every schema shares (json_rules).
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "grammar/json_schema.h"
+#include "grammar/json_schema_internal.h"
+
+#if __has_include("grammar/regex_compiler.h")
+#include "grammar/regex_compiler.h"
+#define SPATE_HAVE_REGEX_COMPILER 1
+#endif
+
+namespace spate::grammar::json_detail {
+namespace {
+
+// One byte out of the given inclusive ranges.
+symbol byte_set(std::initializer_list<std::pair<char, char>> ranges) {
+  symbol s;
+  for (const auto& [lo, hi] : ranges) s.set |= bytes_symbol(static_cast<uint8_t>(lo), static_cast<uint8_t>(hi)).set;
+  return s;
+}
+
+symbol one(char c) { return byte_set({{c, c}}); }
+
+alternative times(const symbol& s, int n) { return alternative(static_cast<size_t>(n), s); }
+
+int32_t find_rule(const grammar_builder& b, std::string_view name) {
+  const auto& rules = b.peek().rules;
+  for (size_t i = 0; i < rules.size(); ++i) {
+    if (rules[i].name == name) return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+// Formats, as the bytes between a string's quotes.
+alternative date_format(grammar_builder& b) {
+  const symbol d = byte_set({{'0', '9'}});
+  const alternative month = b.group({{one('0'), byte_set({{'1', '9'}})}, {one('1'), byte_set({{'0', '2'}})}});
+  const alternative day = b.group({{one('0'), byte_set({{'1', '9'}})}, {byte_set({{'1', '2'}}), d}, {one('3'), byte_set({{'0', '1'}})}});
+  return times(d, 4) + one('-') + month + one('-') + day;
+}
+
+alternative time_format(grammar_builder& b) {
+  const symbol d = byte_set({{'0', '9'}});
+  const alternative hour = b.group({{byte_set({{'0', '1'}}), d}, {one('2'), byte_set({{'0', '3'}})}});
+  const alternative minute = {byte_set({{'0', '5'}}), d};
+  const alternative second = b.group({minute, grammar_builder::literal("60")});  // leap second (RFC 3339)
+  const alternative fraction = b.group({alternative{one('.')} + b.repeat({d}, 1, 9), {}});
+  const alternative offset = b.group({{byte_set({{'Z', 'Z'}, {'z', 'z'}})}, alternative{byte_set({{'+', '+'}, {'-', '-'}})} + hour + one(':') + minute});
+  return hour + one(':') + minute + one(':') + second + fraction + offset;
+}
+
+alternative uuid_format() {
+  const symbol h = byte_set({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
+  return times(h, 8) + one('-') + times(h, 4) + one('-') + times(h, 4) + one('-') + times(h, 4) + one('-') + times(h, 12);
+}
+
+// local@domain.tld: dot-atoms of RFC 5322 "atext" (no quoted local parts), DNS
+// labels (letters, digits, inner hyphens), a top-level domain of 2+ letters.
+alternative email_format(grammar_builder& b) {
+  const symbol atext = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'!', '!'}, {'#', '\''}, {'*', '+'}, {'-', '-'},
+                                 {'/', '/'}, {'=', '='}, {'?', '?'}, {'^', '`'}, {'{', '~'}});
+  const alternative atom = {atext};
+  const alternative atom_plus = atom + b.repeat(atom, 0, -1);
+  const alternative local = atom_plus + b.repeat(alternative{one('.')} + atom_plus, 0, -1);
+  const symbol alnum = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}});
+  const symbol alnum_hyphen = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'-', '-'}});
+  const alternative label = alternative{alnum} + b.group({b.repeat({alnum_hyphen}, 0, -1) + alnum, {}});
+  const symbol letter = byte_set({{'A', 'Z'}, {'a', 'z'}});
+  const alternative tld = alternative{letter, letter} + b.repeat({letter}, 0, -1);
+  return local + one('@') + b.repeat(label + one('.'), 1, -1) + tld;
+}
+
+alternative format_schema(grammar_builder& b, const boost::json::value& f, const std::string& ptr) {
+  if (!f.is_string()) schema_fail(ptr, "must be a string");
+  const std::string_view name = f.get_string();
+  if (name == "date") return date_format(b);
+  if (name == "time") return time_format(b);
+  if (name == "date-time") return date_format(b) + byte_set({{'T', 'T'}, {'t', 't'}}) + time_format(b);
+  if (name == "uuid") return uuid_format();
+  if (name == "email") return email_format(b);
+  schema_fail(ptr, "unsupported format '" + std::string(name) + "' (supported: date, time, date-time, uuid, email)");
+}
+
+alternative pattern_schema(grammar_builder& b, const boost::json::value& p, const std::string& ptr) {
+  if (!p.is_string()) schema_fail(ptr, "must be a string");
+#ifdef SPATE_HAVE_REGEX_COMPILER
+  try {
+    return add_regex(b, p.get_string(), regex_text::json_string);
+  } catch (const grammar_error& e) {
+    schema_fail(ptr, e.what());
+  }
+#else
+  schema_fail(ptr, "unsupported JSON Schema keyword 'pattern' (no regular expression compiler in this build)");
+#endif
+}
+
+}  // namespace
+
+json_rules::json_rules(grammar_builder& b) {
+  if ((value = find_rule(b, "%json-value")) >= 0) {
+    ws = find_rule(b, "%json-ws"), string_char = find_rule(b, "%json-char"), string = find_rule(b, "%json-string");
+    number = find_rule(b, "%json-number"), integer = find_rule(b, "%json-integer");
+    object = find_rule(b, "%json-object"), array = find_rule(b, "%json-array");
+    return;
+  }
+  const symbol digit = byte_set({{'0', '9'}});
+  // ws ::= ( " " | "\n" [ \t]{0,k_max_json_indent} )?  -- bounded, so a generation cannot idle in it.
+  ws = b.add_rule("%json-ws", {{one(' ')}, alternative{one('\n')} + b.repeat({byte_set({{' ', ' '}, {'\t', '\t'}})}, 0, k_max_json_indent), {}});
+  // One character: any code point from U+0020 except '"' and '\', or an escape.
+  const alternative plain = b.code_points({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, k_max_code_point}});
+  const symbol hex = byte_set({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});
+  string_char = b.add_rule("%json-char", {plain,
+                                          {one('\\'), byte_set({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'}, {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}})},
+                                          alternative{one('\\'), one('u')} + times(hex, 4)});
+  string = b.add_rule("%json-string", {alternative{one('"')} + b.repeat({ref(string_char)}, 0, -1) + one('"')});
+  const alternative magnitude = b.group({{one('0')}, alternative{byte_set({{'1', '9'}})} + b.repeat({digit}, 0, k_max_integer_digits - 1)});
+  integer = b.add_rule("%json-integer", {magnitude, alternative{one('-'), byte_set({{'1', '9'}})} + b.repeat({digit}, 0, k_max_integer_digits - 1)});
+  const alternative fraction = b.group({alternative{one('.')} + b.repeat({digit}, 1, k_max_fraction_digits), {}});
+  const alternative exponent = b.group({alternative{byte_set({{'e', 'e'}, {'E', 'E'}})} + b.group({{byte_set({{'+', '+'}, {'-', '-'}})}, {}}) + b.repeat({digit}, 1, 3), {}});
+  number = b.add_rule("%json-number", {b.group({{one('-')}, {}}) + magnitude + fraction + exponent});
+  value = b.declare_rule("%json-value");
+  object = b.declare_rule("%json-object");
+  array = b.declare_rule("%json-array");
+  const alternative member = alternative{ref(string), ref(ws), one(':'), ref(ws), ref(value), ref(ws)};
+  const int32_t member_rule = b.add_helper({member});
+  b.set_alts(object, {alternative{one('{'), ref(ws)} + b.group({alternative{ref(member_rule)} + b.repeat({one(','), ref(ws), ref(member_rule)}, 0, -1), {}}) + one('}')});
+  const int32_t element = b.add_helper({{ref(value), ref(ws)}});
+  b.set_alts(array, {alternative{one('['), ref(ws)} + b.group({alternative{ref(element)} + b.repeat({one(','), ref(ws), ref(element)}, 0, -1), {}}) + one(']')});
+  b.set_alts(value, {{ref(object)}, {ref(array)}, {ref(string)}, {ref(number)}, grammar_builder::literal("true"), grammar_builder::literal("false"),
+                     grammar_builder::literal("null")});
+}
+
+alternative string_schema(grammar_builder& b, const json_rules& r, const boost::json::object& s, const std::string& ptr) {
+  const auto* format = s.if_contains("format");
+  const auto* pattern = s.if_contains("pattern");
+  const bool lengths = s.contains("minLength") || s.contains("maxLength");
+  if (format != nullptr && (pattern != nullptr || lengths)) {
+    schema_fail(pointer_child(ptr, "format"), "format combined with pattern, minLength or maxLength is not supported");
+  }
+  if (pattern != nullptr && lengths) schema_fail(pointer_child(ptr, "pattern"), "pattern combined with minLength or maxLength is not supported");
+  const alternative quote = {one('"')};
+  if (format != nullptr) return quote + format_schema(b, *format, pointer_child(ptr, "format")) + quote;
+  if (pattern != nullptr) return quote + pattern_schema(b, *pattern, pointer_child(ptr, "pattern")) + quote;
+  if (!lengths) return {ref(r.string)};
+  const int64_t lo = s.contains("minLength") ? count_keyword(s, "minLength", ptr, k_max_repeat) : 0;
+  const int64_t hi = s.contains("maxLength") ? count_keyword(s, "maxLength", ptr, k_max_repeat) : -1;
+  if (hi >= 0 && lo > hi) schema_fail(pointer_child(ptr, "minLength"), "minLength is greater than maxLength");
+  return quote + b.repeat({ref(r.string_char)}, lo, hi) + quote;
+}
+
+}  // namespace spate::grammar::json_detail
