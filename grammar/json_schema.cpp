@@ -96,7 +96,7 @@ class compiler {
       only_with(o, ptr, "$ref", {});
       return compile_ref(*r, ptr, depth);
     }
-    if (o.contains("allOf")) return compile_all_of(o, ptr, depth);
+    if (o.contains("allOf")) return compile_all_of(s, ptr, depth);
     for (const char* key : {"anyOf", "oneOf"}) {
       if (o.contains(key)) {
         only_with(o, ptr, key, {});
@@ -200,7 +200,8 @@ class compiler {
     return alts.size() == 1 ? alts[0] : b_.group(std::move(alts));
   }
 
-  alternative compile_all_of(const boost::json::object& o, const std::string& ptr, int depth) {
+  alternative compile_all_of(const boost::json::value& s, const std::string& ptr, int depth) {
+    const boost::json::object& o = s.get_object();
     const auto& list = o.at("allOf");
     const std::string kp = pointer_child(ptr, "allOf");
     if (!list.is_array() || list.get_array().empty()) schema_fail(kp, "must be a non-empty array of schemas");
@@ -208,7 +209,7 @@ class compiler {
     for (const auto& kv : o) alone = alone && (kv.key() == "allOf" || family_of(kv.key(), ptr) == family::annotation);
     if (alone) return compile(list.get_array()[0], pointer_child(kp, "0"), depth + 1);
     object_view v;
-    merge_object(o, ptr, v, depth);
+    merge_object(s, ptr, v, depth);
     return object_shape(v, ptr, depth);
   }
 

@@ -154,7 +154,7 @@ alternative integer_schema(grammar_builder& b, const json_rules& r, const boost:
   std::vector<alternative> alts;
   add_range(alts, "-", std::max<wide>(1, -hi), -lo, {});  // negatives, by magnitude; never "-0"
   add_range(alts, "", lo, hi, {});
-  if (alts.empty()) schema_fail(bd.lo_ptr, "no integer satisfies the bounds (with at most 19 digits)");
+  if (alts.empty()) schema_fail(bd.lo_ptr != ptr ? bd.lo_ptr : bd.hi_ptr, "no integer satisfies the bounds (with at most 19 digits)");
   return b.group(std::move(alts));
 }
 
@@ -173,7 +173,7 @@ alternative number_schema(grammar_builder& b, const json_rules& r, const boost::
   add_range(alts, "-", -bd.hi, -bd.lo - 1, frac);
   add_range(alts, "", lz, hz, zero_frac);
   add_range(alts, "", bd.lo, bd.hi - 1, frac);
-  if (alts.empty()) schema_fail(bd.lo_ptr, "no number satisfies the bounds (with at most 19 integer digits)");
+  if (alts.empty()) schema_fail(bd.lo_ptr != ptr ? bd.lo_ptr : bd.hi_ptr, "no number satisfies the bounds (with at most 19 integer digits)");
   return b.group(std::move(alts));
 }
 
