@@ -5,8 +5,7 @@
 
 #include <boost/json/serialize.hpp>
 
-#include <charconv>
-#include <cmath>
+#include <cctype>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -405,7 +404,7 @@ class compiler {
     if (!text.starts_with("#")) schema_fail(kp, "only references within the schema ('#...') are supported, not '" + std::string(text) + "'");
     std::string frag;
     for (size_t i = 1; i < text.size(); ++i) {  // percent-decoding (URI fragment)
-      if (text[i] == '%' && i + 2 < text.size() + 0 && std::isxdigit(static_cast<unsigned char>(text[i + 1])) && std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      if (text[i] == '%' && i + 2 < text.size() && std::isxdigit(static_cast<unsigned char>(text[i + 1])) && std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
         frag += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
         i += 2;
       } else {

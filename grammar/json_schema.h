@@ -25,7 +25,11 @@
 //     number is written without an exponent.
 //   - Strings: JSON string syntax; minLength/maxLength count characters, an
 //     escape sequence counting as one. format: date, time, date-time, uuid,
-//     email (a subset: dot-atoms @ labels . letters). pattern: grammar/regex_compiler.h.
+//     email (a subset: dot-atoms @ labels . letters). pattern: compiled by
+//     grammar/regex_compiler.h (Python re dialect) against the decoded
+//     string, written JSON-escaped; it searches like ECMA-262 unless anchored
+//     by a leading ^ / trailing $ (an anchor with a top-level '|' is refused).
+//     format, pattern and min/maxLength do not combine (error).
 //   - oneOf is compiled like anyOf (exclusivity is not enforced).
 //   - allOf: a single schema is that schema; several are merged when they are
 //     all object schemas (properties and required united).

@@ -6,8 +6,6 @@
 #include <cmath>
 #include <string>
 
-#include <boost/json/serialize.hpp>
-
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_internal.h"
 
@@ -61,7 +59,7 @@ wide bound_value(const boost::json::value& v, bool lower, bool integral_only, co
   if (!v.is_double()) schema_fail(ptr, "must be a number");
   const double d = v.get_double();
   if (integral_only && d != std::floor(d)) {
-    schema_fail(ptr, "bounds on type number must be integer-valued (this grammar cannot express " + boost::json::serialize(v) + ")");
+    schema_fail(ptr, "bounds on type number must be integer-valued (this grammar cannot express " + json_literal(v, ptr) + ")");
   }
   const double r = lower ? std::ceil(d) : std::floor(d);
   if (r >= 1e20) return k_unbounded;

@@ -6,11 +6,8 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/json_schema_internal.h"
-
-#if __has_include("grammar/regex_compiler.h")
 #include "grammar/regex_compiler.h"
-#define SPATE_HAVE_REGEX_COMPILER 1
-#endif
+
 
 namespace spate::grammar::json_detail {
 namespace {
@@ -84,17 +81,53 @@ alternative format_schema(grammar_builder& b, const boost::json::value& f, const
   schema_fail(ptr, "unsupported format '" + std::string(name) + "' (supported: date, time, date-time, uuid, email)");
 }
 
+// True when pattern has a '|' outside groups and classes.
+bool top_level_bar(std::string_view p) {
+  int depth = 0;
+  bool in_class = false;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const char c = p[i];
+    if (c == '\\') {
+      ++i;
+    } else if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[') {
+      in_class = true;
+      if (i + 1 < p.size() && p[i + 1] == ']') ++i;  // ']' first is literal
+    } else if (c == '(') {
+      ++depth;
+    } else if (c == ')') {
+      --depth;
+    } else if (c == '|' && depth == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// JSON Schema patterns SEARCH (ECMA-262): unless anchored with ^ / $, any
+// text may come before / after the match. The regex compiler full-matches,
+// so unanchored sides get [\s\S]* (every code point).
 alternative pattern_schema(grammar_builder& b, const boost::json::value& p, const std::string& ptr) {
   if (!p.is_string()) schema_fail(ptr, "must be a string");
-#ifdef SPATE_HAVE_REGEX_COMPILER
+  std::string_view body = p.get_string();
+  const bool at_start = body.starts_with('^');
+  if (at_start) body.remove_prefix(1);
+  size_t backslashes = 0;
+  while (body.size() > 1 + backslashes && body[body.size() - 2 - backslashes] == '\\') ++backslashes;
+  const bool at_end = body.ends_with('$') && backslashes % 2 == 0;
+  if (at_end) body.remove_suffix(1);
+  if ((at_start || at_end) && top_level_bar(body)) {
+    schema_fail(ptr, "an anchor with a top-level '|' is not supported; group the alternatives, e.g. ^(?:a|b)$");
+  }
   try {
-    return add_regex(b, p.get_string(), regex_text::json_string);
+    grammar_builder scratch;  // errors with positions in the pattern as written
+    add_regex(scratch, p.get_string(), regex_text::json_string);
   } catch (const grammar_error& e) {
     schema_fail(ptr, e.what());
   }
-#else
-  schema_fail(ptr, "unsupported JSON Schema keyword 'pattern' (no regular expression compiler in this build)");
-#endif
+  const std::string any = "[\\s\\S]*";
+  return add_regex(b, (at_start ? "" : any) + "(?:" + std::string(body) + ")" + (at_end ? "" : any), regex_text::json_string);
 }
 
 }  // namespace

@@ -90,6 +90,22 @@ TEST(JsonSchema, Formats) {
             "/format: format combined with pattern, minLength or maxLength is not supported");
 }
 
+TEST(JsonSchema, PatternsSearchUnlessAnchored) {
+  expect_accepts(R"({"type": "string", "pattern": "^[a-z]+-[0-9]{2}$"})", {"\"ab-12\"", "\"x-00\""}, {"\"ab-1\"", "\"Ab-12\"", "\" ab-12\"", "\"ab-123\""});
+  // Unanchored: the match may be anywhere in the string (ECMA-262 search).
+  expect_accepts(R"({"type": "string", "pattern": "[0-9]{3}"})", {"\"123\"", "\"ab 456 cd\"", "\"\\n789\""}, {"\"12\"", "\"1a2\""});
+  expect_accepts(R"({"type": "string", "pattern": "^id:"})", {"\"id:\"", "\"id:x y\""}, {"\"xid:\""});
+  expect_accepts(R"({"type": "string", "pattern": "end\\$"})", {"\"the end$\"", "\"end$ more\""}, {"\"end\""});
+  // The JSON spelling: a quote inside the string is written escaped.
+  expect_accepts(R"({"type": "string", "pattern": "^a\"b$"})", {"\"a\\\"b\""}, {"\"a\"b\""});
+  expect_accepts(R"({"type": "string", "pattern": "^$"})", {"\"\""}, {"\"a\""});
+  expect_accepts(R"({"type": "string", "pattern": "^(?:yes|no)$"})", {"\"yes\"", "\"no\""}, {"\"yesno\""});
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^yes|no$"})"),
+            "/pattern: an anchor with a top-level '|' is not supported; group the alternatives, e.g. ^(?:a|b)$");
+  EXPECT_EQ(error_of(R"j({"type": "string", "pattern": "a(?=b)"})j").rfind("/pattern: regex position 1: ", 0), 0u);
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "^a$", "maxLength": 3})"), "/pattern: pattern combined with minLength or maxLength is not supported");
+}
+
 TEST(JsonSchema, IntegerRanges) {
   expect_accepts(R"({"type": "integer", "minimum": 0, "maximum": 100})", {"0", "1", "9", "10", "99", "100"}, {"-1", "101", "-0", "1000", "00"});
   expect_accepts(R"({"type": "integer", "minimum": -15, "maximum": -3})", {"-15", "-10", "-9", "-3"}, {"-16", "-2", "0", "3", "-20"});
@@ -123,7 +139,7 @@ TEST(JsonSchema, NumberBoundsWithFractions) {
   expect_accepts(R"({"type": "number", "minimum": -1, "exclusiveMaximum": 1})", {"-1", "-0.5", "0", "0.99"}, {"-1.01", "1", "1.0"});
   expect_accepts(R"({"type": "number", "minimum": 2.0})", {"2", "2.5", "1000000"}, {"1.99", "-3"});
   EXPECT_EQ(error_of(R"({"type": "number", "maximum": 1.5})"),
-            "/maximum: bounds on type number must be integer-valued (this grammar cannot express 1.5E0)");
+            "/maximum: bounds on type number must be integer-valued (this grammar cannot express 1.5)");
 }
 
 TEST(JsonSchema, EnumAndConstUseCanonicalSerializations) {
