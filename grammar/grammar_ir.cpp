@@ -1,6 +1,7 @@
 #include "grammar/grammar_ir.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "util/utf8.h"
@@ -51,24 +52,54 @@ void leading_rules(const alternative& alt, const std::vector<bool>& nullable, st
   }
 }
 
-std::vector<bool> nullable_rules(const grammar& g) {
-  std::vector<bool> nullable(g.rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < g.rules.size(); ++r) {
-      if (nullable[r]) continue;
-      for (const alternative& alt : g.rules[r].alts) {
-        const bool all = std::all_of(alt.begin(), alt.end(), [&](const symbol& s) {
-          return s.type == symbol::kind::rule && nullable[static_cast<size_t>(s.rule)];
-        });
-        if (all) {
-          nullable[r] = changed = true;
-          break;
+// The least fixed point "rule r derives a string of kind K": r has an
+// alternative whose byte symbols all pass bytes_ok and whose references all
+// derive one. A worklist over reference occurrences keeps it linear in the
+// grammar's size (a round-robin iteration is quadratic on long chains).
+std::vector<bool> derivable_rules(const grammar& g, bool (*bytes_ok)(const symbol&)) {
+  std::vector<bool> done(g.rules.size(), false);
+  std::vector<int32_t> alt_rule;   // per alternative: its rule
+  std::vector<size_t> pending;     // per alternative: references not yet derivable
+  std::vector<std::vector<size_t>> users(g.rules.size());  // per rule: alternatives referring to it, per occurrence
+  std::vector<int32_t> queue;
+  for (size_t r = 0; r < g.rules.size(); ++r) {
+    for (const alternative& alt : g.rules[r].alts) {
+      const size_t id = alt_rule.size();
+      alt_rule.push_back(static_cast<int32_t>(r));
+      size_t refs = 0;
+      bool blocked = false;
+      for (const symbol& s : alt) {
+        if (s.type == symbol::kind::bytes) {
+          blocked = blocked || !bytes_ok(s);
+        } else {
+          ++refs;
+          users[static_cast<size_t>(s.rule)].push_back(id);
         }
+      }
+      pending.push_back(blocked ? SIZE_MAX : refs);  // blocked: never reaches 0
+      if (refs == 0 && !blocked && !done[r]) {
+        done[r] = true;
+        queue.push_back(static_cast<int32_t>(r));
       }
     }
   }
-  return nullable;
+  while (!queue.empty()) {
+    const int32_t r = queue.back();
+    queue.pop_back();
+    for (const size_t id : users[static_cast<size_t>(r)]) {
+      if (pending[id] == SIZE_MAX || --pending[id] != 0) continue;
+      const auto owner = static_cast<size_t>(alt_rule[id]);
+      if (!done[owner]) {
+        done[owner] = true;
+        queue.push_back(static_cast<int32_t>(owner));
+      }
+    }
+  }
+  return done;
+}
+
+std::vector<bool> nullable_rules(const grammar& g) {
+  return derivable_rules(g, [](const symbol&) { return false; });
 }
 
 bool symbol_productive(const symbol& s, const std::vector<bool>& productive) {
@@ -96,21 +127,7 @@ std::vector<int32_t> reachable_rules(const grammar& g) {
 }  // namespace
 
 std::vector<bool> productive_rules(const grammar& g) {
-  // Fixed point: a rule is productive once one alternative has only productive symbols.
-  std::vector<bool> productive(g.rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < g.rules.size(); ++r) {
-      if (productive[r]) continue;
-      for (const alternative& alt : g.rules[r].alts) {
-        if (std::all_of(alt.begin(), alt.end(), [&](const symbol& s) { return symbol_productive(s, productive); })) {
-          productive[r] = changed = true;
-          break;
-        }
-      }
-    }
-  }
-  return productive;
+  return derivable_rules(g, [](const symbol& s) { return s.set.any(); });
 }
 
 void prune_unproductive(grammar& g) {

@@ -67,6 +67,7 @@ struct property {
 // The object keywords of one schema, or of several merged (allOf).
 struct object_view {
   std::vector<property> props;
+  std::unordered_map<std::string, size_t> index;              // property name -> position in props
   std::vector<std::pair<std::string, std::string>> required;  // name, pointer of the "required" keyword
   const boost::json::value* additional = nullptr;              // a schema for extra members
   std::string additional_ptr;
@@ -252,13 +253,12 @@ class compiler {
       if (!props->is_object()) schema_fail(kp, "must be an object of schemas");
       for (const auto& kv : props->get_object()) {
         const std::string name(kv.key());
-        bool known = false;
-        for (const auto& p : v.props) {
-          if (p.name != name) continue;
-          if (p.schema == nullptr || *p.schema != kv.value()) schema_fail(pointer_child(kp, name), "property '" + name + "' is defined differently by two allOf branches");
-          known = true;
+        const auto [it, added] = v.index.emplace(name, v.props.size());
+        if (added) {
+          v.props.push_back({name, &kv.value(), pointer_child(kp, name)});
+        } else if (*v.props[it->second].schema != kv.value()) {
+          schema_fail(pointer_child(kp, name), "property '" + name + "' is defined differently by two allOf branches");
         }
-        if (!known) v.props.push_back({name, &kv.value(), pointer_child(kp, name)});
       }
       v.shaped = true;
     }
@@ -294,10 +294,10 @@ class compiler {
   alternative object_shape(const object_view& v, const std::string& ptr, int depth) {
     if (!v.shaped) return {ref(r_.object)};
     std::vector<property> props = v.props;
+    std::unordered_map<std::string, size_t> index = v.index;
     std::vector<bool> required(props.size(), false);
     for (const auto& [name, kp] : v.required) {
-      size_t i = 0;
-      while (i < props.size() && props[i].name != name) ++i;
+      const size_t i = index.emplace(name, props.size()).first->second;
       if (i == props.size()) {
         if (v.additional_false) schema_fail(kp, "required property '" + name + "' is not in properties and additionalProperties is false");
         props.push_back({name, v.additional, v.additional_ptr});
