@@ -317,7 +317,14 @@ class compiler {
     alternative rest, first;  // rest_n, first_n: the extras
     if (v.additional != nullptr && !v.additional_false) {
       const alternative value = compile(*v.additional, v.additional_ptr, depth + 1);
-      const int32_t extra = b_.add_helper({alternative{ref(r_.string), ws, bytes_symbol(':', ':'), ws} + value + ws});
+      std::vector<std::string> known;  // extra keys must differ from every listed name
+      for (const auto& p : props) {
+        const std::string quoted = json_literal(boost::json::value(p.name), ptr);
+        known.push_back(quoted.substr(1, quoted.size() - 2));
+      }
+      const alternative quote = {bytes_symbol('"', '"')};
+      const alternative key = known.empty() ? alternative{ref(r_.string)} : quote + string_except(b_, r_, known) + quote;
+      const int32_t extra = b_.add_helper({key + ws + bytes_symbol(':', ':') + ws + value + ws});
       rest = b_.repeat({bytes_symbol(',', ','), ws, ref(extra)}, 0, -1);
       first = b_.group({alternative{ref(extra)} + rest, {}});
     }

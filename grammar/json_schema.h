@@ -8,7 +8,8 @@
 //     optional ones may be skipped (any subset, order kept). Absent or true
 //     additionalProperties means NO extra properties (strict mode); a schema
 //     there allows extra "key": value pairs after the known ones (their keys
-//     are any string: not checked against the known names). Required names not
+//     differ from the known names as written; uniqueness among the extras is
+//     not enforced). Required names not
 //     listed in properties become properties of the additionalProperties
 //     schema (any value when absent/true), after the listed ones; an error
 //     when additionalProperties is false. "type": "object" with neither

@@ -49,6 +49,11 @@ bool has_type(const boost::json::value& v, std::string_view t);
 // A schema keyword's integer value (non-negative, at most max), else an error at ptr.
 int64_t count_keyword(const boost::json::object& s, std::string_view key, const std::string& ptr, int64_t max);
 
+// The bytes between a string's quotes for any string whose spelling is none
+// of `spellings` (canonical JSON spellings without quotes, as json_literal
+// writes them). A string equal to one only through other escapes is not caught.
+alternative string_except(grammar_builder& b, const json_rules& r, const std::vector<std::string>& spellings);
+
 // type "string" / "integer" / "number" with their keywords (json_schema_strings.cpp,
 // json_schema_numbers.cpp). s is the schema object, ptr its pointer.
 alternative string_schema(grammar_builder& b, const json_rules& r, const boost::json::object& s, const std::string& ptr);

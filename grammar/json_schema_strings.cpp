@@ -1,6 +1,7 @@
 // JSON Schema "string": length bounds, formats and patterns (json_schema.h),
 // plus the generic JSON rules every schema shares (json_rules).
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -130,6 +131,65 @@ alternative pattern_schema(grammar_builder& b, const boost::json::value& p, cons
   return add_regex(b, (at_start ? "" : any) + "(?:" + std::string(body) + ")" + (at_end ? "" : any), regex_text::json_string);
 }
 
+// The units of a canonical JSON string spelling: an escape (\x or \uXXXX)
+// or one UTF-8 character each.
+std::vector<std::string> spelling_units(std::string_view s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 1;
+    if (c == '\\') {
+      n = i + 1 < s.size() && s[i + 1] == 'u' ? 6 : 2;
+    } else if (c >= 0xF0) {
+      n = 4;
+    } else if (c >= 0xE0) {
+      n = 3;
+    } else if (c >= 0xC0) {
+      n = 2;
+    }
+    out.emplace_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+uint32_t decode_utf8(std::string_view u) {
+  const auto lead = static_cast<unsigned char>(u[0]);
+  if (u.size() == 1) return lead;
+  uint32_t cp = lead & (0x7F >> u.size());
+  for (size_t i = 1; i < u.size(); ++i) cp = (cp << 6) | (static_cast<unsigned char>(u[i]) & 0x3F);
+  return cp;
+}
+
+// One string unit except the given ones (units of canonical spellings). A
+// \uXXXX among them excludes every \u escape: narrower than needed, still valid.
+alternative unit_except(grammar_builder& b, const json_rules& r, const std::vector<std::string>& units) {
+  if (units.empty()) return {ref(r.string_char)};
+  std::vector<cp_range> banned{{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
+  std::string short_escapes = "\"\\/bfnrt";
+  bool u_escapes = true;
+  for (const std::string& u : units) {
+    if (u[0] != '\\') {
+      const uint32_t cp = decode_utf8(u);
+      banned.push_back({cp, cp});
+    } else if (u[1] == 'u') {
+      u_escapes = false;
+    } else {
+      std::erase(short_escapes, u[1]);
+    }
+  }
+  std::vector<alternative> alts;
+  const std::vector<cp_range> allowed = complement(banned);
+  if (!allowed.empty()) alts.push_back(b.code_points(allowed));
+  if (!short_escapes.empty()) {
+    symbol esc;
+    for (const char c : short_escapes) esc.set.set(static_cast<uint8_t>(c));
+    alts.push_back({one('\\'), esc});
+  }
+  if (u_escapes) alts.push_back(alternative{one('\\'), one('u')} + times(byte_set({{'0', '9'}, {'a', 'f'}, {'A', 'F'}}), 4));
+  return b.group(std::move(alts));
+}
+
 }  // namespace
 
 json_rules::json_rules(grammar_builder& b) {
@@ -164,6 +224,41 @@ json_rules::json_rules(grammar_builder& b) {
   b.set_alts(array, {alternative{one('['), ref(ws)} + b.group({alternative{ref(element)} + b.repeat({one(','), ref(ws), ref(element)}, 0, -1), {}}) + one(']')});
   b.set_alts(value, {{ref(object)}, {ref(array)}, {ref(string)}, {ref(number)}, grammar_builder::literal("true"), grammar_builder::literal("false"),
                      grammar_builder::literal("null")});
+}
+
+alternative string_except(grammar_builder& b, const json_rules& r, const std::vector<std::string>& spellings) {
+  // A trie over the spellings' units; node t's rule matches the rest of a
+  // string that so far equals t's prefix of some spelling:
+  //   node ::= "" (unless t ends a spelling) | unit child ... | other-unit any-units
+  struct node {
+    std::map<std::string, size_t> children;
+    bool terminal = false;
+  };
+  std::vector<node> trie(1);
+  for (const std::string& sp : spellings) {
+    size_t t = 0;
+    for (const std::string& u : spelling_units(sp)) {
+      auto [it, added] = trie[t].children.emplace(u, trie.size());
+      if (added) trie.emplace_back();
+      t = it->second;
+    }
+    trie[t].terminal = true;
+  }
+  const alternative any_units = b.repeat({ref(r.string_char)}, 0, -1);
+  std::vector<int32_t> rules(trie.size());
+  for (size_t t = 0; t < trie.size(); ++t) rules[t] = b.declare_rule("." + std::to_string(b.n_rules()));
+  for (size_t t = 0; t < trie.size(); ++t) {
+    std::vector<alternative> alts;
+    if (!trie[t].terminal) alts.emplace_back();
+    std::vector<std::string> units;
+    for (const auto& [u, child] : trie[t].children) {
+      alts.push_back(grammar_builder::literal(u) + ref(rules[child]));
+      units.push_back(u);
+    }
+    alts.push_back(unit_except(b, r, units) + any_units);
+    b.set_alts(rules[t], std::move(alts));
+  }
+  return {ref(rules[0])};
 }
 
 alternative string_schema(grammar_builder& b, const json_rules& r, const boost::json::object& s, const std::string& ptr) {

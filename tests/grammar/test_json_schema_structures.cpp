@@ -71,6 +71,12 @@ TEST(JsonSchemaObjects, AdditionalProperties) {
   expect_accepts(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": {"type": "string"}})",
                  {R"({"a":1})", R"({"a":1,"k":"v"})", R"({"a":1,"k":"v","m":"n"})"}, {R"({"a":1,"k":2})", R"({"k":"v","a":1})", R"({"k":"v"})"});
   expect_accepts(R"({"type": "object", "additionalProperties": {"type": "integer"}})", {"{}", R"({"x":1,"y":2})"}, {R"({"x":"1"})"});
+  // Extra keys differ from the listed names (also those with the schema false).
+  expect_accepts(R"({"properties": {"ab": {"type": "integer"}, "a\"c": {"type": "integer"}, "n\u00e9": false, "tab\t": {"type": "null"}},
+                     "additionalProperties": {"type": "string"}})",
+                 {R"({"ab":1,"a":"v"})", R"({"abc":"v"})", R"({"b":"v"})", R"({"":"v"})", R"({"a\"":"v","a\"cd":"v"})", R"({"n":"v","n\u00e9x":"v"})",
+                  R"({"tab":"v","tab\n":"v"})", "{\"n\xC3\xA8\":\"v\"}"},
+                 {R"({"ab":"v"})", R"({"ab":1,"ab":"v"})", R"({"a\"c":"v"})", "{\"n\xC3\xA9\":\"v\"}", R"({"tab\t":"v"})"});
   // Required names missing from properties become properties of additionalProperties' schema.
   expect_accepts(R"({"type": "object", "required": ["id"]})", {R"({"id":1})", R"({"id":{"x":[]}})"}, {"{}", R"({"id":1,"x":2})"});
   EXPECT_EQ(error_of(R"({"type": "object", "properties": {}, "required": ["id"], "additionalProperties": false})"),
