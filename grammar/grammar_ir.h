@@ -55,8 +55,9 @@ inline constexpr int64_t k_max_repeat = 10000;                   // {m,n} bounds
 // case). For the root that means the grammar matches nothing; for another
 // rule it is a dead end a generation could enter and never finish, so it is
 // an error too (GBNF). Front ends that can produce such branches legitimately
-// (JSON Schema: an anyOf branch recursing without a base case) call
-// prune_unproductive first. Throws grammar_error naming the rule.
+// (JSON Schema: an anyOf branch recursing without a base case) prune them
+// first (prune_unproductive, or set_alts on the builder's rules as
+// add_json_schema does). Throws grammar_error naming the rule.
 void validate(const grammar& g);
 
 // Per rule: can it derive some finite byte string? A byte symbol with an

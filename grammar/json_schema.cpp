@@ -5,6 +5,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <string>
@@ -467,7 +468,27 @@ class compiler {
 }  // namespace json_detail
 
 alternative add_json_schema(grammar_builder& b, const boost::json::value& schema) {
-  return json_detail::compiler(b, schema).compile(schema, "", 0);
+  const size_t first_rule = b.n_rules();
+  const alternative value = json_detail::compiler(b, schema).compile(schema, "", 0);
+  // Branches that can never complete (an anyOf branch recursing without a
+  // base case) are pruned from the new rules, so a generation cannot enter a
+  // dead end and validate() accepts the grammar; when the value itself cannot
+  // complete, the schema is unsatisfiable.
+  const std::vector<bool> productive = productive_rules(b.peek());
+  const auto ok = [&](const symbol& s) { return s.type == symbol::kind::bytes ? s.set.any() : productive[static_cast<size_t>(s.rule)]; };
+  for (size_t r = first_rule; r < b.n_rules(); ++r) {
+    const auto& alts = b.peek().rules[r].alts;
+    if (productive[r] && std::all_of(alts.begin(), alts.end(), [&](const alternative& a) { return std::all_of(a.begin(), a.end(), ok); })) continue;
+    std::vector<alternative> kept;
+    for (const alternative& a : alts) {
+      if (std::all_of(a.begin(), a.end(), ok)) kept.push_back(a);
+    }
+    b.set_alts(static_cast<int32_t>(r), std::move(kept));
+  }
+  if (!std::all_of(value.begin(), value.end(), ok)) {
+    throw grammar_error("(root): the schema is unsatisfiable: no finite JSON value matches it (a recursion without a base case?)");
+  }
+  return value;
 }
 
 alternative add_json_object(grammar_builder& b) { return {ref(json_detail::json_rules(b).object)}; }
@@ -475,21 +496,11 @@ alternative add_json_object(grammar_builder& b) { return {ref(json_detail::json_
 grammar compile_json_schema(const boost::json::value& schema) {
   grammar_builder b([] { return std::string("(root): "); });
   const int32_t root = b.add_rule("root", {add_json_schema(b, schema)});
-  // Branches that can never complete (an anyOf branch recursing without a
-  // base case) are pruned, so a generation cannot enter a dead end; a root
-  // left without alternatives means the schema itself is unsatisfiable.
-  grammar g = b.peek();
-  g.root = root;
-  prune_unproductive(g);
-  if (g.rules[static_cast<size_t>(root)].alts.empty()) {
-    throw grammar_error("(root): the schema is unsatisfiable: no finite JSON value matches it (a recursion without a base case?)");
-  }
   try {
-    validate(g);
+    return b.finish(root);
   } catch (const grammar_error& e) {
     throw grammar_error(std::string("(root): ") + e.what());
   }
-  return g;
 }
 
 grammar compile_json_object() {

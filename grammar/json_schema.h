@@ -69,7 +69,10 @@ inline constexpr int k_max_fraction_digits = 20;
 inline constexpr int k_max_json_indent = 20;
 
 // Appends rules matching the JSON texts that validate against `schema` and
-// returns the symbols for one such value. Throws grammar_error (see above).
+// returns the symbols for one such value. Alternatives of the new rules that
+// can never complete (recursion without a base case) are pruned, so the
+// builder's grammar passes validate(); an unsatisfiable schema throws.
+// Throws grammar_error (see above).
 alternative add_json_schema(grammar_builder& b, const boost::json::value& schema);
 // Any JSON object (response_format json_object): '{' ... '}' with any members/values.
 alternative add_json_object(grammar_builder& b);
