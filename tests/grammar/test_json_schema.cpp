@@ -145,6 +145,7 @@ TEST(JsonSchema, NumberBoundsWithFractions) {
 TEST(JsonSchema, EnumAndConstUseCanonicalSerializations) {
   expect_accepts(R"({"enum": ["red", "green", 3, null, true, {"a": [1, 2.5]}, "quote\"d"]})",
                  {"\"red\"", "\"green\"", "3", "null", "true", "{\"a\":[1,2.5]}", "\"quote\\\"d\""}, {"\"blue\"", "4", "false", "{\"a\": [1, 2.5]}"});
+  expect_accepts(R"({"enum": [2.5, 1e300, -0.125, 18446744073709551615]})", {"2.5", "1e+300", "-0.125", "18446744073709551615"}, {"2.50", "1E300"});
   expect_accepts(R"({"const": "fixed"})", {"\"fixed\""}, {"\"fixed2\"", "\"\""});
   expect_accepts(R"({"type": "string", "enum": ["a", 1]})", {"\"a\""}, {"1"});
   expect_accepts(R"({"const": "tab\there"})", {"\"tab\\there\""}, {"\"tab\there\""});

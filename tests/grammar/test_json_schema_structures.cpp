@@ -252,6 +252,37 @@ TEST(JsonSchemaWhitespace, BoundedBetweenTokens) {
   EXPECT_FALSE(accepts(g, "[\t1]"));
 }
 
+TEST(JsonSchemaCompose, SeveralSchemasInOneBuilder) {
+  // Two tools' argument schemas as alternatives of one grammar; the dead branch is pruned in the builder.
+  grammar_builder b;
+  const alternative a = add_json_schema(b, boost::json::parse(R"({"properties": {"city": {"type": "string"}}, "required": ["city"]})"));
+  const alternative c = add_json_schema(b, boost::json::parse(R"({"$defs": {"loop": {"type": "array", "items": {"$ref": "#/$defs/loop"}, "minItems": 1}},
+      "anyOf": [{"type": "integer", "minimum": 1, "maximum": 3}, {"$ref": "#/$defs/loop"}]})"));
+  const int32_t root = b.add_rule("root", {grammar_builder::literal("a=") + a, grammar_builder::literal("c=") + c});
+  const auto g = std::make_shared<const grammar>(b.finish(root));
+  EXPECT_TRUE(accepts(g, R"(a={"city":"Oslo"})"));
+  EXPECT_TRUE(accepts(g, "c=2"));
+  EXPECT_FALSE(accepts(g, "c=4"));
+  EXPECT_FALSE(accepts(g, "c=["));
+  grammar_builder dead;
+  EXPECT_THROW(add_json_schema(dead, boost::json::parse(R"({"type": "array", "items": {"$ref": "#"}, "minItems": 1})")), grammar_error);
+}
+
+TEST(JsonSchemaCompose, PydanticStyleSchema) {
+  const auto g = compile(R"({"$defs": {"Color": {"enum": ["red", "green"], "title": "Color", "type": "string"},
+      "Item": {"properties": {"name": {"title": "Name", "type": "string"}, "price": {"type": "number", "minimum": 0},
+                              "tags": {"anyOf": [{"items": {"type": "string"}, "type": "array"}, {"type": "null"}], "default": null}},
+               "required": ["name", "price"], "title": "Item", "type": "object"}},
+      "properties": {"items": {"items": {"$ref": "#/$defs/Item"}, "title": "Items", "type": "array"},
+                     "color": {"$ref": "#/$defs/Color", "description": "the color"},
+                     "count": {"type": "integer", "format": "int32"}},
+      "required": ["items", "color"], "title": "Order", "type": "object", "$schema": "https://json-schema.org/draft/2020-12/schema"})");
+  EXPECT_TRUE(accepts(g, R"({"items":[{"name":"a","price":1.5,"tags":null},{"name":"b","price":0,"tags":["x"]}],"color":"red","count":3})"));
+  EXPECT_TRUE(accepts(g, "{\n  \"items\": [],\n  \"color\": \"green\"\n}"));
+  EXPECT_FALSE(accepts(g, R"({"items":[{"name":"a","price":-1}],"color":"red"})"));
+  EXPECT_FALSE(accepts(g, R"({"items":[],"color":"blue"})"));
+}
+
 TEST(JsonObject, AnyObject) {
   const auto g = std::make_shared<const grammar>(compile_json_object());
   for (const char* s : {"{}", R"({"a":1})", "{ \"a\": [1, {\"b\": null}], \"c\": \"d\" }"}) EXPECT_TRUE(accepts(g, s)) << s;
