@@ -22,8 +22,11 @@
 //     grammars (bounds are clamped to the 19-digit range).
 //   - Numbers: JSON number syntax, at most k_max_integer_digits integer
 //     digits, k_max_fraction_digits fraction digits, 3 exponent digits.
-//     Bounds on numbers must be integer-valued (else an error); a bounded
-//     number is written without an exponent.
+//     Bounds on numbers are exact decimals (a double bound is taken as its
+//     shortest decimal spelling; at most k_max_fraction_digits fraction
+//     digits): integer-part digit ranges plus a digit automaton for the
+//     fraction at the boundary integers. A bounded number is written without
+//     an exponent.
 //   - Strings: JSON string syntax; minLength/maxLength count characters, an
 //     escape sequence counting as one. format: date, time, date-time, uuid,
 //     email (a subset: dot-atoms @ labels . letters). pattern: compiled by

@@ -5,6 +5,9 @@
 #include <boost/json/parse.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -138,8 +141,63 @@ TEST(JsonSchema, NumberBoundsWithFractions) {
   expect_accepts(R"({"type": "number", "minimum": -2, "maximum": -1})", {"-2", "-2.0", "-1.5", "-1", "-1.000"}, {"-2.5", "-0.5", "-2.01", "0"});
   expect_accepts(R"({"type": "number", "minimum": -1, "exclusiveMaximum": 1})", {"-1", "-0.5", "0", "0.99"}, {"-1.01", "1", "1.0"});
   expect_accepts(R"({"type": "number", "minimum": 2.0})", {"2", "2.5", "1000000"}, {"1.99", "-3"});
-  EXPECT_EQ(error_of(R"({"type": "number", "maximum": 1.5})"),
-            "/maximum: bounds on type number must be integer-valued (this grammar cannot express 1.5)");
+  expect_accepts(R"({"type": "number", "minimum": 0, "exclusiveMinimum": 0})", {"0.1"}, {"0", "0.0"});
+  expect_accepts(R"({"type": "number", "maximum": -3})", {"-3", "-3.0", "-3.5", "-1000"}, {"-2.99", "0", "5"});
+  EXPECT_EQ(error_of(R"({"type": "number", "minimum": 2, "exclusiveMaximum": 2})"), "/minimum: no number satisfies the bounds (with at most 19 integer digits)");
+  EXPECT_EQ(error_of(R"({"type": "number", "maximum": "1"})"), "/maximum: must be a number");
+}
+
+TEST(JsonSchema, NumberDecimalBounds) {
+  expect_accepts(R"({"type": "number", "minimum": 1.5, "maximum": 2.25})",
+                 {"1.5", "1.50", "1.6", "1.99999", "2", "2.0", "2.2", "2.25", "2.250", "2.1", "2.24999"},
+                 {"1", "1.4", "1.49999", "2.26", "2.251", "3", "-1.5", "0.5"});
+  expect_accepts(R"({"type": "number", "exclusiveMinimum": 0.1, "exclusiveMaximum": 0.3})", {"0.2", "0.11", "0.2999", "0.10001"},
+                 {"0.1", "0.10", "0.3", "0.30", "0", "0.05"});
+  expect_accepts(R"({"type": "number", "minimum": -1.25, "maximum": -0.5})", {"-1.25", "-1", "-1.0", "-0.75", "-0.5", "-0.50"},
+                 {"-1.26", "-1.3", "-0.49", "-0.4", "0", "-2"});
+  expect_accepts(R"({"type": "number", "minimum": -0.5, "maximum": 0.5})", {"-0.5", "-0.25", "0", "0.0", "0.5", "0.49"},
+                 {"-0.51", "-1", "0.51", "1", "-0", "-0.0"});
+  expect_accepts(R"({"type": "number", "minimum": 99.99})", {"99.99", "100", "123456.7"}, {"99.98", "99", "-100"});
+  expect_accepts(R"({"type": "number", "exclusiveMaximum": 1e-5})", {"0.000009", "0", "-7.5"}, {"0.00001", "0.00002", "1"});
+  EXPECT_EQ(error_of(R"({"type": "number", "minimum": 1e-30})"), "/minimum: a bound with more than 20 fraction digits is not supported");
+  EXPECT_EQ(error_of(R"({"type": "number", "minimum": 2.5, "maximum": 2.4})"), "/minimum: no number satisfies the bounds (with at most 19 integer digits)");
+}
+
+// Brute force: every number in a grid is accepted exactly when it satisfies the bounds.
+TEST(JsonSchema, BoundsAgreeWithArithmetic) {
+  struct bounds_case {
+    const char* schema;
+    double lo, hi;
+    bool lo_strict, hi_strict;
+  };
+  const bounds_case cases[] = {
+      {R"({"type": "number", "minimum": -1.25, "exclusiveMaximum": 0.5})", -1.25, 0.5, false, true},
+      {R"({"type": "number", "exclusiveMinimum": -2, "maximum": -0.125})", -2, -0.125, true, false},
+      {R"({"type": "number", "minimum": 0.05, "maximum": 1.2})", 0.05, 1.2, false, false},
+      {R"({"type": "integer", "minimum": -120, "exclusiveMaximum": 87})", -120, 87, false, true},
+      {R"({"type": "integer", "exclusiveMinimum": 9, "maximum": 1000})", 9, 1000, true, false},
+  };
+  for (const auto& c : cases) {
+    const auto g = compile(c.schema);
+    const bool integer = std::string(c.schema).find("integer") != std::string::npos;
+    for (int i = -2500; i <= 2500; ++i) {
+      std::vector<std::string> texts;
+      if (integer) {
+        texts.push_back(std::to_string(i / 2));
+      } else {
+        const int whole = std::abs(i) / 1000, frac = std::abs(i) % 1000;
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%d.%03d", i < 0 ? "-" : "", whole, frac);
+        texts.push_back(buf);
+        if (frac == 0) texts.push_back(std::to_string(i / 1000));
+      }
+      for (const std::string& t : texts) {
+        const double v = std::strtod(t.c_str(), nullptr);
+        const bool want = (c.lo_strict ? v > c.lo : v >= c.lo) && (c.hi_strict ? v < c.hi : v <= c.hi) && t != "-0" && t.rfind("-0.000", 0) != 0;
+        EXPECT_EQ(accepts(g, t), want) << c.schema << " " << t;
+      }
+    }
+  }
 }
 
 TEST(JsonSchema, EnumAndConstUseCanonicalSerializations) {
