@@ -182,14 +182,14 @@ class compiler {
       if (values.empty()) schema_fail(kp, "an empty enum matches nothing (unsatisfiable)");
     }
     const auto types = types_of(o, ptr, false);
-    std::vector<alternative> alts;
+    std::vector<std::string> texts;
     for (const auto* v : values) {
       bool ok = types.empty();
       for (const auto t : types) ok = ok || has_type(*v, t);
-      if (ok) alts.push_back(grammar_builder::literal(json_literal(*v, kp)));
+      if (ok) texts.push_back(json_literal(*v, kp));
     }
-    if (alts.empty()) schema_fail(kp, "no value here is of the schema's type (unsatisfiable)");
-    return alts.size() == 1 ? alts[0] : b_.group(std::move(alts));
+    if (texts.empty()) schema_fail(kp, "no value here is of the schema's type (unsatisfiable)");
+    return literal_choice(b_, std::move(texts));
   }
 
   alternative compile_any_of(const boost::json::value& list, const std::string& kp, int depth) {

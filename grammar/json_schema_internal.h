@@ -43,6 +43,10 @@ std::vector<alternative> digit_range(uint64_t lo, uint64_t hi);
 // Compact canonical JSON text of v (enum/const): no whitespace, shortest
 // round-trip doubles, minimal string escapes. Errors (too deep) at ptr.
 std::string json_literal(const boost::json::value& v, const std::string& ptr);
+// Exactly one of texts (not empty), as a radix tree over their bytes: the
+// alternatives alive at any point are the branches at one node, so a
+// matcher's live parses stay few even for thousands of enum values.
+alternative literal_choice(grammar_builder& b, std::vector<std::string> texts);
 // True when v is an instance of the JSON Schema type name t.
 bool has_type(const boost::json::value& v, std::string_view t);
 

@@ -2,6 +2,7 @@
 // counts, enum/const serialization, type membership (json_schema_internal.h).
 #include <boost/json/serialize.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string>
@@ -74,6 +75,28 @@ void write_json(const boost::json::value& v, std::string& out, int depth, const 
   }
 }
 
+// v[lo, hi) sorted, sharing their first d bytes: their common prefix beyond
+// d, then a choice by the next byte (a radix tree).
+alternative choice_from(grammar_builder& b, const std::vector<std::string>& v, size_t lo, size_t hi, size_t d) {
+  size_t e = d;
+  while (e < v[lo].size() && e < v[hi - 1].size() && v[lo][e] == v[hi - 1][e]) ++e;
+  alternative out = grammar_builder::literal(std::string_view(v[lo]).substr(d, e - d));
+  if (hi - lo == 1) return out;
+  std::vector<alternative> alts;
+  size_t i = lo;
+  if (v[i].size() == e) {
+    alts.emplace_back();
+    ++i;
+  }
+  while (i < hi) {
+    size_t j = i;
+    while (j < hi && v[j][e] == v[i][e]) ++j;
+    alts.push_back(choice_from(b, v, i, j, e));
+    i = j;
+  }
+  return out + b.group(std::move(alts));
+}
+
 }  // namespace
 
 std::string pointer_text(const std::string& ptr) { return ptr.empty() ? "(root)" : ptr; }
@@ -124,6 +147,13 @@ bool has_type(const boost::json::value& v, std::string_view t) {
   if (t == "number") return v.is_number();
   if (t == "integer") return v.is_int64() || v.is_uint64() || (v.is_double() && v.get_double() == std::floor(v.get_double()));
   return false;
+}
+
+alternative literal_choice(grammar_builder& b, std::vector<std::string> texts) {
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  if (texts.empty()) throw grammar_error("literal_choice: no texts");
+  return choice_from(b, texts, 0, texts.size(), 0);
 }
 
 }  // namespace spate::grammar::json_detail

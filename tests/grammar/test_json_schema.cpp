@@ -204,6 +204,12 @@ TEST(JsonSchema, EnumAndConstUseCanonicalSerializations) {
   expect_accepts(R"({"enum": ["red", "green", 3, null, true, {"a": [1, 2.5]}, "quote\"d"]})",
                  {"\"red\"", "\"green\"", "3", "null", "true", "{\"a\":[1,2.5]}", "\"quote\\\"d\""}, {"\"blue\"", "4", "false", "{\"a\": [1, 2.5]}"});
   expect_accepts(R"({"enum": [2.5, 1e300, -0.125, 18446744073709551615]})", {"2.5", "1e+300", "-0.125", "18446744073709551615"}, {"2.50", "1E300"});
+  // Thousands of values (more than the matcher's live-parse bound) share prefixes in a radix tree.
+  std::string many = R"({"enum": [)";
+  for (int i = 0; i < 6000; ++i) many += (i ? ",\"v" : "\"v") + std::to_string(i) + "\"";
+  many += "]}";
+  expect_accepts(many, {"\"v0\"", "\"v5999\"", "\"v123\"", "\"v12\""}, {"\"v6000\"", "\"v\"", "\"v01\""});
+  expect_accepts(R"({"enum": ["a", "ab", "abc", "b", "a"]})", {"\"a\"", "\"ab\"", "\"abc\"", "\"b\""}, {"\"abcd\"", "\"\"", "\"ac\""});
   expect_accepts(R"({"const": "fixed"})", {"\"fixed\""}, {"\"fixed2\"", "\"\""});
   expect_accepts(R"({"type": "string", "enum": ["a", 1]})", {"\"a\""}, {"1"});
   expect_accepts(R"({"const": "tab\there"})", {"\"tab\\there\""}, {"\"tab\there\""});
