@@ -194,6 +194,7 @@ class compiler {
 
   alternative compile_any_of(const boost::json::value& list, const std::string& kp, int depth) {
     if (!list.is_array() || list.get_array().empty()) schema_fail(kp, "must be a non-empty array of schemas");
+    if (list.get_array().size() > k_max_any_of_branches) schema_fail(kp, "more than " + std::to_string(k_max_any_of_branches) + " branches");
     std::vector<alternative> alts;
     for (size_t i = 0; i < list.get_array().size(); ++i) {
       alts.push_back(compile(list.get_array()[i], pointer_child(kp, std::to_string(i)), depth + 1));
@@ -305,6 +306,9 @@ class compiler {
         required.push_back(false);
       }
       required[i] = true;
+    }
+    if (std::count(required.begin(), required.end(), false) > static_cast<std::ptrdiff_t>(k_max_optional_properties)) {
+      schema_fail(ptr, "more than " + std::to_string(k_max_optional_properties) + " optional properties in one object");
     }
     const symbol ws = ref(r_.ws);
     std::vector<int32_t> member(props.size(), -1);  // -1: never present (schema false)

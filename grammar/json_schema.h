@@ -51,8 +51,8 @@
 // "/properties/age/minimum: ...".
 //
 // Bounds: schema nesting (including $ref chains) <= k_max_nesting, at most
-// k_max_schema_nodes subschemas compiled, repetition counts (maxItems,
-// maxLength) <= k_max_repeat; the protocol layer bounds the schema text to
+// k_max_schema_nodes subschemas compiled, k_max_optional_properties per
+// object, k_max_any_of_branches per anyOf, repetition counts (maxItems, maxLength) <= k_max_repeat; the protocol layer bounds the schema text to
 // k_max_schema_bytes. Compile time is linear in the schema (and the bounds).
 //
 // Thread-safety: pure functions; a builder is used by one thread.
@@ -70,6 +70,11 @@ inline constexpr size_t k_max_schema_nodes = 10000;     // subschemas compiled p
 inline constexpr int k_max_integer_digits = 19;
 inline constexpr int k_max_fraction_digits = 20;
 inline constexpr int k_max_json_indent = 20;
+// Optional properties of one object: each is a live parse at the start of the
+// object and after every member, which must stay well under the matcher's
+// k_max_stacks.
+inline constexpr size_t k_max_optional_properties = 1000;
+inline constexpr size_t k_max_any_of_branches = 1000;  // likewise, anyOf/oneOf branches
 
 // Appends rules matching the JSON texts that validate against `schema` and
 // returns the symbols for one such value. Alternatives of the new rules that

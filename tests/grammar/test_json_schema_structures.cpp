@@ -225,10 +225,20 @@ TEST(JsonSchemaBounds, DepthNodesAndCompileTime) {
   std::string deep = "{}";
   for (int i = 0; i < 150; ++i) deep = R"({"type": "array", "items": )" + deep + "}";
   EXPECT_NE(error_of(deep).find("schemas nested deeper than 100"), std::string::npos);
-  std::string wide = R"({"type": "object", "properties": {)";
-  for (int i = 0; i < 10001; ++i) wide += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\": {\"type\": \"integer\"}";
-  wide += "}}";
+  std::string wide = R"({"properties": {)", names;
+  for (int i = 0; i < 10001; ++i) {
+    wide += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\": {\"type\": \"integer\"}";
+    names += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\"";
+  }
+  wide += "}, \"required\": [" + names + "]}";
   EXPECT_NE(error_of(wide).find("more than 10000 subschemas"), std::string::npos);
+  std::string optional = R"({"properties": {)";
+  for (int i = 0; i < 1001; ++i) optional += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\": {}";
+  EXPECT_EQ(error_of(optional + "}}"), "(root): more than 1000 optional properties in one object");
+  EXPECT_EQ(error_of(optional + R"(}, "required": ["p0"]})"), "<no error>");
+  std::string branches = R"({"anyOf": [)";
+  for (int i = 0; i < 1001; ++i) branches += (i ? "," : "") + std::string("{\"const\": ") + std::to_string(i) + "}";
+  EXPECT_EQ(error_of(branches + "]}"), "/anyOf: more than 1000 branches");
   // A typical schema compiles quickly.
   const auto schema = boost::json::parse(R"({"type": "object", "properties": {
       "name": {"type": "string", "maxLength": 100}, "age": {"type": "integer", "minimum": 0, "maximum": 150},
