@@ -1,6 +1,7 @@
 #include "grammar/grammar_ir.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "util/utf8.h"
@@ -51,27 +52,92 @@ void leading_rules(const alternative& alt, const std::vector<bool>& nullable, st
   }
 }
 
+// The least fixed point "rule r derives a string of kind K": r has an
+// alternative whose byte symbols all pass bytes_ok and whose references all
+// derive one. A worklist over reference occurrences keeps it linear in the
+// grammar's size (a round-robin iteration is quadratic on long chains).
+std::vector<bool> derivable_rules(const grammar& g, bool (*bytes_ok)(const symbol&)) {
+  std::vector<bool> done(g.rules.size(), false);
+  std::vector<int32_t> alt_rule;   // per alternative: its rule
+  std::vector<size_t> pending;     // per alternative: references not yet derivable
+  std::vector<std::vector<size_t>> users(g.rules.size());  // per rule: alternatives referring to it, per occurrence
+  std::vector<int32_t> queue;
+  for (size_t r = 0; r < g.rules.size(); ++r) {
+    for (const alternative& alt : g.rules[r].alts) {
+      const size_t id = alt_rule.size();
+      alt_rule.push_back(static_cast<int32_t>(r));
+      size_t refs = 0;
+      bool blocked = false;
+      for (const symbol& s : alt) {
+        if (s.type == symbol::kind::bytes) {
+          blocked = blocked || !bytes_ok(s);
+        } else {
+          ++refs;
+          users[static_cast<size_t>(s.rule)].push_back(id);
+        }
+      }
+      pending.push_back(blocked ? SIZE_MAX : refs);  // blocked: never reaches 0
+      if (refs == 0 && !blocked && !done[r]) {
+        done[r] = true;
+        queue.push_back(static_cast<int32_t>(r));
+      }
+    }
+  }
+  while (!queue.empty()) {
+    const int32_t r = queue.back();
+    queue.pop_back();
+    for (const size_t id : users[static_cast<size_t>(r)]) {
+      if (pending[id] == SIZE_MAX || --pending[id] != 0) continue;
+      const auto owner = static_cast<size_t>(alt_rule[id]);
+      if (!done[owner]) {
+        done[owner] = true;
+        queue.push_back(static_cast<int32_t>(owner));
+      }
+    }
+  }
+  return done;
+}
+
 std::vector<bool> nullable_rules(const grammar& g) {
-  std::vector<bool> nullable(g.rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < g.rules.size(); ++r) {
-      if (nullable[r]) continue;
-      for (const alternative& alt : g.rules[r].alts) {
-        const bool all = std::all_of(alt.begin(), alt.end(), [&](const symbol& s) {
-          return s.type == symbol::kind::rule && nullable[static_cast<size_t>(s.rule)];
-        });
-        if (all) {
-          nullable[r] = changed = true;
-          break;
+  return derivable_rules(g, [](const symbol&) { return false; });
+}
+
+bool symbol_productive(const symbol& s, const std::vector<bool>& productive) {
+  return s.type == symbol::kind::bytes ? s.set.any() : productive[static_cast<size_t>(s.rule)];
+}
+
+// Rules reachable from the root through any alternative, in discovery order.
+std::vector<int32_t> reachable_rules(const grammar& g) {
+  std::vector<bool> seen(g.rules.size(), false);
+  std::vector<int32_t> order{g.root};
+  seen[static_cast<size_t>(g.root)] = true;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (const alternative& alt : g.rules[static_cast<size_t>(order[i])].alts) {
+      for (const symbol& s : alt) {
+        if (s.type == symbol::kind::rule && !seen[static_cast<size_t>(s.rule)]) {
+          seen[static_cast<size_t>(s.rule)] = true;
+          order.push_back(s.rule);
         }
       }
     }
   }
-  return nullable;
+  return order;
 }
 
 }  // namespace
+
+std::vector<bool> productive_rules(const grammar& g) {
+  return derivable_rules(g, [](const symbol& s) { return s.set.any(); });
+}
+
+void prune_unproductive(grammar& g) {
+  const std::vector<bool> productive = productive_rules(g);
+  for (rule& r : g.rules) {
+    std::erase_if(r.alts, [&](const alternative& alt) {
+      return !std::all_of(alt.begin(), alt.end(), [&](const symbol& s) { return symbol_productive(s, productive); });
+    });
+  }
+}
 
 std::vector<std::vector<byte_range>> utf8_sequences(uint32_t lo, uint32_t hi) {
   std::vector<std::vector<byte_range>> out;
@@ -84,6 +150,25 @@ std::vector<std::vector<byte_range>> utf8_sequences(uint32_t lo, uint32_t hi) {
   }
   return out;
 }
+
+namespace {
+
+// Unproductive rules reachable from the root: see validate() in the header.
+void check_productive(const grammar& g) {
+  const std::vector<bool> productive = productive_rules(g);
+  if (!productive[static_cast<size_t>(g.root)]) {
+    throw grammar_error("the root rule '" + g.rules[static_cast<size_t>(g.root)].name +
+                        "' cannot match any finite input (a recursion without a base case?)");
+  }
+  for (const int32_t r : reachable_rules(g)) {
+    if (!productive[static_cast<size_t>(r)]) {
+      throw grammar_error("rule '" + g.rules[static_cast<size_t>(r)].name +
+                          "' can never complete (a recursion without a base case?): a generation entering it could not finish");
+    }
+  }
+}
+
+}  // namespace
 
 void validate(const grammar& g) {
   if (g.root < 0 || static_cast<size_t>(g.root) >= g.rules.size()) throw grammar_error("the grammar has no root rule");
@@ -128,6 +213,7 @@ void validate(const grammar& g) {
       }
     }
   }
+  check_productive(g);
 }
 
 }  // namespace spate::grammar

@@ -50,8 +50,22 @@ inline constexpr int64_t k_max_repeat = 10000;                   // {m,n} bounds
 
 // Checks references, the root, and rejects left recursion (a rule that can
 // reach itself without consuming a byte), which a top-down matcher cannot
-// run. Throws grammar_error naming the rule.
+// run. Also rejects unproductive rules reachable from the root: a rule that
+// cannot derive any finite byte string (e.g. `x ::= "a" x` without a base
+// case). For the root that means the grammar matches nothing; for another
+// rule it is a dead end a generation could enter and never finish, so it is
+// an error too (GBNF). Front ends that can produce such branches legitimately
+// (JSON Schema: an anyOf branch recursing without a base case) prune them
+// first (prune_unproductive, or set_alts on the builder's rules as
+// add_json_schema does). Throws grammar_error naming the rule.
 void validate(const grammar& g);
+
+// Per rule: can it derive some finite byte string? A byte symbol with an
+// empty set derives nothing. References must be valid.
+std::vector<bool> productive_rules(const grammar& g);
+// Removes every alternative that contains an unproductive symbol (the
+// language is unchanged); unproductive rules are left without alternatives.
+void prune_unproductive(grammar& g);
 
 // The byte sequences of the code points in [lo, hi] (surrogates excluded):
 // each entry is one sequence of byte ranges, e.g. {[0xC2,0xDF],[0x80,0xBF]}.

@@ -1,0 +1,91 @@
+// JSON Schema compiled to the byte-level grammar form (grammar_ir.h), for
+// structured outputs: a generation constrained by the grammar is a JSON text
+// that validates against the schema.
+//
+// What the grammar generates (a strict, always-valid subset of the schema's
+// instances; documented choices):
+//   - Objects: properties in schema order; required ones always present,
+//     optional ones may be skipped (any subset, order kept). Absent or true
+//     additionalProperties means NO extra properties (strict mode); a schema
+//     there allows extra "key": value pairs after the known ones (their keys
+//     differ from the known names as written; uniqueness among the extras is
+//     not enforced). Required names not
+//     listed in properties become properties of the additionalProperties
+//     schema (any value when absent/true), after the listed ones; an error
+//     when additionalProperties is false. "type": "object" with neither
+//     properties nor required nor additionalProperties false: any object.
+//   - Whitespace: between tokens of objects and arrays, one optional " " or a
+//     newline plus up to k_max_json_indent spaces/tabs; none around the whole
+//     value, none inside enum/const values (written compactly).
+//   - Integers: -?(0|[1-9][0-9]*) with at most k_max_integer_digits digits;
+//     "-0" is not generated. minimum/maximum/exclusive* give exact digit-range
+//     grammars (bounds are clamped to the 19-digit range).
+//   - Numbers: JSON number syntax, at most k_max_integer_digits integer
+//     digits, k_max_fraction_digits fraction digits, 3 exponent digits.
+//     Bounds on numbers are exact decimals (a double bound is taken as its
+//     shortest decimal spelling; at most k_max_fraction_digits fraction
+//     digits): integer-part digit ranges plus a digit automaton for the
+//     fraction at the boundary integers. A bounded number is written without
+//     an exponent.
+//   - Strings: JSON string syntax; minLength/maxLength count characters, an
+//     escape sequence counting as one. format: date, time, date-time, uuid,
+//     email (a subset: dot-atoms @ labels . letters). pattern: compiled by
+//     grammar/regex_compiler.h (Python re dialect) against the decoded
+//     string, written JSON-escaped; it searches like ECMA-262 unless anchored
+//     by a leading ^ / trailing $ (an anchor with a top-level '|' is refused).
+//     format, pattern and min/maxLength do not combine (error).
+//   - oneOf is compiled like anyOf (exclusivity is not enforced).
+//   - allOf: a single schema is that schema; several are merged when they are
+//     all object schemas (properties and required united).
+//   - $ref: "#" and "#/..." JSON pointers into the same document (with
+//     recursion); remote references are an error. $id does not change the base.
+//   - Annotations are ignored: title, description, $schema, $id, $anchor,
+//     $comment, $vocabulary, examples, default, deprecated, readOnly,
+//     writeOnly, contentMediaType, contentEncoding, contentSchema.
+//   - Every other keyword is refused with an error naming it (not,
+//     if/then/else, patternProperties, uniqueItems, contains, multipleOf,
+//     minProperties, ...), as are unknown formats.
+//
+// Errors: grammar_error whose message starts with the JSON pointer of the
+// offending schema location ("(root)" for the root), e.g.
+// "/properties/age/minimum: ...".
+//
+// Bounds: schema nesting (including $ref chains) <= k_max_nesting, at most
+// k_max_schema_nodes subschemas compiled, k_max_optional_properties per
+// object, k_max_any_of_branches per anyOf, repetition counts (maxItems, maxLength) <= k_max_repeat; the protocol layer bounds the schema text to
+// k_max_schema_bytes. Compile time is linear in the schema (and the bounds).
+//
+// Thread-safety: pure functions; a builder is used by one thread.
+#pragma once
+
+#include <boost/json/value.hpp>
+
+#include "grammar/grammar_builder.h"
+#include "grammar/grammar_ir.h"
+
+namespace spate::grammar {
+
+inline constexpr size_t k_max_schema_bytes = 1u << 20;  // schema JSON text (checked by the protocol layer)
+inline constexpr size_t k_max_schema_nodes = 10000;     // subschemas compiled per call
+inline constexpr int k_max_integer_digits = 19;
+inline constexpr int k_max_fraction_digits = 20;
+inline constexpr int k_max_json_indent = 20;
+// Optional properties of one object: each is a live parse at the start of the
+// object and after every member, which must stay well under the matcher's
+// k_max_stacks.
+inline constexpr size_t k_max_optional_properties = 1000;
+inline constexpr size_t k_max_any_of_branches = 1000;  // likewise, anyOf/oneOf branches
+
+// Appends rules matching the JSON texts that validate against `schema` and
+// returns the symbols for one such value. Alternatives of the new rules that
+// can never complete (recursion without a base case) are pruned, so the
+// builder's grammar passes validate(); an unsatisfiable schema throws.
+// Throws grammar_error (see above).
+alternative add_json_schema(grammar_builder& b, const boost::json::value& schema);
+// Any JSON object (response_format json_object): '{' ... '}' with any members/values.
+alternative add_json_object(grammar_builder& b);
+// A validated grammar whose root is the value.
+grammar compile_json_schema(const boost::json::value& schema);
+grammar compile_json_object();
+
+}  // namespace spate::grammar
