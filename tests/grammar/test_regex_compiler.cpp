@@ -307,8 +307,8 @@ TEST(Regex, JsonStringSpelling) {
   EXPECT_FALSE(accepts(backslash, R"(x\y)"));
   // A negated class holds '"', '\\', controls and '/': all their spellings.
   const auto not_a = compile_json("[^a]");
-  for (const auto s : {R"(\")", R"(\\)", R"(\n)", R"(\u000a)", R"(\u000A)", R"(\t)", R"(\u0009)", R"(\b)",
-                       R"(\f)", R"(\r)", R"(\u0000)", R"(\u001f)", R"(\u001F)", "/", R"(\/)", "b", "é", "😀", "\x7f"}) {
+  for (const auto s : {R"(\")", R"(\\)", R"(\n)", R"(\u000a)", R"(\u000A)", R"(\t)", R"(\u0009)", R"(\b)", R"(\f)",
+                       R"(\r)", R"(\u0000)", R"(\u001f)", R"(\u001F)", "/", R"(\/)", "b", "é", "😀", "\x7f"}) {
     EXPECT_TRUE(accepts(not_a, s)) << s;
   }
   for (const auto s : {"\n", "\"", "\\", "a", R"(\a)", R"(\u0020)", R"(\u00e9)", R"(\U000a)", "\x1f", R"(\x)"}) {
@@ -316,7 +316,9 @@ TEST(Regex, JsonStringSpelling) {
   }
   // '.' excludes only the newline, in every spelling.
   const auto dot = compile_json(".");
-  for (const auto s : {"x", R"(\t)", R"(\u0009)", R"(\r)", R"(\")", R"(\u001b)", "é"}) EXPECT_TRUE(accepts(dot, s)) << s;
+  for (const auto s : {"x", R"(\t)", R"(\u0009)", R"(\r)", R"(\")", R"(\u001b)", "é"}) {
+    EXPECT_TRUE(accepts(dot, s)) << s;
+  }
   for (const auto s : {R"(\n)", R"(\u000a)", R"(\u000A)", "\t", "\""}) EXPECT_FALSE(accepts(dot, s)) << s;
   // Controls without a short form: only \u00XX.
   const auto ctl = compile_json(R"(\x01\x1f)");
