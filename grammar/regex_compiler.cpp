@@ -59,6 +59,18 @@ int hex_value(char c) {
   return -1;
 }
 
+// The letter of a control character's short JSON escape (\b \t \n \f \r), or 0.
+char json_short_escape(uint32_t cp) {
+  switch (cp) {
+    case '\b': return 'b';
+    case '\t': return 't';
+    case '\n': return 'n';
+    case '\f': return 'f';
+    case '\r': return 'r';
+    default: return 0;
+  }
+}
+
 // Parses a pattern (regex_compiler.h's dialect) into a tree of re_nodes,
 // rejecting what the dialect does not support. Single use.
 class regex_parser {
@@ -469,8 +481,8 @@ class regex_emitter {
   // linear in n and "" is derived in one way only.
   std::vector<alternative> plus_nullable_seq(const re_node& n) {
     std::vector<alternative> p;  // P_{i+1}
-    alternative tail;            // T_{i+2}, or nothing
-    alternative next_atom;       // A_{i+1}, to be folded into tail
+    alternative tail;            // T of the kids folded in so far (nothing at first)
+    alternative next_atom;       // A_{i+1}, folded into tail before use
     for (size_t i = n.kids.size(); i-- > 0;) {
       std::vector<alternative> ki = plus(n.kids[i]);
       if (ki.empty()) continue;  // Ki matches only ""
@@ -506,8 +518,7 @@ class regex_emitter {
     }
     for (uint32_t cp = 0; cp < 0x20; ++cp) {
       if (!contains(ranges, cp)) continue;
-      const char* short_form = cp == '\b' ? "b" : cp == '\f' ? "f" : cp == '\n' ? "n" : cp == '\r' ? "r" : cp == '\t' ? "t" : "";
-      if (*short_form) after_backslash.set.set(static_cast<uint8_t>(*short_form));
+      if (const char letter = json_short_escape(cp)) after_backslash.set.set(static_cast<uint8_t>(letter));
       const char digit = k_hex[cp & 15];
       last_hex[cp >> 4].set.set(static_cast<uint8_t>(digit));
       if (digit >= 'a') last_hex[cp >> 4].set.set(static_cast<uint8_t>(digit - 'a' + 'A'));
