@@ -29,6 +29,7 @@ const std::unordered_map<std::string_view, family>& keywords() {
       {"$vocabulary", family::annotation}, {"examples", family::annotation}, {"default", family::annotation},
       {"deprecated", family::annotation}, {"readOnly", family::annotation}, {"writeOnly", family::annotation},
       {"contentMediaType", family::annotation}, {"contentEncoding", family::annotation}, {"contentSchema", family::annotation},
+      {"example", family::annotation}, {"discriminator", family::annotation},  // OpenAPI; oneOf still decides
       {"$defs", family::annotation}, {"definitions", family::annotation},  // resolved through $ref only
       {"type", family::core}, {"enum", family::core}, {"const", family::core}, {"anyOf", family::core},
       {"oneOf", family::core}, {"allOf", family::core}, {"$ref", family::core},

@@ -52,7 +52,8 @@
 //     are an error. $id does not change the base.
 //   - Annotations are ignored: title, description, $schema, $id, $anchor,
 //     $comment, $vocabulary, examples, default, deprecated, readOnly,
-//     writeOnly, contentMediaType, contentEncoding, contentSchema.
+//     writeOnly, contentMediaType, contentEncoding, contentSchema, and
+//     OpenAPI's example and discriminator (the oneOf it annotates decides).
 //   - Every other keyword is refused with an error naming it (not,
 //     if/then/else, patternProperties, uniqueItems, contains, multipleOf,
 //     minProperties, ...), as are unknown formats.

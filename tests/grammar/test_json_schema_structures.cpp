@@ -117,7 +117,7 @@ TEST(JsonSchemaArrays, PrefixItems) {
 
 TEST(JsonSchemaCombinators, AnyOfOneOfAllOf) {
   expect_accepts(R"({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]})", {"1", "\"a\""}, {"\"ab\"", "null"});
-  expect_accepts(R"({"oneOf": [{"const": "a"}, {"const": "b"}]})", {"\"a\"", "\"b\""}, {"\"c\""});
+  expect_accepts(R"({"oneOf": [{"const": "a"}, {"const": "b"}], "discriminator": {"propertyName": "kind"}})", {"\"a\"", "\"b\""}, {"\"c\""});
   expect_accepts(R"({"allOf": [{"type": "integer", "minimum": 3}]})", {"3"}, {"2"});
   expect_accepts(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
                                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]})",
