@@ -1,6 +1,7 @@
 #include "grammar/regex_compiler.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <string>
 #include <utility>
@@ -388,8 +389,13 @@ class regex_parser {
   std::set<std::string> names_;  // group names seen
 };
 
-// Turns a parsed pattern into builder symbols. A star never gets a nullable
-// atom (which would make its rule reach itself without consuming a byte).
+// Turns a parsed pattern into builder symbols, in a form where no rule
+// derives the empty string in more than one way: every node is emitted as
+// plus(node), its non-empty strings (non-nullable alternatives), and a
+// nullable node as (plus | ""). Hence a star or an optional never gets a
+// nullable atom -- no left recursion -- and the matcher's parses do not
+// multiply over empty derivations (nested repeats of nullable groups would
+// otherwise create exponentially many duplicate stacks).
 class regex_emitter {
  public:
   regex_emitter(grammar_builder& b, const std::vector<re_node>& nodes, regex_text mode)
@@ -398,7 +404,7 @@ class regex_emitter {
   // The symbols for node root; builder errors get the regex position prefixed.
   alternative run(int32_t root) {
     try {
-      return emit(root);
+      return full(root);
     } catch (const grammar_error& e) {
       throw grammar_error("regex position " + std::to_string(pos_) + ": " + e.what());
     }
@@ -407,59 +413,75 @@ class regex_emitter {
  private:
   const re_node& node(int32_t id) const { return nodes_[static_cast<size_t>(id)]; }
 
-  alternative emit(int32_t id) {
+  // All strings of node id, as symbols: plus(id), and "" when id is nullable.
+  alternative full(int32_t id) {
+    std::vector<alternative> p = plus(id);
+    if (!node(id).nullable) return p.size() == 1 ? std::move(p[0]) : b_.group(std::move(p));
+    if (p.empty()) return {};
+    p.push_back({});
+    return b_.group(std::move(p));
+  }
+
+  // The non-empty strings of node id, as non-nullable alternatives (none
+  // when id matches only ""). Called once per node.
+  std::vector<alternative> plus(int32_t id) {
     const re_node& n = node(id);
     pos_ = n.pos;
     switch (n.type) {
-      case re_node::kind::chars: return mode_ == regex_text::raw ? b_.code_points(n.ranges) : emit_json_chars(n.ranges);
-      case re_node::kind::seq: {
-        alternative out;
-        for (const int32_t k : n.kids) out = std::move(out) + emit(k);
+      case re_node::kind::chars:
+        return {mode_ == regex_text::raw ? b_.code_points(n.ranges) : emit_json_chars(n.ranges)};
+      case re_node::kind::alt: {
+        std::vector<alternative> out;
+        for (const int32_t k : n.kids) {
+          std::vector<alternative> p = plus(k);
+          out.insert(out.end(), std::make_move_iterator(p.begin()), std::make_move_iterator(p.end()));
+        }
         return out;
       }
-      case re_node::kind::alt: {
-        std::vector<alternative> alts;
-        for (const int32_t k : n.kids) alts.push_back(emit(k));
-        pos_ = n.pos;
-        return b_.group(std::move(alts));
+      case re_node::kind::seq: {
+        if (n.nullable) return plus_nullable_seq(n);
+        alternative out;  // a non-nullable kid makes the whole non-empty
+        for (const int32_t k : n.kids) out = std::move(out) + full(k);
+        return {std::move(out)};
       }
-      case re_node::kind::repeat: return emit_repeat(n);
+      case re_node::kind::repeat: return plus_repeat(n);
     }
     return {};
   }
 
-  alternative emit_repeat(const re_node& n) {
+  // K{lo,hi} minus "": with P = plus(K), K{lo,hi} == P{lo,hi}, or P{0,hi} when
+  // K is nullable; without "" that is P{max(lo, 1),hi}.
+  std::vector<alternative> plus_repeat(const re_node& n) {
+    if (n.hi == 0) return {};
     const int32_t kid = n.kids[0];
-    if (n.hi < 0 && node(kid).nullable) {
-      // K{lo,} == K* when K matches "", and K* == (B1|..|Bn)* for the
-      // non-nullable pieces star_base finds.
-      std::vector<alternative> base;
-      star_base(kid, base);
-      if (base.empty()) return {};
-      pos_ = n.pos;
-      return b_.repeat(as_atom(std::move(base)), 0, -1);
-    }
-    alternative body = emit(kid);
-    if (body.empty()) return {};
+    std::vector<alternative> p = plus(kid);
+    if (p.empty()) return {};
+    const int64_t lo = node(kid).nullable ? 1 : std::max<int64_t>(n.lo, 1);
+    const alternative atom = as_atom(std::move(p));
     pos_ = n.pos;
-    // Nested optionals and copies only reference a nullable atom, never recurse through it.
-    return b_.repeat(as_atom({std::move(body)}), n.lo, n.hi);
+    return {b_.repeat(atom, lo, n.hi)};
   }
 
-  // For nullable node id: appends non-nullable alternatives B1..Bn with
-  // (B1|..|Bn)* == (id)*. Uses (K1 K2 .. Kn)* == (K1|K2|..|Kn)* when every Ki
-  // is nullable, (K1|..|Kn)* == (K1*|..|Kn*)*, and K{lo,hi}* == K* for hi != 0
-  // (K{lo,hi} nullable means lo == 0 or K nullable; either way it contains K).
-  void star_base(int32_t id, std::vector<alternative>& out) {
-    const re_node& n = node(id);
-    if (n.type == re_node::kind::repeat && n.hi == 0) return;
-    for (const int32_t k : n.kids) {  // chars nodes have none (and are never nullable)
-      if (node(k).nullable) {
-        star_base(k, out);
-      } else {
-        out.push_back(emit(k));
-      }
+  // K1 .. Kn minus "" when every Ki is nullable: the first non-empty Ki starts
+  // the string and the rest follow in full. With A_i = plus(Ki) as one atom:
+  // P_i = A_i T_{i+1} | P_{i+1} and T_i = A_i T_{i+1} | T_{i+1} (Ki .. Kn in
+  // full), built from the end with a rule or two per step, so the size stays
+  // linear in n and "" is derived in one way only.
+  std::vector<alternative> plus_nullable_seq(const re_node& n) {
+    std::vector<alternative> p;  // P_{i+1}
+    alternative tail;            // T_{i+2}, or nothing
+    alternative next_atom;       // A_{i+1}, to be folded into tail
+    for (size_t i = n.kids.size(); i-- > 0;) {
+      std::vector<alternative> ki = plus(n.kids[i]);
+      if (ki.empty()) continue;  // Ki matches only ""
+      const alternative atom = as_atom(std::move(ki));
+      if (!next_atom.empty()) tail = {ref(b_.add_helper({next_atom + tail, tail}))};
+      std::vector<alternative> next{atom + tail};
+      if (!p.empty()) next.push_back(as_atom(std::move(p)));
+      p = std::move(next);
+      next_atom = atom;
     }
+    return p;
   }
 
   // One symbol standing for the union of alts.

@@ -28,6 +28,10 @@
 // k_max_nesting deep, repetition bounds up to k_max_repeat; the builder bounds
 // rules and symbols (those errors are prefixed with the regex position too).
 //
+// The grammar is a structural translation (no DFA): a pattern that can split
+// a string in many ways (e.g. nested unbounded repeats like (.*.*)+) keeps
+// many parses alive in the matcher and may reach its k_max_stacks bound.
+//
 // Thread-safety: pure functions (add_regex mutates only the builder given).
 #pragma once
 

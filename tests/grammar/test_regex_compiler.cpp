@@ -185,6 +185,20 @@ TEST(Regex, StarOverNullableAtoms) {
   expect_language("(a*(b|c?))*d", {"d", "abacd", "ccd"}, {"da"});
 }
 
+// Every node derives "" in one way only, so nested repeats of nullable groups
+// do not multiply the matcher's parses (these once exceeded k_max_stacks).
+TEST(Regex, NestedNullableRepeatsStayFewParses) {
+  expect_language(R"(\n.+|(?:(?:|\n?\W*){1,3}){1,3})", {"\n 1c\"a", "\n", "", " \n!"}, {"a", "\n\na"});
+  expect_language("((a?b?){1,4}c?){1,4}", {"", "abcabcabcabc", "bbbbbb"}, {"abcabcabcabcabc", "d"});
+  const auto g = compile("(((a?)*b?){0,5}c?)+");
+  matcher m(g);
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(m.advance(std::string_view(i % 3 == 2 ? "c" : "a"))) << i;
+    EXPECT_LE(m.n_stacks(), 64u) << i;
+  }
+  EXPECT_TRUE(m.can_end());
+}
+
 TEST(Regex, BoundsAtTheLimit) {
   const auto g = compile("a{10000}");
   EXPECT_TRUE(accepts(g, std::string(10000, 'a')));
@@ -207,10 +221,10 @@ TEST(Regex, BoundsAtTheLimit) {
   EXPECT_EQ(error_of(longest + "x"), "regex position 0: the pattern is longer than 65536 bytes");
 
   // The builder's rule bound, reported with the position of the repetition.
-  std::string many;
+  std::string many = "x";
   for (int i = 0; i < 7; ++i) many += "a{0,10000}";
   const std::string err = error_of(many);
-  EXPECT_NE(err.find("regex position 61: "), std::string::npos) << err;
+  EXPECT_NE(err.find("regex position 62: "), std::string::npos) << err;
   EXPECT_NE(err.find("rules"), std::string::npos) << err;
 }
 
@@ -319,6 +333,21 @@ TEST(Regex, JsonStringSpelling) {
   EXPECT_TRUE(accepts(slash, "12/ab"));
   EXPECT_TRUE(accepts(slash, R"(12\/ab)"));
   EXPECT_FALSE(accepts(slash, "12\\ab"));
+  // A class of only plain characters takes no escapes; one of only controls takes no raw bytes.
+  const auto plain = compile_json(R"([^\x00-\x1f"\\]+)");
+  EXPECT_TRUE(accepts(plain, "abc/é"));
+  EXPECT_TRUE(accepts(plain, R"(\/)"));  // '/' is in the class
+  for (const auto s : {R"(\")", R"(\\)", R"(\n)", R"(\u0041)"}) EXPECT_FALSE(accepts(plain, s)) << s;
+  const auto controls = compile_json(R"([\x00-\x1f]+)");
+  EXPECT_TRUE(accepts(controls, R"(\u0000\b\f\n\r\t\u001F\u000b)"));
+  EXPECT_FALSE(accepts(controls, "\t"));
+  EXPECT_FALSE(accepts(controls, R"(\u0020)"));
+  // Quantified and alternated escapes.
+  const auto quotes = compile_json(R"(("|\\){2,3})");
+  EXPECT_TRUE(accepts(quotes, R"(\"\\)"));
+  EXPECT_TRUE(accepts(quotes, R"(\\\\\")"));
+  EXPECT_FALSE(accepts(quotes, R"(\")"));
+  EXPECT_FALSE(accepts(quotes, R"(\"\"\"\")"));
   // Embedded between the quotes of a JSON string, as a JSON Schema front end would.
   const auto quoted = compile_json(R"([^"]*"[a-z]+")", "\"", "\"");
   EXPECT_TRUE(accepts(quoted, R"("say \"hi\"")"));
