@@ -38,6 +38,7 @@
 //     format, pattern and min/maxLength do not combine (error).
 //   - Arrays: prefixItems then items (draft 4: items as an array, then
 //     additionalItems), minItems/maxItems; absent items: any values.
+//     uniqueItems: false only (true is refused).
 //   - Types: "type" (a name or a list); without it, the types whose keywords
 //     appear (properties -> object, ...), or any value. Keywords of other
 //     types are ignored as JSON Schema says (minimum on a string; format on

@@ -100,6 +100,8 @@ TEST(JsonSchemaArrays, ItemsAndCounts) {
   expect_accepts(R"({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3})", {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]"});
   expect_accepts(R"({"type": "array", "maxItems": 0})", {"[]", "[ ]"}, {"[1]"});
   expect_accepts(R"({"type": "array"})", {"[]", "[1,\"a\",null,{}]"}, {"{}"});
+  expect_accepts(R"({"type": "array", "uniqueItems": false, "maxItems": 2})", {"[1,1]"}, {"[1,1,1]"});
+  EXPECT_EQ(error_of(R"({"type": "array", "uniqueItems": true})"), "(root): unsupported JSON Schema keyword 'uniqueItems'");
   EXPECT_EQ(error_of(R"({"type": "array", "minItems": 3, "maxItems": 2})"), "/minItems: minItems is greater than maxItems");
   EXPECT_EQ(error_of(R"({"type": "array", "maxItems": 10001})"), "/maxItems: above the limit of 10000");
 }
