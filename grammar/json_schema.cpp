@@ -29,13 +29,14 @@ const std::unordered_map<std::string_view, family>& keywords() {
       {"$vocabulary", family::annotation}, {"examples", family::annotation}, {"default", family::annotation},
       {"deprecated", family::annotation}, {"readOnly", family::annotation}, {"writeOnly", family::annotation},
       {"contentMediaType", family::annotation}, {"contentEncoding", family::annotation}, {"contentSchema", family::annotation},
+      {"example", family::annotation}, {"discriminator", family::annotation},  // OpenAPI; oneOf still decides
       {"$defs", family::annotation}, {"definitions", family::annotation},  // resolved through $ref only
       {"type", family::core}, {"enum", family::core}, {"const", family::core}, {"anyOf", family::core},
       {"oneOf", family::core}, {"allOf", family::core}, {"$ref", family::core},
       {"properties", family::object}, {"required", family::object}, {"additionalProperties", family::object},
       {"unevaluatedProperties", family::object},
       {"items", family::array}, {"prefixItems", family::array}, {"additionalItems", family::array},
-      {"minItems", family::array}, {"maxItems", family::array},
+      {"minItems", family::array}, {"maxItems", family::array}, {"uniqueItems", family::array},  // false only
       {"minLength", family::string}, {"maxLength", family::string}, {"pattern", family::string}, {"format", family::string},
       {"minimum", family::numeric}, {"maximum", family::numeric}, {"exclusiveMinimum", family::numeric},
       {"exclusiveMaximum", family::numeric}};
@@ -373,6 +374,7 @@ class compiler {
     } else if (o.contains("additionalItems")) {
       schema_fail(pointer_child(ptr, "additionalItems"), "additionalItems needs items as an array (use prefixItems and items)");
     }
+    if (const auto* u = o.if_contains("uniqueItems"); u != nullptr && *u != false) schema_fail(ptr, "unsupported JSON Schema keyword 'uniqueItems'");
     const int64_t lo = o.contains("minItems") ? count_keyword(o, "minItems", ptr, k_max_repeat) : 0;
     int64_t hi = o.contains("maxItems") ? count_keyword(o, "maxItems", ptr, k_max_repeat) : -1;
     if (hi >= 0 && lo > hi) schema_fail(pointer_child(ptr, "minItems"), "minItems is greater than maxItems");

@@ -9,17 +9,19 @@
 //     additionalProperties means NO extra properties (strict mode); a schema
 //     there allows extra "key": value pairs after the known ones (their keys
 //     differ from the known names as written; uniqueness among the extras is
-//     not enforced). Required names not
-//     listed in properties become properties of the additionalProperties
-//     schema (any value when absent/true), after the listed ones; an error
-//     when additionalProperties is false. "type": "object" with neither
-//     properties nor required nor additionalProperties false: any object.
+//     not enforced). Required names not listed in properties become
+//     properties of the additionalProperties schema (any value when
+//     absent/true), after the listed ones; an error when it is false.
+//     "type": "object" with neither properties nor required nor
+//     additionalProperties false/schema: any object. unevaluatedProperties
+//     may be true/false (no effect in strict mode).
 //   - Whitespace: between tokens of objects and arrays, one optional " " or a
 //     newline plus up to k_max_json_indent spaces/tabs; none around the whole
 //     value, none inside enum/const values (written compactly).
 //   - Integers: -?(0|[1-9][0-9]*) with at most k_max_integer_digits digits;
-//     "-0" is not generated. minimum/maximum/exclusive* give exact digit-range
-//     grammars (bounds are clamped to the 19-digit range).
+//     "-0" is not generated. minimum/maximum/exclusive* (also draft-4
+//     boolean exclusives) give exact digit-range grammars (bounds are
+//     clamped to the 19-digit range; fractional bounds round inward).
 //   - Numbers: JSON number syntax, at most k_max_integer_digits integer
 //     digits, k_max_fraction_digits fraction digits, 3 exponent digits.
 //     Bounds on numbers are exact decimals (a double bound is taken as its
@@ -34,14 +36,25 @@
 //     string, written JSON-escaped; it searches like ECMA-262 unless anchored
 //     by a leading ^ / trailing $ (an anchor with a top-level '|' is refused).
 //     format, pattern and min/maxLength do not combine (error).
+//   - Arrays: prefixItems then items (draft 4: items as an array, then
+//     additionalItems), minItems/maxItems; absent items: any values.
+//     uniqueItems: false only (true is refused).
+//   - Types: "type" (a name or a list); without it, the types whose keywords
+//     appear (properties -> object, ...), or any value. Keywords of other
+//     types are ignored as JSON Schema says (minimum on a string; format on
+//     a number, e.g. "int32").
+//   - enum/const: any JSON values, filtered by "type" if given; other
+//     validation keywords beside them, $ref or anyOf/oneOf are refused.
 //   - oneOf is compiled like anyOf (exclusivity is not enforced).
 //   - allOf: a single schema is that schema; several are merged when they are
 //     all object schemas (properties and required united).
-//   - $ref: "#" and "#/..." JSON pointers into the same document (with
-//     recursion); remote references are an error. $id does not change the base.
+//   - $ref: "#" and "#/..." JSON pointers into the same document ($defs,
+//     definitions, anything), with recursion; remote and anchor references
+//     are an error. $id does not change the base.
 //   - Annotations are ignored: title, description, $schema, $id, $anchor,
 //     $comment, $vocabulary, examples, default, deprecated, readOnly,
-//     writeOnly, contentMediaType, contentEncoding, contentSchema.
+//     writeOnly, contentMediaType, contentEncoding, contentSchema, and
+//     OpenAPI's example and discriminator (the oneOf it annotates decides).
 //   - Every other keyword is refused with an error naming it (not,
 //     if/then/else, patternProperties, uniqueItems, contains, multipleOf,
 //     minProperties, ...), as are unknown formats.
@@ -52,7 +65,8 @@
 //
 // Bounds: schema nesting (including $ref chains) <= k_max_nesting, at most
 // k_max_schema_nodes subschemas compiled, k_max_optional_properties per
-// object, k_max_any_of_branches per anyOf, repetition counts (maxItems, maxLength) <= k_max_repeat; the protocol layer bounds the schema text to
+// object, k_max_any_of_branches per anyOf, repetition counts (maxItems,
+// maxLength) <= k_max_repeat; the protocol layer bounds the schema text to
 // k_max_schema_bytes. Compile time is linear in the schema (and the bounds).
 //
 // Thread-safety: pure functions; a builder is used by one thread.

@@ -5,6 +5,8 @@
 #include <boost/json/parse.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -98,6 +100,8 @@ TEST(JsonSchemaArrays, ItemsAndCounts) {
   expect_accepts(R"({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3})", {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]"});
   expect_accepts(R"({"type": "array", "maxItems": 0})", {"[]", "[ ]"}, {"[1]"});
   expect_accepts(R"({"type": "array"})", {"[]", "[1,\"a\",null,{}]"}, {"{}"});
+  expect_accepts(R"({"type": "array", "uniqueItems": false, "maxItems": 2})", {"[1,1]"}, {"[1,1,1]"});
+  EXPECT_EQ(error_of(R"({"type": "array", "uniqueItems": true})"), "(root): unsupported JSON Schema keyword 'uniqueItems'");
   EXPECT_EQ(error_of(R"({"type": "array", "minItems": 3, "maxItems": 2})"), "/minItems: minItems is greater than maxItems");
   EXPECT_EQ(error_of(R"({"type": "array", "maxItems": 10001})"), "/maxItems: above the limit of 10000");
 }
@@ -117,7 +121,7 @@ TEST(JsonSchemaArrays, PrefixItems) {
 
 TEST(JsonSchemaCombinators, AnyOfOneOfAllOf) {
   expect_accepts(R"({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 1}]})", {"1", "\"a\""}, {"\"ab\"", "null"});
-  expect_accepts(R"({"oneOf": [{"const": "a"}, {"const": "b"}]})", {"\"a\"", "\"b\""}, {"\"c\""});
+  expect_accepts(R"({"oneOf": [{"const": "a"}, {"const": "b"}], "discriminator": {"propertyName": "kind"}})", {"\"a\"", "\"b\""}, {"\"c\""});
   expect_accepts(R"({"allOf": [{"type": "integer", "minimum": 3}]})", {"3"}, {"2"});
   expect_accepts(R"({"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
                                {"properties": {"b": {"type": "string"}}, "required": ["b"]}]})",
@@ -291,6 +295,48 @@ TEST(JsonSchemaCompose, PydanticStyleSchema) {
   EXPECT_TRUE(accepts(g, "{\n  \"items\": [],\n  \"color\": \"green\"\n}"));
   EXPECT_FALSE(accepts(g, R"({"items":[{"name":"a","price":-1}],"color":"red"})"));
   EXPECT_FALSE(accepts(g, R"({"items":[],"color":"blue"})"));
+}
+
+// Random generations under a schema: every completed output is JSON that satisfies it.
+TEST(JsonSchemaCompose, RandomWalksProduceValidInstances) {
+  const auto g = compile(R"({"type": "object", "properties": {
+      "n": {"type": "integer", "minimum": -20, "maximum": 300}, "c": {"enum": ["x", "yz", 7]},
+      "f": {"type": "number", "exclusiveMinimum": 0.5, "maximum": 2}, "b": {"type": ["boolean", "null"]},
+      "a": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 1, "maxItems": 3}},
+      "required": ["n", "a"], "additionalProperties": false})");
+  uint64_t state = 12345;
+  const auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull, state >> 33; };
+  for (int walk = 0; walk < 300; ++walk) {
+    matcher m(g);
+    std::string out;
+    while (!(m.can_end() && (next() % 8 == 0 || m.allowed_bytes().none()))) {
+      const auto allowed = m.allowed_bytes();
+      ASSERT_TRUE(allowed.any()) << out;  // never a dead end
+      std::vector<uint8_t> choices;
+      for (int c = 0; c < 256; ++c) {
+        if (allowed[static_cast<size_t>(c)]) choices.push_back(static_cast<uint8_t>(c));
+      }
+      const uint8_t c = choices[next() % choices.size()];
+      ASSERT_TRUE(m.advance(c));
+      out += static_cast<char>(c);
+      ASSERT_LT(out.size(), 2000u);
+    }
+    const auto v = boost::json::parse(out).as_object();
+    const int64_t n = v.at("n").to_number<int64_t>();
+    EXPECT_TRUE(n >= -20 && n <= 300) << out;
+    const auto& a = v.at("a").as_array();
+    EXPECT_TRUE(a.size() >= 1 && a.size() <= 3) << out;
+    for (const auto& x : a) EXPECT_TRUE(x.to_number<int64_t>() >= 0 && x.to_number<int64_t>() <= 9) << out;
+    if (const auto* f = v.if_contains("f")) {
+      EXPECT_TRUE(f->to_number<double>() > 0.5 && f->to_number<double>() <= 2) << out;
+    }
+    if (const auto* c = v.if_contains("c")) {
+      EXPECT_TRUE(*c == "x" || *c == "yz" || *c == 7) << out;
+    }
+    if (const auto* b = v.if_contains("b")) {
+      EXPECT_TRUE(b->is_bool() || b->is_null()) << out;
+    }
+  }
 }
 
 TEST(JsonObject, AnyObject) {
