@@ -31,7 +31,8 @@
 //     an exponent.
 //   - Strings: JSON string syntax; minLength/maxLength count characters, an
 //     escape sequence counting as one. format: date, time, date-time, uuid,
-//     email (a subset: dot-atoms @ labels . letters). pattern: compiled by
+//     email (a subset: at most 4 dot-atoms of <= 32 characters @ 1 to 4
+//     labels of <= 32 . 2 to 12 letters). pattern: compiled by
 //     grammar/regex_compiler.h (Python re dialect) against the decoded
 //     string, written JSON-escaped; it searches like ECMA-262 unless anchored
 //     by a leading ^ / trailing $ (an anchor with a top-level '|' is refused).

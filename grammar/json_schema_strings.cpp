@@ -61,14 +61,17 @@ alternative email_format(grammar_builder& b) {
   const symbol atext = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'!', '!'}, {'#', '\''}, {'*', '+'}, {'-', '-'},
                                  {'/', '/'}, {'=', '='}, {'?', '?'}, {'^', '`'}, {'{', '~'}});
   const alternative atom = {atext};
-  const alternative atom_plus = atom + b.repeat(atom, 0, -1);
-  const alternative local = atom_plus + b.repeat(alternative{one('.')} + atom_plus, 0, -1);
+  // Bounded so a model cannot write an address forever: dot-atoms of at most
+  // 32 characters, at most 4 of them; labels of at most 32, at most 4 plus
+  // the top-level domain of 2 to 12 letters.
+  const alternative atom_plus = atom + b.repeat(atom, 0, 31);
+  const alternative local = atom_plus + b.repeat(alternative{one('.')} + atom_plus, 0, 3);
   const symbol alnum = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}});
   const symbol alnum_hyphen = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'-', '-'}});
-  const alternative label = alternative{alnum} + b.group({b.repeat({alnum_hyphen}, 0, -1) + alnum, {}});
+  const alternative label = alternative{alnum} + b.group({b.repeat({alnum_hyphen}, 0, 30) + alnum, {}});
   const symbol letter = byte_set({{'A', 'Z'}, {'a', 'z'}});
-  const alternative tld = alternative{letter, letter} + b.repeat({letter}, 0, -1);
-  return local + one('@') + b.repeat(label + one('.'), 1, -1) + tld;
+  const alternative tld = alternative{letter, letter} + b.repeat({letter}, 0, 10);
+  return local + one('@') + b.repeat(label + one('.'), 1, 4) + tld;
 }
 
 alternative format_schema(grammar_builder& b, const boost::json::value& f, const std::string& ptr) {
