@@ -9,6 +9,7 @@
 #include <iostream>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <spdlog/spdlog.h>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@
 #include "cli/commands.h"
 #include "protocol/generation.h"
 #include "protocol/generation_format.h"
+#include "protocol/constraint_compiler.h"
+#include "protocol/openai_request.h"
+#include "protocol/output_constraint.h"
 #include "protocol/sampling_json.h"
 #include "tokenizer/tokenizer.h"
 #include "util/utf8.h"
@@ -96,7 +100,8 @@ std::string check_message(const generation_check& c) {
 // Returns "" or the problem (without the line number). Raw bytes that are not
 // valid UTF-8 are replaced by U+FFFD before parsing, so such a prompt is
 // accepted (as tokenizers do) instead of failing as malformed JSON.
-std::string parse_request(const std::string& raw_line, const loaded_model& m, int32_t max_model_len, offline_request& out) {
+std::string parse_request(const std::string& raw_line, const loaded_model& m, int32_t max_model_len,
+                          api::constraint_compiler& constraints, offline_request& out) {
   if (raw_line.size() > k_max_line_bytes) return "line is longer than " + std::to_string(k_max_line_bytes) + " bytes";
   const std::string line = utf8::sanitize(raw_line);
   boost::system::error_code ec;
@@ -108,9 +113,20 @@ std::string parse_request(const std::string& raw_line, const loaded_model& m, in
   if (auto err = read_prompt(o, *m.tok, m.config.n_vocab, out.prompt); !err.empty()) return err;
   const generation_check c = check_generation(out.prompt, out.params, 16, m.config.n_vocab, max_model_len);
   if (!c.ok()) return check_message(c);
+  // Structured outputs: the same fields and compiler as the server's completions.
+  std::set<std::string, std::less<>> seen{"prompt", "prompt_token_ids"};
+  const auto get = [&](std::string_view k) -> const json::value* {
+    seen.emplace(k);
+    const json::value* v = o.if_contains(k);
+    return v && !v->is_null() ? v : nullptr;
+  };
+  api::output_constraint oc;
+  std::optional<api::api_error> err = api::parse_output_constraint(get, oc);
+  if (!err) out.params.constraint = constraints.compile(oc, err);
+  if (err) return err->message;
   for (const auto& kv : o) {
     const std::string_view k = kv.key();
-    if (k != "prompt" && k != "prompt_token_ids" && !is_sampling_field(k)) spdlog::debug("ignoring unknown field '{}'", k);
+    if (!seen.count(k) && !is_sampling_field(k)) spdlog::debug("ignoring unknown field '{}'", k);
   }
   return "";
 }
@@ -118,6 +134,7 @@ std::string parse_request(const std::string& raw_line, const loaded_model& m, in
 // Reads the JSONL requests from stdin. Returns 0, or the exit code after
 // printing every bad line (1).
 int read_requests(const loaded_model& m, int32_t max_model_len, std::vector<offline_request>& requests) {
+  api::constraint_compiler constraints(*m.tok);
   std::string line;
   size_t line_no = 0;
   int n_errors = 0;
@@ -130,7 +147,7 @@ int read_requests(const loaded_model& m, int32_t max_model_len, std::vector<offl
     }
     offline_request r;
     r.line_no = line_no;
-    if (auto err = parse_request(line, m, max_model_len, r); !err.empty()) {
+    if (auto err = parse_request(line, m, max_model_len, constraints, r); !err.empty()) {
       std::cerr << "spate generate: line " << line_no << ": " << err << "\n";
       ++n_errors;
       continue;

@@ -453,13 +453,27 @@ class compiler {
     return *cur;
   }
 
+  // A $ref target enclosing itself (recursion) gets a fresh copy per level,
+  // down to k_max_ref_recursion levels; below that the reference is a rule
+  // with no alternatives, which the productive-rule pruning removes with the
+  // branches that need it (an optional member, a non-empty array, an anyOf
+  // branch). So every recursive structure has a bottom and a generation
+  // always finishes. Non-recursive repeats share one rule per level.
   alternative compile_ref(const boost::json::value& r, const std::string& ptr, int depth) {
     std::string target_ptr;
     const boost::json::value& target = lookup(r, ptr, target_ptr);
-    if (const auto it = refs_.find(target_ptr); it != refs_.end()) return {ref(it->second)};
-    const int32_t id = b_.declare_rule("$ref " + pointer_text(target_ptr));
-    refs_.emplace(target_ptr, id);
+    int& level = active_[target_ptr];
+    if (level >= k_max_ref_recursion) {
+      if (bottom_ < 0) bottom_ = b_.add_rule(".bottom", {});
+      return {ref(bottom_)};
+    }
+    const auto key = std::make_pair(target_ptr, level);
+    if (const auto it = refs_.find(key); it != refs_.end()) return {ref(it->second)};
+    const int32_t id = b_.declare_rule("$ref " + pointer_text(target_ptr) + (level > 0 ? " #" + std::to_string(level) : ""));
+    refs_.emplace(key, id);
+    ++level;
     b_.set_alts(id, {compile(target, target_ptr, depth + 1)});
+    --level;  // std::map references stay valid while compile() inserts
     return {ref(id)};
   }
 
@@ -467,7 +481,9 @@ class compiler {
   json_rules r_;
   const boost::json::value& root_;
   size_t nodes_ = 0;
-  std::map<std::string, int32_t> refs_;  // $ref target pointer -> its rule
+  std::map<std::pair<std::string, int>, int32_t> refs_;  // ($ref target pointer, recursion level) -> its rule
+  std::map<std::string, int> active_;                    // target pointer -> copies enclosing the current point
+  int32_t bottom_ = -1;                                  // the rule below the deepest level: no alternatives
 };
 
 }  // namespace

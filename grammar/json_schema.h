@@ -31,8 +31,8 @@
 //     an exponent.
 //   - Strings: JSON string syntax; minLength/maxLength count characters, an
 //     escape sequence counting as one. format: date, time, date-time, uuid,
-//     email (a subset: at most 4 dot-atoms of <= 32 characters @ 1 to 4
-//     labels of <= 32 . 2 to 12 letters). pattern: compiled by
+//     email (a subset: dot-atoms of <= 32, 15 and 15 characters (a local
+//     part of <= 64) @ 1 to 4 labels of <= 32 . 2 to 12 letters). pattern: compiled by
 //     grammar/regex_compiler.h (Python re dialect) against the decoded
 //     string, written JSON-escaped; it searches like ECMA-262 unless anchored
 //     by a leading ^ / trailing $ (an anchor with a top-level '|' is refused).
@@ -85,6 +85,7 @@ inline constexpr size_t k_max_schema_nodes = 10000;     // subschemas compiled p
 inline constexpr int k_max_integer_digits = 19;
 inline constexpr int k_max_fraction_digits = 20;
 inline constexpr int k_max_json_indent = 20;
+inline constexpr int k_max_ref_recursion = 5;  // nesting levels of a recursive $ref (see below)
 // Optional properties of one object: each is a live parse at the start of the
 // object and after every member, which must stay well under the matcher's
 // k_max_stacks.

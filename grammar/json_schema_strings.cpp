@@ -61,11 +61,11 @@ alternative email_format(grammar_builder& b) {
   const symbol atext = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'!', '!'}, {'#', '\''}, {'*', '+'}, {'-', '-'},
                                  {'/', '/'}, {'=', '='}, {'?', '?'}, {'^', '`'}, {'{', '~'}});
   const alternative atom = {atext};
-  // Bounded so a model cannot write an address forever: dot-atoms of at most
-  // 32 characters, at most 4 of them; labels of at most 32, at most 4 plus
-  // the top-level domain of 2 to 12 letters.
-  const alternative atom_plus = atom + b.repeat(atom, 0, 31);
-  const alternative local = atom_plus + b.repeat(alternative{one('.')} + atom_plus, 0, 3);
+  // Bounded so a model cannot write an address forever, and within RFC 5321's
+  // 64-character local part: a dot-atom of at most 32 characters, then at
+  // most 2 more of at most 15; labels of at most 32, at most 4 plus the
+  // top-level domain of 2 to 12 letters.
+  const alternative local = atom + b.repeat(atom, 0, 31) + b.repeat(alternative{one('.')} + atom + b.repeat(atom, 0, 14), 0, 2);
   const symbol alnum = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}});
   const symbol alnum_hyphen = byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'-', '-'}});
   const alternative label = alternative{alnum} + b.group({b.repeat({alnum_hyphen}, 0, 30) + alnum, {}});

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "protocol/request_errors.h"
+#include "protocol/request_fields.h"
 #include "protocol/responses_tools.h"
 #include "protocol/sampling_json.h"
 
@@ -604,6 +605,10 @@ std::optional<api_error> parse_request(endpoint kind, std::string_view body, par
   }
   if (err) return err;
   if (auto e = check_sampling_ranges(out, f)) return e;
+  if (auto e = refuse_unsupported_fields(kind, o, out.n)) return e;
+  for (const auto& kv : o) {
+    if (is_listed_field(kind, kv.key())) f.mark(kv.key());
+  }
   out.unknown_fields = f.unknown();
   return std::nullopt;
 }

@@ -164,6 +164,29 @@ TEST(JsonSchemaRefs, RecursionTreeAndLinkedList) {
   EXPECT_FALSE(accepts(list, R"({"v":1,"next":{"v":2}})"));
 }
 
+// Recursion is unrolled to k_max_ref_recursion levels: a list of that many
+// nodes is accepted, one more is not (the recursive branch is gone at the
+// bottom, null is the only choice left).
+TEST(JsonSchemaRefs, RecursionDepthIsBounded) {
+  const auto list = compile(R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                 "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}}, "required": ["v", "next"]}},
+                                 "$ref": "#/$defs/node"})");
+  const auto nested = [](int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += R"({"v":1,"next":)";
+    s += "null";
+    s.append(static_cast<size_t>(n), '}');
+    return s;
+  };
+  EXPECT_TRUE(accepts(list, nested(k_max_ref_recursion)));
+  EXPECT_FALSE(accepts(list, nested(k_max_ref_recursion + 1)));
+  matcher m(list);
+  std::string deepest = nested(k_max_ref_recursion);
+  ASSERT_TRUE(m.advance(deepest.substr(0, deepest.find("null"))));
+  EXPECT_FALSE(m.allowed_bytes().test('{'));  // at the bottom: null only
+  EXPECT_TRUE(m.allowed_bytes().test('n'));
+}
+
 TEST(JsonSchemaProductive, RecursionWithoutBaseCase) {
   // The root can never finish: an error.
   EXPECT_EQ(error_of(R"({"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]})"),

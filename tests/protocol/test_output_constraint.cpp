@@ -108,3 +108,47 @@ TEST(ToolRequest, ResponsesFunctionToolsAndCallItems) {
 
 }  // namespace
 }  // namespace spate::api
+
+namespace spate::api {
+namespace {
+
+// Fields of the OpenAI / vLLM APIs that are not implemented are refused by
+// name unless they carry their "off" value; a few are ignored on purpose.
+TEST(RequestFields, UnsupportedFieldsAreRefusedByName) {
+  struct refusal {
+    endpoint kind;
+    std::string body;
+    std::string param;
+  };
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  const std::vector<refusal> cases = {
+      {endpoint::completions, R"({"prompt":"x","best_of":3})", "best_of"},
+      {endpoint::chat_completions, "{" + msgs + R"(,"best_of":2,"n":1})", "best_of"},
+      {endpoint::chat_completions, "{" + msgs + R"(,"use_beam_search":true})", "use_beam_search"},
+      {endpoint::chat_completions, "{" + msgs + R"(,"functions":[{"name":"f"}]})", "functions"},
+      {endpoint::chat_completions, "{" + msgs + R"(,"modalities":["text","audio"]})", "modalities"},
+      {endpoint::chat_completions, "{" + msgs + R"(,"prompt_logprobs":1})", "prompt_logprobs"},
+      {endpoint::chat_completions, "{" + msgs + R"(,"skip_special_tokens":false})", "skip_special_tokens"},
+      {endpoint::responses, R"({"input":"x","reasoning":{"effort":"low"}})", "reasoning"},
+      {endpoint::responses, R"({"input":"x","include":["file_search_call.results"]})", "include"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.body);
+    parsed_request r;
+    const auto err = parse_request(c.kind, c.body, r);
+    ASSERT_TRUE(err.has_value());
+    EXPECT_EQ(err->param, c.param);
+    EXPECT_NE(err->message.find("'" + c.param + "' is not supported"), std::string::npos) << err->message;
+  }
+  // Off values pass, and the ignored-on-purpose fields are not "unknown".
+  parsed_request r;
+  EXPECT_FALSE(parse_request(endpoint::chat_completions,
+                             "{" + msgs + R"(,"best_of":2,"n":2,"use_beam_search":false,"modalities":["text"],"skip_special_tokens":true,)"
+                                 R"("user":"u","metadata":{"a":"b"},"store":false,"functions":[],"whatever":1})",
+                             r)
+                   .has_value());
+  EXPECT_EQ(r.unknown_fields, std::vector<std::string>{"whatever"});
+}
+
+}  // namespace
+}  // namespace spate::api
