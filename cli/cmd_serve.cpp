@@ -282,8 +282,11 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   engine eng(exec, *in.model->tok, ecfg);
   server_metrics metrics;
   api::constraint_compiler constraints(*in.model->tok);
+  const api::tool_call_format tool_format = tool_format_of(so, in.tmpl.get());
+  spdlog::info("Tool calls: {} format ({})", api::tool_call_format_name(tool_format),
+               so.tool_call_parser.empty() ? "from the chat template" : "--tool-call-parser");
   api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
-                       in.tmpl_error, &constraints, tool_format_of(so, in.tmpl.get())};
+                       in.tmpl_error, &constraints, tool_format};
   server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   ctx.describe_engine_error = flag_names;

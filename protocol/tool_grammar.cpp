@@ -50,7 +50,9 @@ grammar::grammar build_tool_grammar(const json::value& spec) {
   for (const json::value& fn : s.at("functions").as_array()) calls.push_back(call_of(b, syn, fn.as_object()));
   const alternative call = b.group(std::move(calls));
   alternative list = grammar_builder::literal(syn.list_open) + call;
-  if (s.at("parallel").as_bool()) list = list + b.repeat(grammar_builder::literal(syn.list_sep) + call, 0, -1);
+  if (s.at("parallel").as_bool()) {
+    list = list + b.repeat(grammar_builder::literal(syn.list_sep) + call, 0, k_max_parallel_tool_calls - 1);
+  }
   list = list + grammar_builder::literal(syn.list_close);
   std::vector<alternative> root{std::move(list)};
   if (s.at("response").as_bool()) {

@@ -2,14 +2,16 @@
 // named function, and the generic format's "auto"), in the syntax of the
 // model's tool-call format (tool_calls.h):
 //
-//   root  ::= list_open call (list_sep call)* list_close      (parallel_tool_calls)
+//   root  ::= list_open call (list_sep call){0,7} list_close  (parallel_tool_calls)
 //           | list_open call list_close                         (otherwise)
 //           | "{\"response\": " string "}"                      (generic "auto" only)
 //   call  ::= call_prefix "{\"NAME_KEY\": \"f\", \"ARGS_KEY\": " <f's parameters schema> "}" call_suffix
 //           | ... one alternative per allowed function
 //
 // so every call names a known function and its arguments validate against
-// that function's `parameters` (any JSON object when it has none).
+// that function's `parameters` (any JSON object when it has none). At most
+// k_max_parallel_tool_calls calls per answer, so a model repeating itself
+// still ends.
 //
 // The spec is plain JSON, so the constraint cache keys on it like on a schema:
 //   {"format": "hermes", "functions": [{"name", "parameters"}], "parallel": bool, "response": bool}
@@ -23,6 +25,8 @@
 #include "protocol/tool_calls.h"
 
 namespace spate::api {
+
+inline constexpr int k_max_parallel_tool_calls = 8;
 
 // The spec for a request's tool use (t.active(), mode required, named, or
 // automatic with the generic format).

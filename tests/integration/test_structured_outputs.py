@@ -51,7 +51,7 @@ EXTERNAL_URL = os.environ.get("STRUCTURED_OUTPUTS_BASE_URL")
 
 SEEDS = (101, 202)
 TEMPERATURE = 0.7
-MAX_TOKENS = 400     # every corpus schema bounds its strings and arrays; the 135M model finishes well within this
+MAX_TOKENS = 1200    # above the longest output any corpus schema allows in practice (recursion is unrolled to 5 levels)
 WORKERS = 8
 
 
