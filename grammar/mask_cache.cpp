@@ -54,36 +54,77 @@ mask_cache::mask_cache(std::shared_ptr<const grammar> g, std::shared_ptr<const v
 
 int32_t mask_cache::intern(const std::vector<parse_stack>& stacks) {
   const auto [it, fresh] = ids_.try_emplace(stacks, static_cast<int32_t>(states_.size()));
-  if (fresh) states_.push_back({&it->first, nullptr});
+  if (fresh) {
+    states_.push_back({&it->first, nullptr});
+    next_.emplace_back();
+  }
   return it->second;
 }
 
 int32_t mask_cache::step(int32_t from, uint8_t byte) {
-  const uint64_t key = (static_cast<uint64_t>(from) << 8) | byte;
-  const auto it = next_.find(key);
-  if (it != next_.end()) return it->second;
-  matcher m(g_, *states_[static_cast<size_t>(from)].stacks);
-  const int32_t to = m.advance(byte) ? intern(m.stacks()) : -1;
-  next_.emplace(key, to);
-  return to;
+  const auto& row = next_[static_cast<size_t>(from)];
+  if (!row) fill_row(from);
+  return (*next_[static_cast<size_t>(from)])[byte];
+}
+
+// All 256 transitions of a state at once. The state after a byte depends only
+// on which of the state's stacks accept the byte (each accepting stack moves
+// past its byte set the same way whatever the byte), so bytes are grouped by
+// that signature and the matcher runs once per group: about ten runs inside a
+// JSON string instead of 256.
+void mask_cache::fill_row(int32_t from) {
+  auto row = std::make_unique<std::array<int32_t, 256>>();
+  const std::vector<parse_stack> stacks = *states_[static_cast<size_t>(from)].stacks;  // intern() may rehash below
+  std::vector<std::pair<std::vector<uint32_t>, int32_t>> groups;  // signature -> next state
+  std::vector<uint32_t> sig;
+  for (int b = 0; b < 256; ++b) {
+    sig.clear();
+    for (size_t i = 0; i < stacks.size(); ++i) {
+      if (!stacks[i].empty() && top_set(stacks[i]).test(static_cast<size_t>(b))) sig.push_back(static_cast<uint32_t>(i));
+    }
+    if (sig.empty()) {
+      (*row)[static_cast<size_t>(b)] = -1;
+      continue;
+    }
+    const auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == sig; });
+    if (it != groups.end()) {
+      (*row)[static_cast<size_t>(b)] = it->second;
+      continue;
+    }
+    matcher m(g_, stacks);
+    const int32_t to = m.advance(static_cast<uint8_t>(b)) ? intern(m.stacks()) : -1;
+    groups.emplace_back(sig, to);
+    (*row)[static_cast<size_t>(b)] = to;
+  }
+  next_[static_cast<size_t>(from)] = std::move(row);
+}
+
+const std::bitset<256>& mask_cache::top_set(const parse_stack& s) const {
+  const grammar_pos& p = s.back();
+  return g_->rules[static_cast<size_t>(p.rule)].alts[static_cast<size_t>(p.alt)][static_cast<size_t>(p.pos)].set;
 }
 
 std::shared_ptr<const token_mask> mask_cache::compute(int32_t s) {
-  scratch_.clear();
+  const auto n_vocab = static_cast<size_t>(trie_->n_vocab());
+  std::vector<uint64_t> bits((n_vocab + 63) / 64, 0);
+  size_t n_allowed = 0;
   trie_->walk(
       s, [this](int32_t from, uint8_t byte) { return step(from, byte); },
-      [this](int32_t id) { scratch_.push_back(id); });
+      [&](int32_t id) {
+        bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+        ++n_allowed;
+      });
   auto m = std::make_shared<token_mask>();
   const auto& stacks = *states_[static_cast<size_t>(s)].stacks;
   m->can_end = std::any_of(stacks.begin(), stacks.end(), [](const parse_stack& st) { return st.empty(); });
-  m->n_allowed = scratch_.size();
-  const auto n_vocab = static_cast<size_t>(trie_->n_vocab());
-  if (scratch_.size() * 32 > n_vocab) {
-    m->bits.assign((n_vocab + 63) / 64, 0);
-    for (int32_t id : scratch_) m->bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+  m->n_allowed = n_allowed;
+  if (n_allowed * 32 > n_vocab) {
+    m->bits = std::move(bits);
   } else {
-    std::sort(scratch_.begin(), scratch_.end());
-    m->ids = scratch_;
+    m->ids.reserve(n_allowed);
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint64_t b = bits[w]; b != 0; b &= b - 1) m->ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
+    }
   }
   stats_.mask_bytes += m->bytes();
   ++stats_.n_masks;

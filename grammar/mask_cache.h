@@ -17,14 +17,15 @@
 // Masks store allowed ids (sparse) where few tokens pass, and a bitset over
 // the vocabulary (dense) otherwise.
 //
-// Bounds: at most k_max_cached_states interned states and k_max_mask_bytes of
-// masks per cache; beyond either the cache is emptied at the start of the
+// Bounds: at most k_max_cached_states interned states (each with up to 1 KiB
+// of transitions) and k_max_mask_bytes of masks per cache; beyond either the cache is emptied at the start of the
 // next mask() call (masks already handed out stay valid: they are shared).
 //
 // Thread-safety: mask() may be called from many threads; an internal mutex
 // serializes them. The grammar and trie are shared and immutable.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,7 +38,7 @@
 
 namespace spate::grammar {
 
-inline constexpr size_t k_max_cached_states = 1u << 16;
+inline constexpr size_t k_max_cached_states = 1u << 14;
 inline constexpr size_t k_max_mask_bytes = 16u << 20;
 
 struct token_mask {
@@ -76,6 +77,8 @@ class mask_cache {
 
   int32_t intern(const std::vector<parse_stack>& stacks);
   int32_t step(int32_t from, uint8_t byte);  // -1: refused
+  void fill_row(int32_t from);
+  const std::bitset<256>& top_set(const parse_stack& s) const;  // the byte set at s's top
   std::shared_ptr<const token_mask> compute(int32_t s);
   void reset_if_full();
 
@@ -84,8 +87,9 @@ class mask_cache {
   mutable std::mutex mu_;
   std::unordered_map<std::vector<parse_stack>, int32_t, stacks_hash> ids_;
   std::vector<state> states_;
-  std::unordered_map<uint64_t, int32_t> next_;  // (state << 8 | byte) -> state or -1
-  std::vector<int32_t> scratch_;
+  // Per state, its byte transitions once it was stepped from: the next state
+  // or -1 (refused). 1 KiB per stepped-from state.
+  std::vector<std::unique_ptr<std::array<int32_t, 256>>> next_;
   counters stats_;
 };
 

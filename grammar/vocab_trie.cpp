@@ -1,45 +1,94 @@
 #include "grammar/vocab_trie.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
 
 namespace spate::grammar {
+namespace {
+
+// The trie while it is built: children by byte.
+struct build_node {
+  std::map<uint8_t, std::unique_ptr<build_node>> children;
+  std::vector<int32_t> tokens;
+};
+
+}  // namespace
 
 vocab_trie::vocab_trie(const std::vector<std::string>& pieces) : n_vocab_(static_cast<int32_t>(pieces.size())) {
-  nodes_.emplace_back();
+  build_node root;
   for (size_t id = 0; id < pieces.size(); ++id) {
     if (pieces[id].empty()) continue;
-    int32_t at = 0;
+    build_node* at = &root;
     for (const char c : pieces[id]) {
-      const auto b = static_cast<uint8_t>(c);
-      auto& kids = nodes_[static_cast<size_t>(at)].children;
-      const auto it = std::lower_bound(kids.begin(), kids.end(), b, [](const auto& kid, uint8_t x) { return kid.first < x; });
-      if (it != kids.end() && it->first == b) {
-        at = it->second;
-        continue;
-      }
-      const auto next = static_cast<int32_t>(nodes_.size());
-      kids.insert(it, {b, next});  // before nodes_ grows, which would invalidate kids
-      nodes_.emplace_back();
-      at = next;
+      auto& kid = at->children[static_cast<uint8_t>(c)];
+      if (!kid) kid = std::make_unique<build_node>();
+      at = kid.get();
     }
-    nodes_[static_cast<size_t>(at)].tokens.push_back(static_cast<int32_t>(id));
+    at->tokens.push_back(static_cast<int32_t>(id));
+  }
+  // Flatten in depth-first preorder: number a node, reserve its edges, then
+  // its children's subtrees in byte order.
+  std::vector<std::pair<const build_node*, int32_t>> todo{{&root, -1}};  // (node, edge slot to fill)
+  while (!todo.empty()) {
+    const auto [b, slot] = todo.back();
+    todo.pop_back();
+    const auto id = static_cast<int32_t>(nodes_.size());
+    if (slot >= 0) edges_[static_cast<size_t>(slot)].child = id;
+    node n;
+    n.token_begin = static_cast<uint32_t>(token_ids_.size());
+    token_ids_.insert(token_ids_.end(), b->tokens.begin(), b->tokens.end());
+    n.token_end = static_cast<uint32_t>(token_ids_.size());
+    n.child_begin = static_cast<uint32_t>(edges_.size());
+    for (const auto& [byte, kid] : b->children) edges_.push_back({byte, -1});
+    n.child_end = static_cast<uint32_t>(edges_.size());
+    nodes_.push_back(n);
+    // Pushed in reverse so the lowest byte's subtree is numbered next.
+    uint32_t k = n.child_end;
+    for (auto it = b->children.rbegin(); it != b->children.rend(); ++it) todo.emplace_back(it->second.get(), static_cast<int32_t>(--k));
+  }
+  index_preorder();
+}
+
+void vocab_trie::index_preorder() {
+  const size_t n = nodes_.size();
+  byte_.assign(n, 0);
+  depth_.assign(n, 0);
+  subtree_end_.assign(n, 0);
+  token_begin_.resize(n + 1);
+  for (size_t i = 0; i < n; ++i) {
+    token_begin_[i] = nodes_[i].token_begin;
+    for (uint32_t k = nodes_[i].child_begin; k < nodes_[i].child_end; ++k) {
+      const auto c = static_cast<size_t>(edges_[k].child);
+      byte_[c] = edges_[k].byte;
+      depth_[c] = static_cast<uint16_t>(depth_[i] + 1);
+      max_depth_ = std::max(max_depth_, depth_[c]);
+    }
+  }
+  token_begin_[n] = static_cast<uint32_t>(token_ids_.size());
+  // Children come after their parent in preorder: fill subtrees from the back.
+  for (size_t i = n; i-- > 0;) {
+    const node& nd = nodes_[i];
+    subtree_end_[i] = nd.child_begin == nd.child_end ? static_cast<uint32_t>(i + 1)
+                                                      : subtree_end_[static_cast<size_t>(edges_[nd.child_end - 1].child)];
   }
 }
 
 void vocab_trie::allowed_tokens(matcher& m, std::vector<uint8_t>& allowed) const {
   allowed.assign(static_cast<size_t>(n_vocab_), 0);
-  walk(0, m, allowed);
+  walk_matcher(0, m, allowed);
 }
 
-void vocab_trie::walk(int32_t at, matcher& m, std::vector<uint8_t>& allowed) const {
+void vocab_trie::walk_matcher(int32_t at, matcher& m, std::vector<uint8_t>& allowed) const {
   const node& n = nodes_[static_cast<size_t>(at)];
   if (at != 0) {
-    for (int32_t id : n.tokens) allowed[static_cast<size_t>(id)] = 1;
+    for (uint32_t j = n.token_begin; j < n.token_end; ++j) allowed[static_cast<size_t>(token_ids_[j])] = 1;
   }
   const std::bitset<256> next = m.allowed_bytes();
-  for (const auto& [byte, child] : n.children) {
-    if (!next.test(byte) || !m.push(byte)) continue;
-    walk(child, m, allowed);
+  for (uint32_t k = n.child_begin; k < n.child_end; ++k) {
+    const edge e = edges_[k];
+    if (!next.test(e.byte) || !m.push(e.byte)) continue;
+    walk_matcher(e.child, m, allowed);
     m.pop();
   }
 }
