@@ -24,8 +24,15 @@ class grammar_constraint final : public token_constraint {
                      std::shared_ptr<const std::vector<std::string>> pieces)
       : m_(std::move(g)), masks_(std::move(masks)), pieces_(std::move(pieces)) {}
 
-  void mask_logits(std::span<float> logits) override { masks_->mask(m_)->apply(logits); }
-  bool can_end() const override { return m_.can_end(); }
+  void mask_logits(std::span<float> logits) override {
+    const auto mask = masks_->mask(m_);
+    mask->apply(logits);
+    // No token can continue and the grammar is not complete: the matcher hit
+    // a bound (live parses, stack depth) or the vocabulary cannot spell the
+    // next byte. End the output rather than sample from nothing.
+    dead_end_ = mask->n_allowed == 0 && !mask->can_end;
+  }
+  bool can_end() const override { return m_.can_end() || dead_end_; }
   void accept(int32_t token) override {
     // The mask allowed it, so the bytes are accepted; a token outside the
     // mask (a stop_token_id let through at the end) leaves the state as is.
@@ -37,6 +44,7 @@ class grammar_constraint final : public token_constraint {
   grammar::matcher m_;
   std::shared_ptr<grammar::mask_cache> masks_;
   std::shared_ptr<const std::vector<std::string>> pieces_;
+  bool dead_end_ = false;
 };
 
 class grammar_spec final : public constraint_spec {
