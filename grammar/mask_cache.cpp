@@ -62,9 +62,9 @@ int32_t mask_cache::intern(const std::vector<parse_stack>& stacks) {
 }
 
 int32_t mask_cache::step(int32_t from, uint8_t byte) {
-  const auto& row = next_[static_cast<size_t>(from)];
-  if (!row) fill_row(from);
-  return (*next_[static_cast<size_t>(from)])[byte];
+  const std::array<int32_t, 256>* row = next_[static_cast<size_t>(from)].get();
+  if (row == nullptr) row = fill_row(from);
+  return (*row)[byte];
 }
 
 // All 256 transitions of a state at once. The state after a byte depends only
@@ -72,7 +72,7 @@ int32_t mask_cache::step(int32_t from, uint8_t byte) {
 // past its byte set the same way whatever the byte), so bytes are grouped by
 // that signature and the matcher runs once per group: about ten runs inside a
 // JSON string instead of 256.
-void mask_cache::fill_row(int32_t from) {
+const std::array<int32_t, 256>* mask_cache::fill_row(int32_t from) {
   auto row = std::make_unique<std::array<int32_t, 256>>();
   const std::vector<parse_stack> stacks = *states_[static_cast<size_t>(from)].stacks;  // intern() may rehash below
   std::vector<std::pair<std::vector<uint32_t>, int32_t>> groups;  // signature -> next state
@@ -97,6 +97,7 @@ void mask_cache::fill_row(int32_t from) {
     (*row)[static_cast<size_t>(b)] = to;
   }
   next_[static_cast<size_t>(from)] = std::move(row);
+  return next_[static_cast<size_t>(from)].get();
 }
 
 const std::bitset<256>& mask_cache::top_set(const parse_stack& s) const {
@@ -108,8 +109,14 @@ std::shared_ptr<const token_mask> mask_cache::compute(int32_t s) {
   const auto n_vocab = static_cast<size_t>(trie_->n_vocab());
   std::vector<uint64_t> bits((n_vocab + 63) / 64, 0);
   size_t n_allowed = 0;
+  // step() inlined: the walk's hot path is one row lookup per trie node.
   trie_->walk(
-      s, [this](int32_t from, uint8_t byte) { return step(from, byte); },
+      s,
+      [this](int32_t from, uint8_t byte) {
+        const std::array<int32_t, 256>* row = next_[static_cast<size_t>(from)].get();
+        if (row == nullptr) [[unlikely]] row = fill_row(from);
+        return (*row)[byte];
+      },
       [&](int32_t id) {
         bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
         ++n_allowed;

@@ -77,7 +77,7 @@ class mask_cache {
 
   int32_t intern(const std::vector<parse_stack>& stacks);
   int32_t step(int32_t from, uint8_t byte);  // -1: refused
-  void fill_row(int32_t from);
+  const std::array<int32_t, 256>* fill_row(int32_t from);  // computes and returns from's row
   const std::bitset<256>& top_set(const parse_stack& s) const;  // the byte set at s's top
   std::shared_ptr<const token_mask> compute(int32_t s);
   void reset_if_full();

@@ -52,25 +52,23 @@ vocab_trie::vocab_trie(const std::vector<std::string>& pieces) : n_vocab_(static
 
 void vocab_trie::index_preorder() {
   const size_t n = nodes_.size();
-  byte_.assign(n, 0);
-  depth_.assign(n, 0);
-  subtree_end_.assign(n, 0);
-  token_begin_.resize(n + 1);
+  walk_nodes_.assign(n + 1, walk_node{});
   for (size_t i = 0; i < n; ++i) {
-    token_begin_[i] = nodes_[i].token_begin;
+    walk_nodes_[i].token_begin = nodes_[i].token_begin;
     for (uint32_t k = nodes_[i].child_begin; k < nodes_[i].child_end; ++k) {
-      const auto c = static_cast<size_t>(edges_[k].child);
-      byte_[c] = edges_[k].byte;
-      depth_[c] = static_cast<uint16_t>(depth_[i] + 1);
-      max_depth_ = std::max(max_depth_, depth_[c]);
+      walk_node& c = walk_nodes_[static_cast<size_t>(edges_[k].child)];
+      c.byte = edges_[k].byte;
+      c.depth = static_cast<uint16_t>(walk_nodes_[i].depth + 1);
+      max_depth_ = std::max(max_depth_, c.depth);
     }
   }
-  token_begin_[n] = static_cast<uint32_t>(token_ids_.size());
+  walk_nodes_[n].token_begin = static_cast<uint32_t>(token_ids_.size());
   // Children come after their parent in preorder: fill subtrees from the back.
   for (size_t i = n; i-- > 0;) {
     const node& nd = nodes_[i];
-    subtree_end_[i] = nd.child_begin == nd.child_end ? static_cast<uint32_t>(i + 1)
-                                                      : subtree_end_[static_cast<size_t>(edges_[nd.child_end - 1].child)];
+    walk_nodes_[i].subtree_end = nd.child_begin == nd.child_end
+                                     ? static_cast<uint32_t>(i + 1)
+                                     : walk_nodes_[static_cast<size_t>(edges_[nd.child_end - 1].child)].subtree_end;
   }
 }
 

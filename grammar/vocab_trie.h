@@ -14,7 +14,7 @@
 //   nodes_[i]    = {child_begin, child_end, token_begin, token_end}
 //   edges_[k]    = {byte, child node}   for k in [child_begin, child_end), by byte
 //   token_ids_[j]                        for j in [token_begin, token_end)
-//   byte_[i], depth_[i], subtree_end_[i], token_begin_[i]   (walk's view)
+//   walk_nodes_[i] = {subtree_end, token_begin, depth, byte}  (walk's view)
 //
 // Tokens with no bytes (control tokens) are never in the trie; end-of-
 // generation tokens are allowed by the caller where matcher::can_end().
@@ -54,16 +54,16 @@ class vocab_trie {
   void walk(int32_t start, Step&& step, OnToken&& on_token) const {
     std::vector<int32_t> state_at(static_cast<size_t>(max_depth_) + 1);
     state_at[0] = start;
-    const uint32_t n = static_cast<uint32_t>(depth_.size());
+    const uint32_t n = static_cast<uint32_t>(walk_nodes_.size()) - 1;  // the last entry only ends the token range
     for (uint32_t i = 1; i < n;) {
-      const uint16_t d = depth_[i];
-      const int32_t next = step(state_at[d - 1], byte_[i]);
+      const walk_node& w = walk_nodes_[i];
+      const int32_t next = step(state_at[w.depth - 1u], w.byte);
       if (next < 0) {
-        i = subtree_end_[i];
+        i = w.subtree_end;
         continue;
       }
-      state_at[d] = next;
-      for (uint32_t j = token_begin_[i]; j < token_begin_[i + 1]; ++j) on_token(token_ids_[j]);
+      state_at[w.depth] = next;
+      for (uint32_t j = w.token_begin, e = walk_nodes_[i + 1].token_begin; j < e; ++j) on_token(token_ids_[j]);
       ++i;
     }
   }
@@ -83,13 +83,16 @@ class vocab_trie {
   std::vector<node> nodes_;
   std::vector<edge> edges_;
   std::vector<int32_t> token_ids_;
-  // The same nodes for walk(), by preorder index: the byte leading to the
-  // node, its depth (root 0), one past its subtree, and where its tokens
-  // start in token_ids_ (token_begin_ has one extra entry at the end).
-  std::vector<uint8_t> byte_;
-  std::vector<uint16_t> depth_;
-  std::vector<uint32_t> subtree_end_;
-  std::vector<uint32_t> token_begin_;
+  // The same nodes for walk(), by preorder index, packed (12 bytes): one past
+  // its subtree, where its tokens start in token_ids_, its depth (root 0) and
+  // the byte leading to it. One extra entry at the end ends the last range.
+  struct walk_node {
+    uint32_t subtree_end = 0;
+    uint32_t token_begin = 0;
+    uint16_t depth = 0;
+    uint8_t byte = 0;
+  };
+  std::vector<walk_node> walk_nodes_;
   uint16_t max_depth_ = 0;
   int32_t n_vocab_ = 0;
 };

@@ -72,6 +72,7 @@ void bm_mask_cached(benchmark::State& st, const std::string& prefix, bool warm) 
     }
   }
   st.counters["allowed_tokens"] = static_cast<double>(n_allowed);
+  st.counters["trie_nodes"] = static_cast<double>(g_trie->n_nodes());
 }
 
 }  // namespace
