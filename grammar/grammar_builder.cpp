@@ -124,7 +124,10 @@ alternative grammar_builder::repeat(const alternative& atom, int64_t lo, int64_t
   for (int64_t k = 0; k < hi - lo; ++k) {
     alternative more = atom;
     if (inner >= 0) more.push_back(ref(inner));
-    inner = add_helper({std::move(more), {}});
+    const int32_t outer = add_helper({std::move(more), {}});
+    g_.rules[static_cast<size_t>(outer)].repeat_left = static_cast<int32_t>(k + 1);
+    g_.rules[static_cast<size_t>(outer)].repeat_next = inner;
+    inner = outer;
   }
   if (inner >= 0) seq.push_back(ref(inner));
   return seq;

@@ -29,6 +29,14 @@ using alternative = std::vector<symbol>;
 struct rule {
   std::string name;
   std::vector<alternative> alts;  // an empty alternative matches the empty string
+  // Bounded repetition (grammar_builder::repeat): this rule is opt_k of the
+  // chain opt_k ::= atom opt_{k-1} | "", with repeat_left = k atoms still
+  // allowed and repeat_next = opt_{k-1} (-1 for opt_1). Every member has the
+  // same alternatives but for the last reference, so for input shorter than k
+  // atoms opt_k and opt_j (j, k >= that length) behave alike; the mask cache
+  // uses this to share states. 0 / -1 for other rules.
+  int32_t repeat_left = 0;
+  int32_t repeat_next = -1;
 };
 
 struct grammar {

@@ -50,7 +50,44 @@ size_t mask_cache::stacks_hash::operator()(const std::vector<parse_stack>& v) co
 }
 
 mask_cache::mask_cache(std::shared_ptr<const grammar> g, std::shared_ptr<const vocab_trie> trie)
-    : g_(std::move(g)), trie_(std::move(trie)) {}
+    : g_(std::move(g)), trie_(std::move(trie)) {
+  index_repeats();
+}
+
+void mask_cache::index_repeats() {
+  const int32_t t = std::max(trie_->max_token_bytes(), 2);  // opt_1 has no tail reference: never a stand-in
+  const size_t n = g_->rules.size();
+  canon_.resize(n);
+  for (size_t r = 0; r < n; ++r) canon_[r] = static_cast<int32_t>(r);
+  // Each chain is walked once from its longest unvisited member down to opt_T.
+  std::vector<bool> done(n, false);
+  std::vector<int32_t> path;
+  for (size_t r = n; r-- > 0;) {
+    if (done[r] || g_->rules[r].repeat_left <= t) continue;
+    path.clear();
+    int32_t at = static_cast<int32_t>(r);
+    while (at >= 0 && g_->rules[static_cast<size_t>(at)].repeat_left > t && !done[static_cast<size_t>(at)]) {
+      path.push_back(at);
+      at = g_->rules[static_cast<size_t>(at)].repeat_next;
+    }
+    const int32_t stand_in = at < 0 ? -1 : done[static_cast<size_t>(at)] ? canon_[static_cast<size_t>(at)] : at;
+    for (int32_t p : path) {
+      done[static_cast<size_t>(p)] = true;
+      if (stand_in >= 0) canon_[static_cast<size_t>(p)] = stand_in;
+    }
+    has_long_repeats_ = has_long_repeats_ || stand_in >= 0;
+  }
+}
+
+std::vector<parse_stack> mask_cache::canonical(const std::vector<parse_stack>& stacks) const {
+  std::vector<parse_stack> out = stacks;
+  for (parse_stack& s : out) {
+    for (grammar_pos& p : s) p.rule = canon_[static_cast<size_t>(p.rule)];
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 int32_t mask_cache::intern(const std::vector<parse_stack>& stacks) {
   const auto [it, fresh] = ids_.try_emplace(stacks, static_cast<int32_t>(states_.size()));
@@ -151,7 +188,7 @@ void mask_cache::reset_if_full() {
 std::shared_ptr<const token_mask> mask_cache::mask(const matcher& m) {
   std::lock_guard lock(mu_);
   reset_if_full();
-  const int32_t s = intern(m.stacks());
+  const int32_t s = has_long_repeats_ ? intern(canonical(m.stacks())) : intern(m.stacks());
   auto& slot = states_[static_cast<size_t>(s)].mask;
   if (slot) {
     ++stats_.n_hits;

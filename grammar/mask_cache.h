@@ -14,6 +14,13 @@
 //   state id --byte--> state id      (transitions, memoized on first use)
 //   state id -> token_mask           (on first mask() of that state)
 //
+// Bounded repetition ({m,n}, maxLength, maxItems) would make every position
+// its own state (opt_k, opt_{k-1}, ...). But a token spans at most
+// max_token_bytes bytes, hence at most that many repeated atoms (each takes a
+// byte or more), so for the mask opt_k behaves as opt_T with T = that bound
+// whenever k > T: states are interned with such rules replaced by opt_T, and
+// the positions of a long bounded string share one mask.
+//
 // Masks store allowed ids (sparse) where few tokens pass, and a bitset over
 // the vocabulary (dense) otherwise.
 //
@@ -76,6 +83,9 @@ class mask_cache {
   };
 
   int32_t intern(const std::vector<parse_stack>& stacks);
+  // stacks with every bounded-repetition rule opt_k, k > T, replaced by opt_T.
+  std::vector<parse_stack> canonical(const std::vector<parse_stack>& stacks) const;
+  void index_repeats();  // fills canon_
   int32_t step(int32_t from, uint8_t byte);  // -1: refused
   const std::array<int32_t, 256>* fill_row(int32_t from);  // computes and returns from's row
   const std::bitset<256>& top_set(const parse_stack& s) const;  // the byte set at s's top
@@ -84,6 +94,8 @@ class mask_cache {
 
   std::shared_ptr<const grammar> g_;
   std::shared_ptr<const vocab_trie> trie_;
+  std::vector<int32_t> canon_;  // rule -> the rule standing for it in interned states
+  bool has_long_repeats_ = false;
   mutable std::mutex mu_;
   std::unordered_map<std::vector<parse_stack>, int32_t, stacks_hash> ids_;
   std::vector<state> states_;

@@ -38,6 +38,8 @@ class vocab_trie {
 
   int32_t n_vocab() const { return n_vocab_; }
   size_t n_nodes() const { return nodes_.size(); }
+  // The longest token, in bytes.
+  int32_t max_token_bytes() const { return max_depth_; }
 
   // Sets allowed[id] = 1 for every token whose bytes m accepts from its
   // current state, 0 for the others (allowed is resized to n_vocab). m is

@@ -73,6 +73,7 @@ void bm_mask_cached(benchmark::State& st, const std::string& prefix, bool warm) 
   }
   st.counters["allowed_tokens"] = static_cast<double>(n_allowed);
   st.counters["trie_nodes"] = static_cast<double>(g_trie->n_nodes());
+  st.counters["max_token_bytes"] = static_cast<double>(g_trie->max_token_bytes());
 }
 
 }  // namespace

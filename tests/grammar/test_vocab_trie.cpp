@@ -125,6 +125,34 @@ TEST_F(VocabTrie, CachedMasksAlongADocumentEqualTheWalk) {
   EXPECT_GT(cache.stats().n_hits, 10u);  // e.g. each letter of "Lovelace" after the first
 }
 
+// Long bounded repetition: positions with more atoms left than the longest
+// token share one state (few misses), and every mask still equals the walk's,
+// also near the bound where the shared state would be wrong.
+TEST_F(VocabTrie, BoundedRepetitionSharesStatesAndStaysExact) {
+  const auto g = std::make_shared<const grammar>(parse_gbnf("root ::= \"\\\"\" [a-z ]{0,300} \"\\\"\""));
+  mask_cache cache(g, trie_);
+  matcher m(g);
+  ASSERT_TRUE(m.advance("\""));
+  std::vector<uint8_t> mask;
+  for (int i = 0; i <= 300; ++i) {
+    if (i % 7 == 0 || i > 280) {  // every mask checked near the bound
+      trie_->allowed_tokens(m, mask);
+      const auto cached = cache.mask(m);
+      for (size_t id = 0; id < mask.size(); ++id) {
+        ASSERT_EQ(cached->allows(static_cast<int32_t>(id)), mask[id] != 0) << "token " << id << " after " << i << " letters";
+      }
+    } else {
+      cache.mask(m);
+    }
+    if (i < 300) {
+      ASSERT_TRUE(m.advance(static_cast<uint8_t>('a' + i % 26)));
+    }
+  }
+  // 300 positions, but only those within a token's length of the bound differ.
+  EXPECT_LT(cache.stats().n_misses, static_cast<size_t>(trie_->max_token_bytes()) + 10);
+  EXPECT_GE(cache.stats().n_hits, static_cast<size_t>(300 - trie_->max_token_bytes() - 1));
+}
+
 TEST(TokenMask, ApplySetsRefusedLogitsToMinusInfinity) {
   token_mask sparse;
   sparse.ids = {1, 4};
