@@ -53,9 +53,9 @@ SETS = {
     "flat": ["weather_report", "person_contact", "http_status", "api_action", "nullable_profile", "sensor_reading",
              "book", "review_sentiment", "commit_message", "flight_search", "bug_triage", "chess_move",
              "match_result", "survey_answer", "discount_rule", "translation_request"],
-    "nested": ["shipping_addresses", "todo_list", "category_tree", "linked_steps", "expression_tree",
+    "nested": ["shipping_addresses", "todo_list", "decision_tree", "linked_steps", "expression_tree",
                "payment_method", "shape", "invoice", "recipe", "tool_call_union", "config_map", "health_check",
-               "org_chart", "contact_card_nested", "weekly_forecast", "team_manager"],
+               "reporting_line", "contact_card_nested", "weekly_forecast", "team_manager"],
 }
 
 
