@@ -48,14 +48,15 @@ FALLBACK_TOKENS = 128
 TEMPERATURE = 0.7
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "integration" / "schemas"
 
-# Corpus schemas by name (the file name without its number prefix), 16 per set.
+# Corpus schemas by name (the file name without its number prefix), 16 per set; none uses
+# what llama-server 0.3.16 does not honour (format email, items false, prefixItems with items).
 SETS = {
-    "flat": ["weather_report", "person_contact", "http_status", "api_action", "nullable_profile", "sensor_reading",
+    "flat": ["weather_report", "alarm", "http_status", "api_action", "nullable_profile", "sensor_reading",
              "book", "review_sentiment", "commit_message", "flight_search", "bug_triage", "chess_move",
              "match_result", "survey_answer", "discount_rule", "translation_request"],
-    "nested": ["shipping_addresses", "todo_list", "decision_tree", "linked_steps", "expression_tree",
-               "payment_method", "shape", "invoice", "recipe", "tool_call_union", "config_map", "health_check",
-               "reporting_line", "contact_card_nested", "weekly_forecast", "team_manager"],
+    "nested": ["shipping_addresses", "todo_list", "decision_tree", "linked_steps", "expression_tree", "shape",
+               "recipe", "config_map", "health_check", "reporting_line", "weekly_forecast", "extended_record",
+               "json_patch_op", "named_entities", "reminders", "elevation_profile"],
 }
 
 
