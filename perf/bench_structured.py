@@ -17,7 +17,8 @@ temperature 0.7, max_tokens MAX_TOKENS (400).
                  {"name", "schema", "strict": true}} (OpenAI's form; llama-server
                  0.3.16 honours it on /v1/chat/completions too). Each output is
                  validated with jsonschema (Draft 2020-12, FormatChecker) when the
-                 package is installed: "valid" counts the outputs that parse and validate.
+                 package is installed: "valid" counts the outputs that parse and validate,
+                 "invalid" lists the others (schema, round, first 300 characters).
   unconstrained  the same prompts without response_format, with "ignore_eos": true
                  and max_tokens = the completion tokens of the same (client,
                  round) request in the constrained run just before, so both modes
@@ -190,10 +191,12 @@ def summarize(results, wall):
             "finish_stop": sum(s.finish_reason == "stop" for s in streams)}
 
 
-def count_valid(results, cases, validate):
+def invalid_outputs(results, cases, validate):
+    """[{schema, round, output}] of the outputs that do not validate (None without jsonschema)."""
     if validate is None:
         return None
-    return sum(validate(cases[c][1]["schema"], "".join(s.text)) for (c, _), s in results.items())
+    return [{"schema": cases[c][0], "round": r, "output": "".join(s.text)[:300]}
+            for (c, r), s in sorted(results.items()) if not validate(cases[c][1]["schema"], "".join(s.text))]
 
 
 async def bench_set(client, set_name, cases, rounds, modes, validate):
@@ -204,7 +207,9 @@ async def bench_set(client, set_name, cases, rounds, modes, validate):
         line = {"set": set_name, "mode": "constrained"}
         try:
             constrained, wall = await run_mode(client, cases, rounds, True, lambda c, r: MAX_TOKENS)
-            line.update(summarize(constrained, wall), valid=count_valid(constrained, cases, validate))
+            invalid = invalid_outputs(constrained, cases, validate)
+            line.update(summarize(constrained, wall), valid=None if invalid is None else len(constrained) - len(invalid),
+                        invalid=invalid)
         except (RequestError, OSError, asyncio.IncompleteReadError, ValueError) as e:
             constrained = None
             line["error"] = f"{type(e).__name__}: {e}"

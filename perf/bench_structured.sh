@@ -234,7 +234,7 @@ import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         o = json.loads(l)
-        print(o["set"], o["mode"], o.get("error") or f"{o[\"gen_tok_s\"]} tok/s, valid {o.get(\"valid\")}/{o[\"requests\"]}")
+        print(o["set"], o["mode"], o.get("error") or "%s tok/s, valid %s/%s" % (o["gen_tok_s"], o.get("valid"), o["requests"]))
 ' "$TMP/out")
 }
 
