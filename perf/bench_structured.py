@@ -16,7 +16,7 @@ temperature 0.7, max_tokens MAX_TOKENS (400).
   constrained    + "response_format": {"type": "json_schema", "json_schema":
                  {"name", "schema", "strict": true}} (OpenAI's form; llama-server
                  0.3.16 honours it on /v1/chat/completions too). Each output is
-                 validated with jsonschema (Draft 2020-12, FormatChecker) when the
+                 validated with jsonschema (Draft 2020-12 and its FORMAT_CHECKER) when the
                  package is installed: "valid" counts the outputs that parse and validate,
                  "invalid" lists the others (schema, round, first 300 characters).
   unconstrained  the same prompts without response_format, with "ignore_eos": true
@@ -73,16 +73,19 @@ def load_corpus():
 def make_validator():
     """Returns validate(schema, text) -> bool, or None without jsonschema."""
     try:
-        from jsonschema import Draft202012Validator, FormatChecker
+        from jsonschema import Draft202012Validator
     except ImportError:
         return None
+    # The draft's own checker: a bare FormatChecker() holds every draft's formats and
+    # its "time" is draft 3's (no fraction, no offset), which rejects RFC 3339 times.
+    checker = Draft202012Validator.FORMAT_CHECKER
 
     def validate(schema, text):
         try:
             instance = json.loads(text)
         except ValueError:
             return False
-        return Draft202012Validator(schema, format_checker=FormatChecker()).is_valid(instance)
+        return Draft202012Validator(schema, format_checker=checker).is_valid(instance)
     return validate
 
 

@@ -127,9 +127,11 @@ STRICT_FORMATS = {"date": is_strict_date, "time": is_strict_time, "date-time": i
 
 
 def strict_format_checker():
-    """jsonschema's FormatChecker with our strict checks for the formats above
-    (its own accept any string with an '@' as an email, for one)."""
+    """Draft 2020-12's format checker with our strict checks for the formats above
+    (its own accept any string with an '@' as an email, for one). Not a bare
+    FormatChecker(): that one mixes all drafts and its "time" is draft 3's."""
     checker = FormatChecker()
+    checker.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
     for name, check in STRICT_FORMATS.items():
         checker.checks(name)(lambda v, check=check: not isinstance(v, str) or check(v))
     return checker
