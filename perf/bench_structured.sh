@@ -127,7 +127,12 @@ stop_server() {
   wait "$SERVER_PID" 2>/dev/null || true
   SERVER_PID=""
 }
-cleanup() { stop_server; rm -rf "$TMP"; }
+CLIENT_PID=""
+cleanup() {
+  if [[ -n "$CLIENT_PID" ]]; then kill -TERM "$CLIENT_PID" 2>/dev/null || true; wait "$CLIENT_PID" 2>/dev/null || true; fi
+  stop_server
+  rm -rf "$TMP"
+}
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
@@ -206,7 +211,11 @@ run_client() {  # engine rep
   local cmd=(python3 "$HERE/bench_structured.py" --url "http://127.0.0.1:$SERVER_PORT" --sets "$SETS"
              --rounds "$ROUNDS" --label "$label")
   before="$(loadavg)"
-  timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$TMP/out" 2> "$TMP/err" || rc=$?
+  # In the background and waited for, so that INT/TERM stop the run at once (cleanup kills it).
+  timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$TMP/out" 2> "$TMP/err" &
+  CLIENT_PID=$!
+  wait "$CLIENT_PID" || rc=$?
+  CLIENT_PID=""
   if ! grep -q '^{' "$TMP/out"; then
     log "FAILED (rc=$rc): ${cmd[*]}"
     tail -n 20 "$TMP/err" >&2
@@ -234,7 +243,7 @@ import json, sys
 for l in open(sys.argv[1]):
     if l.startswith("{"):
         o = json.loads(l)
-        print(o["set"], o["mode"], o.get("error") or f"{o[\"gen_tok_s\"]} tok/s, valid {o.get(\"valid\")}/{o[\"requests\"]}")
+        print(o["set"], o["mode"], o.get("error") or "%s tok/s, valid %s/%s" % (o["gen_tok_s"], o.get("valid"), o["requests"]))
 ' "$TMP/out")
 }
 

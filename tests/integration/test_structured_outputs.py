@@ -127,9 +127,11 @@ STRICT_FORMATS = {"date": is_strict_date, "time": is_strict_time, "date-time": i
 
 
 def strict_format_checker():
-    """jsonschema's FormatChecker with our strict checks for the formats above
-    (its own accept any string with an '@' as an email, for one)."""
+    """Draft 2020-12's format checker with our strict checks for the formats above
+    (its own accept any string with an '@' as an email, for one). Not a bare
+    FormatChecker(): that one mixes all drafts and its "time" is draft 3's."""
     checker = FormatChecker()
+    checker.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
     for name, check in STRICT_FORMATS.items():
         checker.checks(name)(lambda v, check=check: not isinstance(v, str) or check(v))
     return checker
@@ -190,6 +192,11 @@ def chat(client, prompt, seed, **kwargs):
                                        seed=seed, max_tokens=MAX_TOKENS, **kwargs)
     choice = r.choices[0]
     return Output(choice.message.content, choice.finish_reason)
+
+
+def selected_params(request, test_name):
+    """callspec params of the collected (after -k / -m selection) tests named `test_name`."""
+    return [item.callspec.params for item in request.session.items if getattr(item, "originalname", None) == test_name]
 
 
 def run_all(jobs):
@@ -283,7 +290,8 @@ def test_validation_rejects_what_the_corpus_forbids():
     assert schema_errors(by_name["06_rgb_color"], [255, 128, 0, 1])
     assert schema_errors(by_name["06_rgb_color"], [256, 128, 0])
     assert schema_errors(by_name["16_shape"], {"kind": "circle", "radius": 5, "width": 1})
-    assert schema_errors(by_name["19_linked_steps"], {"action": "boil", "next": {"action": "eat"}})
+    assert schema_errors(by_name["19_linked_steps"], {"action": "boil", "then": {"action": "eat"}})
+    assert not schema_errors(by_name["19_linked_steps"], {"action": "boil", "then": {"action": "peel", "then": "eat"}})
     assert schema_errors(by_name["08_sensor_reading"], {"sensor": "F-2", "celsius": -41, "delta": -3})
     assert not schema_errors(by_name["08_sensor_reading"], {"sensor": "F-2", "celsius": -18, "delta": -3})
     with pytest.raises(AssertionError, match="finish_reason"):
@@ -295,10 +303,13 @@ def test_validation_rejects_what_the_corpus_forbids():
 # ---------------------------------------------------------------- JSON schema outputs
 
 @pytest.fixture(scope="module")
-def schema_outputs(client):
-    jobs = {(case.name, seed): (lambda case=case, seed=seed: chat(client, case.prompt, seed,
-                                                                  response_format=json_schema_format(case)))
-            for case in SCHEMA_CASES for seed in SEEDS}
+def schema_outputs(request, client):
+    """All selected (case, seed) requests at once; {(name, seed): Future of Output}."""
+    jobs = {}
+    for p in selected_params(request, "test_json_schema_output_validates"):
+        case, seed = p["case"], p["seed"]
+        jobs[(case.name, seed)] = (lambda case=case, seed=seed: chat(client, case.prompt, seed,
+                                                                      response_format=json_schema_format(case)))
     return run_all(jobs)
 
 
@@ -322,20 +333,19 @@ CHOICE_STYLES = {
 
 
 @pytest.fixture(scope="module")
-def regex_and_choice_outputs(client):
+def regex_and_choice_outputs(request, client):
+    """All selected regex and choice requests at once; {(kind, name, style, seed): Future of Output}."""
     jobs = {}
-    for case in REGEX_CASES:
-        for style, body in REGEX_STYLES.items():
-            for seed in SEEDS:
-                jobs[("regex", case["name"], style, seed)] = (
-                    lambda case=case, body=body, seed=seed: chat(client, case["prompt"], seed,
-                                                                 extra_body=body(case["regex"])))
-    for case in CHOICE_CASES:
-        for style, body in CHOICE_STYLES.items():
-            for seed in SEEDS:
-                jobs[("choice", case["name"], style, seed)] = (
-                    lambda case=case, body=body, seed=seed: chat(client, case["prompt"], seed,
-                                                                 extra_body=body(case["choices"])))
+    for p in selected_params(request, "test_regex_output_fullmatches"):
+        case, style, seed = p["case"], p["style"], p["seed"]
+        body = REGEX_STYLES[style](case["regex"])
+        jobs[("regex", case["name"], style, seed)] = (
+            lambda case=case, body=body, seed=seed: chat(client, case["prompt"], seed, extra_body=body))
+    for p in selected_params(request, "test_choice_output_is_a_choice"):
+        case, style, seed = p["case"], p["style"], p["seed"]
+        body = CHOICE_STYLES[style](case["choices"])
+        jobs[("choice", case["name"], style, seed)] = (
+            lambda case=case, body=body, seed=seed: chat(client, case["prompt"], seed, extra_body=body))
     return run_all(jobs)
 
 
