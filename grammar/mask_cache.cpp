@@ -55,7 +55,7 @@ mask_cache::mask_cache(std::shared_ptr<const grammar> g, std::shared_ptr<const v
 }
 
 void mask_cache::index_repeats() {
-  const int32_t t = std::max(trie_->max_token_bytes(), 2);  // opt_1 has no tail reference: never a stand-in
+  const int32_t t = k_short_token_bytes;
   const size_t n = g_->rules.size();
   canon_.resize(n);
   for (size_t r = 0; r < n; ++r) canon_[r] = static_cast<int32_t>(r);
@@ -92,7 +92,7 @@ std::vector<parse_stack> mask_cache::canonical(const std::vector<parse_stack>& s
 int32_t mask_cache::intern(const std::vector<parse_stack>& stacks) {
   const auto [it, fresh] = ids_.try_emplace(stacks, static_cast<int32_t>(states_.size()));
   if (fresh) {
-    states_.push_back({&it->first, nullptr});
+    states_.push_back({&it->first, nullptr, nullptr});
     next_.emplace_back();
   }
   return it->second;
@@ -142,27 +142,26 @@ const std::bitset<256>& mask_cache::top_set(const parse_stack& s) const {
   return g_->rules[static_cast<size_t>(p.rule)].alts[static_cast<size_t>(p.alt)][static_cast<size_t>(p.pos)].set;
 }
 
-std::shared_ptr<const token_mask> mask_cache::compute(int32_t s) {
-  const auto n_vocab = static_cast<size_t>(trie_->n_vocab());
-  std::vector<uint64_t> bits((n_vocab + 63) / 64, 0);
-  size_t n_allowed = 0;
+void mask_cache::walk_into(const vocab_trie& trie, int32_t s, uint16_t max_depth, std::vector<uint64_t>& bits) {
   // step() inlined: the walk's hot path is one row lookup per trie node.
-  trie_->walk(
+  trie.walk(
       s,
       [this](int32_t from, uint8_t byte) {
         const std::array<int32_t, 256>* row = next_[static_cast<size_t>(from)].get();
         if (row == nullptr) [[unlikely]] row = fill_row(from);
         return (*row)[byte];
       },
-      [&](int32_t id) {
-        bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
-        ++n_allowed;
-      });
+      [&bits](int32_t id) { bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }, max_depth);
+}
+
+std::shared_ptr<const token_mask> mask_cache::make_mask(std::vector<uint64_t> bits, int32_t s) {
   auto m = std::make_shared<token_mask>();
   const auto& stacks = *states_[static_cast<size_t>(s)].stacks;
   m->can_end = std::any_of(stacks.begin(), stacks.end(), [](const parse_stack& st) { return st.empty(); });
+  size_t n_allowed = 0;
+  for (const uint64_t w : bits) n_allowed += static_cast<size_t>(std::popcount(w));
   m->n_allowed = n_allowed;
-  if (n_allowed * 32 > n_vocab) {
+  if (n_allowed * 32 > static_cast<size_t>(trie_->n_vocab())) {
     m->bits = std::move(bits);
   } else {
     m->ids.reserve(n_allowed);
@@ -173,6 +172,32 @@ std::shared_ptr<const token_mask> mask_cache::compute(int32_t s) {
   stats_.mask_bytes += m->bytes();
   ++stats_.n_masks;
   return m;
+}
+
+// The whole walk, or (with long repetition chains) the short tokens from the
+// canonical state (cached there) plus the long ones from s itself.
+std::shared_ptr<const token_mask> mask_cache::compute(int32_t s) {
+  const size_t n_words = (static_cast<size_t>(trie_->n_vocab()) + 63) / 64;
+  const vocab_trie* long_trie = trie_->long_tokens();
+  if (!has_long_repeats_ || long_trie == nullptr) {
+    std::vector<uint64_t> bits(n_words, 0);
+    walk_into(*trie_, s, UINT16_MAX, bits);
+    return make_mask(std::move(bits), s);
+  }
+  const std::vector<parse_stack> canon = canonical(*states_[static_cast<size_t>(s)].stacks);
+  const int32_t c = intern(canon);
+  std::shared_ptr<const std::vector<uint64_t>> short_bits = states_[static_cast<size_t>(c)].short_bits;
+  if (!short_bits) {
+    auto fresh = std::make_shared<std::vector<uint64_t>>(n_words, 0);
+    walk_into(*trie_, c, k_short_token_bytes, *fresh);
+    ++stats_.n_short_walks;
+    stats_.mask_bytes += fresh->size() * 8;
+    states_[static_cast<size_t>(c)].short_bits = fresh;
+    short_bits = std::move(fresh);
+  }
+  std::vector<uint64_t> bits = *short_bits;
+  walk_into(*long_trie, s, UINT16_MAX, bits);
+  return make_mask(std::move(bits), s);
 }
 
 void mask_cache::reset_if_full() {
@@ -188,7 +213,7 @@ void mask_cache::reset_if_full() {
 std::shared_ptr<const token_mask> mask_cache::mask(const matcher& m) {
   std::lock_guard lock(mu_);
   reset_if_full();
-  const int32_t s = has_long_repeats_ ? intern(canonical(m.stacks())) : intern(m.stacks());
+  const int32_t s = intern(m.stacks());
   auto& slot = states_[static_cast<size_t>(s)].mask;
   if (slot) {
     ++stats_.n_hits;

@@ -15,11 +15,15 @@
 //   state id -> token_mask           (on first mask() of that state)
 //
 // Bounded repetition ({m,n}, maxLength, maxItems) would make every position
-// its own state (opt_k, opt_{k-1}, ...). But a token spans at most
-// max_token_bytes bytes, hence at most that many repeated atoms (each takes a
-// byte or more), so for the mask opt_k behaves as opt_T with T = that bound
-// whenever k > T: states are interned with such rules replaced by opt_T, and
-// the positions of a long bounded string share one mask.
+// its own state (opt_k, opt_{k-1}, ...). But a token of at most T bytes
+// consumes at most T repeated atoms (each takes a byte or more), so for such
+// tokens opt_k behaves as opt_T whenever k > T. With T = k_short_token_bytes
+// (16), the mask of a state in a grammar with such chains is the union of
+//   - the short tokens (<= T bytes), walked from the state with every opt_k,
+//     k > T, replaced by opt_T: one walk shared by all positions of a bounded
+//     string more than T atoms from its end, cached per replaced state;
+//   - the few long tokens, walked over their own trie from the state itself.
+// Exact, and the costly part of the walk is shared.
 //
 // Masks store allowed ids (sparse) where few tokens pass, and a bitset over
 // the vocabulary (dense) otherwise.
@@ -70,6 +74,7 @@ class mask_cache {
 
   struct counters {
     size_t n_states = 0, n_masks = 0, mask_bytes = 0, n_hits = 0, n_misses = 0, n_resets = 0;
+    size_t n_short_walks = 0;  // misses that walked the short tokens (the rest reused a canonical state's)
   };
   counters stats() const;
 
@@ -79,7 +84,8 @@ class mask_cache {
   };
   struct state {
     const std::vector<parse_stack>* stacks = nullptr;  // the key in ids_ (node-based: stable)
-    std::shared_ptr<const token_mask> mask;
+    std::shared_ptr<const token_mask> mask;            // the whole mask
+    std::shared_ptr<const std::vector<uint64_t>> short_bits;  // canonical states: short tokens allowed
   };
 
   int32_t intern(const std::vector<parse_stack>& stacks);
@@ -90,6 +96,9 @@ class mask_cache {
   const std::array<int32_t, 256>* fill_row(int32_t from);  // computes and returns from's row
   const std::bitset<256>& top_set(const parse_stack& s) const;  // the byte set at s's top
   std::shared_ptr<const token_mask> compute(int32_t s);
+  // Sets the bits of the tokens of `trie` (up to max_depth bytes) allowed from s.
+  void walk_into(const vocab_trie& trie, int32_t s, uint16_t max_depth, std::vector<uint64_t>& bits);
+  std::shared_ptr<const token_mask> make_mask(std::vector<uint64_t> bits, int32_t s);
   void reset_if_full();
 
   std::shared_ptr<const grammar> g_;

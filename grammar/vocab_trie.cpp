@@ -48,6 +48,18 @@ vocab_trie::vocab_trie(const std::vector<std::string>& pieces) : n_vocab_(static
     for (auto it = b->children.rbegin(); it != b->children.rend(); ++it) todo.emplace_back(it->second.get(), static_cast<int32_t>(--k));
   }
   index_preorder();
+  // The long tokens' own trie; not for a trie that holds long tokens only
+  // (which is what this makes).
+  std::vector<std::string> long_pieces(pieces.size());
+  size_t n_long = 0, n_any = 0;
+  for (size_t id = 0; id < pieces.size(); ++id) {
+    n_any += !pieces[id].empty();
+    if (pieces[id].size() > k_short_token_bytes) {
+      long_pieces[id] = pieces[id];
+      ++n_long;
+    }
+  }
+  if (n_long > 0 && n_long < n_any) long_tokens_ = std::make_shared<const vocab_trie>(long_pieces);
 }
 
 void vocab_trie::index_preorder() {

@@ -24,12 +24,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "grammar/matcher.h"
 
 namespace spate::grammar {
+
+inline constexpr uint16_t k_short_token_bytes = 16;
 
 class vocab_trie {
  public:
@@ -40,6 +43,10 @@ class vocab_trie {
   size_t n_nodes() const { return nodes_.size(); }
   // The longest token, in bytes.
   int32_t max_token_bytes() const { return max_depth_; }
+  // The tokens longer than k_short_token_bytes, as a trie of their own (null
+  // when there are none), so that a walk can cover the short tokens with
+  // max_depth and the few long ones separately (see mask_cache).
+  const vocab_trie* long_tokens() const { return long_tokens_.get(); }
 
   // Sets allowed[id] = 1 for every token whose bytes m accepts from its
   // current state, 0 for the others (allowed is resized to n_vocab). m is
@@ -52,8 +59,11 @@ class vocab_trie {
   // negative value when the byte is refused (the subtree is skipped);
   // on_token(id) is called for every token whose bytes all stepped. One
   // forward pass over the nodes in preorder, keeping the state per depth.
+  //
+  // max_depth: tokens of at most that many bytes only (the walk does not go
+  // deeper).
   template <class Step, class OnToken>
-  void walk(int32_t start, Step&& step, OnToken&& on_token) const {
+  void walk(int32_t start, Step&& step, OnToken&& on_token, uint16_t max_depth = UINT16_MAX) const {
     std::vector<int32_t> state_at(static_cast<size_t>(max_depth_) + 1);
     state_at[0] = start;
     const uint32_t n = static_cast<uint32_t>(walk_nodes_.size()) - 1;  // the last entry only ends the token range
@@ -66,7 +76,7 @@ class vocab_trie {
       }
       state_at[w.depth] = next;
       for (uint32_t j = w.token_begin, e = walk_nodes_[i + 1].token_begin; j < e; ++j) on_token(token_ids_[j]);
-      ++i;
+      i = w.depth < max_depth ? i + 1 : w.subtree_end;
     }
   }
 
@@ -97,6 +107,7 @@ class vocab_trie {
   std::vector<walk_node> walk_nodes_;
   uint16_t max_depth_ = 0;
   int32_t n_vocab_ = 0;
+  std::shared_ptr<const vocab_trie> long_tokens_;
 };
 
 }  // namespace spate::grammar

@@ -5,11 +5,17 @@
 // next to the checkout).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/json_schema.h"
 #include "grammar/mask_cache.h"
 #include "grammar/vocab_trie.h"
 #include "model/gguf_file.h"
@@ -76,6 +82,11 @@ void bm_mask_cached(benchmark::State& st, const std::string& prefix, bool warm) 
   st.counters["max_token_bytes"] = static_cast<double>(g_trie->max_token_bytes());
 }
 
+// JSON Schema -> grammar for one corpus schema (tests/integration/schemas).
+void bm_compile_schema(benchmark::State& st, const boost::json::value& schema) {
+  for (auto _ : st) benchmark::DoNotOptimize(grammar::compile_json_schema(schema));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -100,6 +111,20 @@ int main(int argc, char** argv) {
       const std::string name = std::string("mask_cache/") + (warm ? "warm" : "cold") + "/json/after:'" + prefix + "'";
       benchmark::RegisterBenchmark(name.c_str(), bm_mask_cached, std::string(prefix), warm)->Unit(benchmark::kMicrosecond);
     }
+  }
+  const std::string schema_dir = std::string(SPATE_SOURCE_DIR) + "/tests/integration/schemas";
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(schema_dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  static std::vector<boost::json::value> schemas;  // outlive the registered benchmarks
+  schemas.reserve(files.size());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    schemas.push_back(boost::json::parse(ss.str()).at("schema"));
+    benchmark::RegisterBenchmark(("compile/schema/" + f.stem().string()).c_str(), bm_compile_schema, schemas.back())
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
