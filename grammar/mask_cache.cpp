@@ -13,26 +13,32 @@ bool token_mask::allows(int32_t id) const {
 
 void token_mask::apply(std::span<float> logits) const {
   constexpr float k_neg_inf = -std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
   if (!bits.empty()) {
+    // Word by word: all refused -> one fill, all allowed -> nothing.
     for (size_t w = 0; w < bits.size(); ++w) {
-      uint64_t refused = ~bits[w];
       const size_t base = w * 64;
-      while (refused != 0) {
-        const size_t i = base + static_cast<size_t>(std::countr_zero(refused));
-        if (i >= logits.size()) break;
-        logits[i] = k_neg_inf;
-        refused &= refused - 1;
+      if (base >= n) break;
+      const uint64_t allowed = bits[w];
+      if (allowed == ~uint64_t{0}) continue;
+      const size_t end = std::min(base + 64, n);
+      if (allowed == 0) {
+        std::fill(logits.begin() + static_cast<std::ptrdiff_t>(base), logits.begin() + static_cast<std::ptrdiff_t>(end), k_neg_inf);
+        continue;
+      }
+      for (size_t i = base; i < end; ++i) {
+        if (((allowed >> (i - base)) & 1u) == 0) logits[i] = k_neg_inf;
       }
     }
     return;
   }
-  size_t next = 0;  // index into ids
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (next < ids.size() && static_cast<size_t>(ids[next]) == i) {
-      ++next;
-    } else {
-      logits[i] = k_neg_inf;
-    }
+  // Few allowed: keep their values, fill everything, put them back.
+  thread_local std::vector<float> kept;
+  kept.clear();
+  for (const int32_t id : ids) kept.push_back(static_cast<size_t>(id) < n ? logits[static_cast<size_t>(id)] : k_neg_inf);
+  std::fill(logits.begin(), logits.end(), k_neg_inf);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (static_cast<size_t>(ids[k]) < n) logits[static_cast<size_t>(ids[k])] = kept[k];
   }
 }
 
