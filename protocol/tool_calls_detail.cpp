@@ -2,6 +2,8 @@
 // collector, for the tool-call stream parser (see tool_calls_detail.h).
 #include "protocol/tool_calls_detail.h"
 
+#include "util/utf8.h"
+
 #include <utility>
 
 namespace spate::api::detail {
@@ -12,24 +14,6 @@ int hex_value(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 char unescape(char c) {
@@ -95,7 +79,7 @@ json_string_decoder::status json_string_decoder::feed_hex(char c, std::string& o
   const bool low = code_ >= 0xDC00 && code_ <= 0xDFFF;
   if (high_) {
     if (!low) return status::error;
-    append_utf8(out, 0x10000 + ((high_ - 0xD800) << 10) + (code_ - 0xDC00));
+    utf8::append(out, 0x10000 + ((high_ - 0xD800) << 10) + (code_ - 0xDC00));
     high_ = 0;
     st_ = st::normal;
     return status::more;
@@ -106,7 +90,7 @@ json_string_decoder::status json_string_decoder::feed_hex(char c, std::string& o
     st_ = st::want_backslash;
     return status::more;
   }
-  append_utf8(out, code_);
+  utf8::append(out, code_);
   st_ = st::normal;
   return status::more;
 }
