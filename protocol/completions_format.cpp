@@ -190,7 +190,14 @@ const std::string* completions_formatter::first_error() const {
 
 std::string completions_formatter::finish_reason_text() const {
   if (first_error()) return "error";
-  return openai_finish_reason(choices_.front().acc.reason);
+  const choice& c = choices_.front();
+  std::string finish = openai_finish_reason(c.acc.reason);
+  if (c.tools) {
+    if (c.called && c.acc.reason == finish_reason::stop) finish = "tool_calls";
+  } else if (chat_ && gen_.tool_format && c.acc.done) {
+    message_of(0, c.acc, finish);  // what the answer said
+  }
+  return finish;
 }
 
 stream_events completions_formatter::end() {

@@ -261,6 +261,27 @@ TEST(ResponsesFormatter, StreamsEventsInOrderAndCompletes) {
   EXPECT_EQ(f->finish_reason_text(), "stop");
 }
 
+// The access log's finish reason says "tool_calls" when the answer carried
+// calls, streamed or not, as the body's finish_reason does.
+TEST(ChatFormatter, FinishReasonTextNamesToolCalls) {
+  for (const bool stream : {false, true}) {
+    const std::string body = std::string(R"({"messages":[{"role":"user","content":"hi"}],"stream":)") + (stream ? "true" : "false") +
+                             R"(,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]})";
+    auto x = std::make_unique<formatted>();
+    x->r = parse(api::endpoint::chat_completions, body);
+    x->g = prepared(x->r);
+    x->g.tool_format = api::tool_call_format::hermes;
+    x->f = formatter(x->m, x->r, x->g);
+    x->f->begin();
+    x->f->on_event(0, tokens({3}, R"(<tool_call>{"name":"f","arguments":{}}</tool_call>)"));
+    x->f->on_event(0, finished(finish_reason::stop, 1));
+    EXPECT_EQ(x->f->finish_reason_text(), "tool_calls") << (stream ? "streamed" : "whole");
+    if (!stream) {
+      EXPECT_EQ(json::parse(x->f->result().body).at("choices").at(0).at("finish_reason"), "tool_calls");
+    }
+  }
+}
+
 TEST(ResponsesFormatter, LengthMakesItIncomplete) {
   const auto x = setup(api::endpoint::responses, R"({"input":"hi","max_output_tokens":1})");
   auto& f = x->f;
