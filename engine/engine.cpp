@@ -274,18 +274,41 @@ void engine::impl::note_first_scheduled(const scheduler_output& out) {
   }
 }
 
-// Samples one token per logit row (in batch order), sends each request its
-// tokens event, then finishes the requests that are done.
+// Samples one token per logit row, then (in batch order) sends each request
+// its tokens event and finishes the requests that are done. Masking and
+// sampling run on the executor's threads, a task per row: each touches only
+// its own sequence (its sampler, stop matcher, detokenizer and constraint;
+// constraints that share a grammar share a mask cache, which locks), so the
+// result is the same whichever thread runs it.
 void engine::impl::sample_and_deliver(const scheduler_output& out) {
   const size_t n_vocab = static_cast<size_t>(exec_.n_vocab());
-  const auto now = clock_type::now();
-  size_t row = 0;
-  std::vector<request_state*> done;
-  for (const auto& q : out.seqs) {
-    if (!q.samples) continue;
-    auto& r = *live_.at(q.seq->id);
+  struct row_sample {
+    request_state* r = nullptr;
+    sample_result res;
     std::string delta;
-    const auto res = r.seq.sample_next(std::span<float>(logits_.data() + row++ * n_vocab, n_vocab), delta);
+    std::string error;  // sampling threw (out of memory): the request fails, the rest go on
+  };
+  std::vector<row_sample> rows;
+  rows.reserve(out.seqs.size());
+  for (const auto& q : out.seqs) {
+    if (q.samples) rows.push_back({live_.at(q.seq->id).get(), {}, {}, {}});
+  }
+  exec_.run_tasks(static_cast<int64_t>(rows.size()), [&](int64_t i) {
+    row_sample& s = rows[static_cast<size_t>(i)];
+    try {
+      s.res = s.r->seq.sample_next(std::span<float>(logits_.data() + static_cast<size_t>(i) * n_vocab, n_vocab), s.delta);
+    } catch (const std::exception& e) {
+      s.error = e.what();
+    }
+  });
+  const auto now = clock_type::now();
+  std::vector<request_state*> done;
+  for (auto& s : rows) {
+    request_state& r = *s.r;
+    if (!s.error.empty()) {
+      fail_request(r, "internal error while sampling: " + s.error);
+      continue;
+    }
     ++local_stats_.generated_tokens;
     if (r.seq.n_generated() == 1) {
       r.metrics.ttft_us = us_between(r.submitted, now);
@@ -297,9 +320,9 @@ void engine::impl::sample_and_deliver(const scheduler_output& out) {
     engine_event ev;
     ev.type = engine_event::kind::tokens;
     ev.request_id = r.seq.id();
-    ev.token_ids.push_back(res.token);
-    if (r.seq.params().logprobs) ev.logprobs.push_back({res.token, res.logprob, res.top_logprobs});
-    ev.text = std::move(delta);
+    ev.token_ids.push_back(s.res.token);
+    if (r.seq.params().logprobs) ev.logprobs.push_back({s.res.token, s.res.logprob, std::move(s.res.top_logprobs)});
+    ev.text = std::move(s.delta);
     deliver(r.on_event, ev);
     if (r.seq.finished()) done.push_back(&r);
   }

@@ -44,8 +44,11 @@ struct engine_config;
 // allowed tokens, and a request's mask depends on its own tokens alone
 // (batch invariance).
 //
-// Thread-safety: a token_constraint is used by the engine thread only, one
-// call at a time; its calls must not throw.
+// Thread-safety: a token_constraint is used by one thread at a time: the
+// engine thread, or one of the executor's threads while the step's rows are
+// masked and sampled in parallel (a task per request). Different requests'
+// constraints run concurrently, so whatever they share (a mask cache) must
+// lock. Its calls must not throw.
 class token_constraint {
  public:
   virtual ~token_constraint() = default;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "model/forward_batch.h"
 
@@ -33,6 +34,15 @@ class forward_executor {
   // batch (std::invalid_argument) or any failure; the engine then fails the
   // requests of that step and keeps serving.
   virtual void forward(const forward_batch& batch, float* logits) = 0;
+
+  // Runs fn(task) for every task in [0, n_tasks) on the executor's threads
+  // (the engine's per-row work after a forward: masking and sampling), and
+  // returns when all have run. Tasks may run concurrently and in any order, so
+  // each must touch only its own state; fn must not throw. The default runs
+  // them in order on the calling thread.
+  virtual void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+    for (int64_t i = 0; i < n_tasks; ++i) fn(i);
+  }
 };
 
 }  // namespace spate

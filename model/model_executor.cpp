@@ -37,4 +37,12 @@ void model_executor::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t
 
 void model_executor::forward(const forward_batch& batch, float* logits) { runner_.forward(batch, logits); }
 
+void model_executor::run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+  if (n_tasks <= 1) {  // nothing to share: skip waking the workers
+    if (n_tasks == 1) fn(0);
+    return;
+  }
+  pool_.parallel_for(n_tasks, [&fn](int64_t task, int) { fn(task); });
+}
+
 }  // namespace spate

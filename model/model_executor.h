@@ -37,6 +37,8 @@ class model_executor final : public forward_executor {
   int32_t block_size() const override { return cfg_.block_size; }
   void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override;
   void forward(const forward_batch& batch, float* logits) override;
+  // On the thread pool, one task per claim.
+  void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override;
 
  private:
   const loaded_model& model_;

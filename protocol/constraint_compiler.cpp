@@ -17,7 +17,7 @@ namespace {
 using kind = output_constraint::kind;
 
 // One request's automaton: a matcher over the shared grammar, masks from the
-// shared cache. Engine thread only.
+// shared cache (which locks). One thread at a time, as token_constraint says.
 class grammar_constraint final : public token_constraint {
  public:
   grammar_constraint(std::shared_ptr<const grammar::grammar> g, std::shared_ptr<grammar::mask_cache> masks,
