@@ -35,7 +35,7 @@ std::string_view path_of(std::string_view target) {
   return q == std::string_view::npos ? target : target.substr(0, q);
 }
 
-boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& ex, http_io& io) {
+json::object model_object(const server_context& ctx) {
   json::object m;
   m["id"] = ctx.model.name;
   m["object"] = "model";
@@ -43,9 +43,13 @@ boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& e
   m["owned_by"] = "spate";
   m["root"] = ctx.model.name;
   m["max_model_len"] = ctx.model.max_model_len;
+  return m;
+}
+
+boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& ex, http_io& io) {
   json::object body;
   body["object"] = "list";
-  body["data"] = json::array{m};
+  body["data"] = json::array{model_object(ctx)};
   co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(body), ex.req.version()));
 }
 
@@ -137,8 +141,25 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
   const unsigned v = ex.req.version();
   const std::string_view path = path_of(ex.req.target());
   const auto method = ex.req.method();
+  // CORS preflights come before authentication: browsers send them without credentials.
+  if (cors_policy::is_preflight(ex.req.base())) {
+    co_await io.write_response(ex, ctx.cors.preflight(ex.req.base()));
+    co_return;
+  }
+  if (method == http::verb::options) {
+    http::response<http::string_body> res{http::status::no_content, v};
+    res.set(http::field::allow, "GET, HEAD, POST, OPTIONS");
+    co_await io.write_response(ex, std::move(res));
+    co_return;
+  }
   if (requires_auth(path) && !authorized(ctx, ex.req)) {
     co_await io.write_response(ex, make_error_response(http::status::unauthorized, "missing or invalid API key", "invalid_api_key", v));
+    co_return;
+  }
+  if (ctx.draining.load() && requires_auth(path)) {
+    // A request on a keep-alive connection opened before the drain: no new
+    // work; the connection closes after this answer.
+    co_await io.write_response(ex, make_error_response(http::status::service_unavailable, "the server is shutting down", "", v));
     co_return;
   }
   auto only = [&](http::verb want) { return method == want; };
@@ -174,7 +195,7 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
                                                          "model_not_found", v, "model"));
       co_return;
     }
-    co_await handle_models(ctx, ex, io);
+    co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(model_object(ctx)), v));
     co_return;
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses") {

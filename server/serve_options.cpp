@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <stdexcept>
+#include <tuple>
 
 namespace spate::cli {
 
@@ -21,6 +22,10 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("chat-template", po::value(&o.chat_template_file), "Jinja chat template file overriding the model's")
       ("tool-call-parser", po::value(&o.tool_call_parser), "tool-call format of the model's output: hermes (qwen), llama3_json, mistral or generic (default: from the chat template)")
       ("enable-auto-tool-choice", po::bool_switch(), "accepted for vLLM compatibility: tool_choice \"auto\" is always enabled")
+      ("allowed-origins", po::value(&o.allowed_origins_json)->default_value(o.allowed_origins_json), "CORS: allowed origins, a JSON list (\"*\" = any)")
+      ("allowed-methods", po::value(&o.allowed_methods_json)->default_value(o.allowed_methods_json), "CORS: allowed methods, a JSON list")
+      ("allowed-headers", po::value(&o.allowed_headers_json)->default_value(o.allowed_headers_json), "CORS: allowed request headers, a JSON list")
+      ("allow-credentials", po::bool_switch(&o.allow_credentials), "CORS: allow credentials (cookies, Authorization) from allowed origins")
       ("io-threads", po::value(&o.n_io_threads)->default_value(o.n_io_threads), "threads running the network I/O")
       ("max-body-bytes", po::value(&o.max_body_bytes)->default_value(o.max_body_bytes), "largest accepted request body (413 beyond)")
       ("max-ws-message-bytes", po::value(&o.max_ws_message_bytes)->default_value(o.max_ws_message_bytes), "largest accepted WebSocket message")
@@ -49,6 +54,12 @@ std::string finish_serve_options(serve_options& o) {
   }
   if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) return "--shutdown-timeout must be in [0, 86400] seconds";
   for (const auto& k : o.api_keys) if (k.empty()) return "--api-key must not be empty";
+  for (auto [flag, text, out] : {std::tuple{"--allowed-origins", &o.allowed_origins_json, &o.cors.allowed_origins},
+                                 {"--allowed-methods", &o.allowed_methods_json, &o.cors.allowed_methods},
+                                 {"--allowed-headers", &o.allowed_headers_json, &o.cors.allowed_headers}}) {
+    if (auto err = parse_json_string_list(*text, flag, *out); !err.empty()) return err;
+  }
+  o.cors.allow_credentials = o.allow_credentials;
   return "";
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "server/cors.h"
+
 namespace spate::cli {
 
 struct serve_options {
@@ -25,6 +27,12 @@ struct serve_options {
   // --enable-auto-tool-choice is accepted for vLLM command lines.
   std::string tool_call_parser;         // --tool-call-parser
   bool enable_auto_tool_choice = true;  // --enable-auto-tool-choice (always true)
+  // CORS, as vLLM takes it: JSON lists ("*" = any), parsed into cors.
+  std::string allowed_origins_json = R"(["*"])";  // --allowed-origins
+  std::string allowed_methods_json = R"(["*"])";  // --allowed-methods
+  std::string allowed_headers_json = R"(["*"])";  // --allowed-headers
+  bool allow_credentials = false;                 // --allow-credentials
+  cors_config cors;                               // filled by finish_serve_options
   // Limits (all documented in the README):
   uint64_t max_body_bytes = 8ull << 20;     // --max-body-bytes: request body; more -> 413
   uint32_t max_header_bytes = 16u << 10;    // request line + headers; more -> 431

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "protocol/served_model.h"
+#include "server/cors.h"
 #include "server/serve_options.h"
 
 namespace spate {
@@ -28,6 +29,7 @@ struct server_context {
   server_metrics& metrics;
   cli::serve_options opts;
   int64_t created_unix_s = 0;
+  cors_policy cors{opts.cors};          // from opts (--allowed-origins ...)
   // Rewrites an engine refusal's text for clients: the engine names its
   // configuration fields (e.g. kv_cache_bytes), the command line installs its
   // flag names (cli::flag_names). Empty: the engine's text as is. Any thread.
