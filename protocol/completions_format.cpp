@@ -17,7 +17,7 @@ completions_formatter::completions_formatter(const api::served_model& m, const a
       want_logprobs_(r.logprobs.has_value() || r.chat_logprobs),
       id_(std::move(id)),
       created_(created),
-      choices_(static_cast<size_t>(std::max(1, g.n))) {
+      choices_(static_cast<size_t>(std::max(1, g.n_choices()))) {
   if (chat_ && r.stream && g.tool_format) {
     for (size_t i = 0; i < choices_.size(); ++i) {
       choices_[i].tools = std::make_unique<api::tool_call_stream>(*g.tool_format, call_id_seed(static_cast<int32_t>(i)));
@@ -129,7 +129,7 @@ stream_events completions_formatter::begin() {
     if (chat_) {
       out.push_back(chunk(static_cast<int32_t>(i), "", "", true));
     } else if (req_.echo) {
-      out.push_back(chunk(static_cast<int32_t>(i), gen_.prompt_text, "", false));
+      out.push_back(chunk(static_cast<int32_t>(i), gen_.prompt_text_of_choice(static_cast<int32_t>(i)), "", false));
     }
   }
   return out;
@@ -206,7 +206,7 @@ stream_events completions_formatter::end() {
   if (req_.include_usage) {
     json::object o = envelope(true);
     o["choices"] = json::array();
-    o["usage"] = usage_json(static_cast<int32_t>(gen_.prompt.size()), completion_tokens(), cached_tokens());
+    o["usage"] = usage_json(gen_.n_prompt_tokens(), completion_tokens(), cached_tokens());
     out.push_back({"", json::serialize(o)});
   }
   out.push_back({"", "[DONE]"});
@@ -225,7 +225,7 @@ final_body completions_formatter::result() const {
     if (chat_) {
       o["message"] = message_of(static_cast<int32_t>(i), c, finish);
     } else {
-      o["text"] = req_.echo ? gen_.prompt_text + c.text : c.text;
+      o["text"] = req_.echo ? gen_.prompt_text_of_choice(static_cast<int32_t>(i)) + c.text : c.text;
     }
     o["logprobs"] = logprobs_json(text_offset, c.logprobs);
     o["finish_reason"] = finish;
@@ -233,7 +233,7 @@ final_body completions_formatter::result() const {
   }
   json::object o = envelope(false);
   o["choices"] = std::move(arr);
-  o["usage"] = usage_json(static_cast<int32_t>(gen_.prompt.size()), completion_tokens(), cached_tokens());
+  o["usage"] = usage_json(gen_.n_prompt_tokens(), completion_tokens(), cached_tokens());
   return {true, json::serialize(o), ""};
 }
 

@@ -129,6 +129,28 @@ std::optional<api::api_error> prepare_tool_use(const api::served_model& m, const
 
 }  // namespace
 
+// The prompts after the first of a completions request: tokenized and each
+// checked against the context with the first prompt's effective max_tokens.
+static std::optional<api::api_error> prepare_more_prompts(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
+  out.more_prompts.clear();
+  out.more_prompts.reserve(r.more_prompts.size());
+  for (size_t i = 0; i < r.more_prompts.size(); ++i) {
+    const auto& in = r.more_prompts[i];
+    prepared_generation::extra_prompt e;
+    if (in.ids) {
+      e.ids = *in.ids;
+    } else {
+      e.text = in.text.value_or("");
+      e.ids = encode_prompt(*m.tok, e.text);
+    }
+    sampling_params p = out.params;  // max_tokens already set by the first prompt's check
+    const generation_check c = check_generation(e.ids, p, std::nullopt, m.n_vocab, m.max_model_len);
+    if (auto err = openai_check_error(c, "prompt[" + std::to_string(i + 1) + "]")) return err;
+    out.more_prompts.push_back(std::move(e));
+  }
+  return std::nullopt;
+}
+
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
   const tokenizer& tok = *m.tok;
   json::array tool_messages;  // the messages, adjusted for tool use
@@ -182,7 +204,8 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
   // Completions default to 16 tokens as in OpenAI/vLLM; chat and responses to the rest of the context.
   const generation_check c = check_generation(out.prompt, out.params, completions ? std::optional<int32_t>(16) : std::nullopt,
                                               m.n_vocab, m.max_model_len);
-  if (auto e = openai_check_error(c, completions ? "prompt" : "messages")) return e;
+  if (auto e = openai_check_error(c, completions ? (r.more_prompts.empty() ? "prompt" : "prompt[0]") : "messages")) return e;
+  if (auto e = prepare_more_prompts(m, r, out)) return e;
   if (!constraint.none()) {
     if (!m.constraints) return bad("structured outputs are not enabled on this server", constraint.param);
     std::optional<api::api_error> err;

@@ -22,6 +22,30 @@ struct prepared_generation {
   std::string prompt_text;          // the rendered / given prompt text (echo, logs)
   sampling_params params;           // validated, max_tokens set
   int32_t n = 1;
+  // Completions with a list of prompts: the prompts after the first. Choice
+  // c (0 <= c < n_choices()) generates from prompt c / n, as its sample c % n.
+  struct extra_prompt {
+    std::vector<int32_t> ids;
+    std::string text;
+  };
+  std::vector<extra_prompt> more_prompts;
+
+  int32_t n_prompts() const { return 1 + static_cast<int32_t>(more_prompts.size()); }
+  int32_t n_choices() const { return n_prompts() * n; }
+  const std::vector<int32_t>& prompt_of_choice(int32_t c) const {
+    const int32_t p = c / n;
+    return p == 0 ? prompt : more_prompts[static_cast<size_t>(p - 1)].ids;
+  }
+  const std::string& prompt_text_of_choice(int32_t c) const {
+    const int32_t p = c / n;
+    return p == 0 ? prompt_text : more_prompts[static_cast<size_t>(p - 1)].text;
+  }
+  // Prompt tokens of every prompt (usage.prompt_tokens counts each once).
+  int32_t n_prompt_tokens() const {
+    size_t t = prompt.size();
+    for (const auto& e : more_prompts) t += e.ids.size();
+    return static_cast<int32_t>(t);
+  }
   // Set when the request may call tools: the format to parse the output in.
   std::optional<api::tool_call_format> tool_format;
 };

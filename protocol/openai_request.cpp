@@ -356,10 +356,13 @@ error_opt parse_template_inputs(fields& f, const json::array& messages, json::ob
   return std::nullopt;
 }
 
-// Completions' prompt: a string, token ids, or a list with exactly one of these.
+// Completions' prompt: a string, token ids, or a list of strings or of
+// token-id lists (several prompts: the first goes to prompt_text/prompt_ids,
+// the rest to more_prompts).
 error_opt parse_prompt(const json::value* v, parsed_request& out) {
   if (!v) return bad("prompt", "'prompt' is required");
-  const auto read_ids = [&](const json::array& a, const std::string& param) -> error_opt {
+  using item = parsed_request::prompt_item;
+  const auto read_ids = [&](const json::array& a, const std::string& param, item& dst) -> error_opt {
     std::vector<int32_t> ids;
     ids.reserve(a.size());
     for (size_t j = 0; j < a.size(); ++j) {
@@ -370,26 +373,43 @@ error_opt parse_prompt(const json::value* v, parsed_request& out) {
         return bad(at(param, j), at(param, j) + " must be a token id in [0, 2147483647], got " + describe_json(a[j]));
       ids.push_back(static_cast<int32_t>(id));
     }
-    out.prompt_ids = std::move(ids);
+    dst.ids = std::move(ids);
     return std::nullopt;
   };
-  const auto read_text = [&](const json::string& s, const std::string& param) -> error_opt {
+  const auto read_text = [&](const json::string& s, const std::string& param, item& dst) -> error_opt {
     if (s.empty()) return bad(param, "'" + param + "' must not be empty");
-    out.prompt_text = std::string(s);
+    dst.text = std::string(s);
     return std::nullopt;
   };
-  if (v->is_string()) return read_text(v->get_string(), "prompt");
-  if (!v->is_array())
-    return type_error("prompt", "a string, a list of token ids, or a list with one of these", *v);
-  const json::array& a = v->get_array();
-  if (a.empty()) return bad("prompt", "'prompt' must not be empty");
-  if (a[0].is_string() || a[0].is_array()) {
-    if (a.size() > 1) return bad("prompt", "batched prompts are not supported; send one prompt per request");
-    if (a[0].is_string()) return read_text(a[0].get_string(), "prompt[0]");
-    if (a[0].get_array().empty()) return bad("prompt[0]", "'prompt[0]' must not be empty");
-    return read_ids(a[0].get_array(), "prompt[0]");
+  std::vector<item> items(1);
+  if (v->is_string()) {
+    if (auto e = read_text(v->get_string(), "prompt", items[0])) return e;
+  } else if (!v->is_array()) {
+    return type_error("prompt", "a string, a list of token ids, or a list of these", *v);
+  } else if (const json::array& a = v->get_array(); a.empty()) {
+    return bad("prompt", "'prompt' must not be empty");
+  } else if (!a[0].is_string() && !a[0].is_array()) {
+    if (auto e = read_ids(a, "prompt", items[0])) return e;
+  } else {
+    if (a.size() > static_cast<size_t>(k_max_prompts))
+      return bad("prompt", "at most " + std::to_string(k_max_prompts) + " prompts per request, got " + std::to_string(a.size()));
+    items.resize(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      const std::string param = at("prompt", i);
+      if (a[i].is_string()) {
+        if (auto e = read_text(a[i].get_string(), param, items[i])) return e;
+      } else if (a[i].is_array()) {
+        if (a[i].get_array().empty()) return bad(param, "'" + param + "' must not be empty");
+        if (auto e = read_ids(a[i].get_array(), param, items[i])) return e;
+      } else {
+        return type_error(param, "a string or a list of token ids", a[i]);
+      }
+    }
   }
-  return read_ids(a, "prompt");
+  out.prompt_text = std::move(items[0].text);
+  out.prompt_ids = std::move(items[0].ids);
+  out.more_prompts.assign(std::make_move_iterator(items.begin() + 1), std::make_move_iterator(items.end()));
+  return std::nullopt;
 }
 
 // The field a sampling validate() message is about: its first word.
@@ -406,6 +426,8 @@ error_opt check_sampling_ranges(const parsed_request& r, const fields& f) {
   }
   if (r.n < 1 || r.n > k_max_n)
     return bad("n", "n must be in [1, " + std::to_string(k_max_n) + "], got " + std::to_string(r.n));
+  if (const int64_t n_choices = static_cast<int64_t>(r.n) * static_cast<int64_t>(1 + r.more_prompts.size()); n_choices > k_max_choices)
+    return bad("n", "prompts x n must be at most " + std::to_string(k_max_choices) + ", got " + std::to_string(n_choices));
   if (r.kind == endpoint::completions && p.logprobs && (*p.logprobs < 0 || *p.logprobs > k_max_completion_logprobs))
     return bad("logprobs", "logprobs must be in [0, " + std::to_string(k_max_completion_logprobs) + "], got " +
                                std::to_string(*p.logprobs));
@@ -615,7 +637,14 @@ std::optional<api_error> parse_request(endpoint kind, std::string_view body, par
 
 std::optional<api_error> validate_for_model(const parsed_request& r, int32_t n_vocab) {
   if (std::string msg = validate(r.params, n_vocab); !msg.empty()) return bad(validate_field(msg), msg);
-  if (r.prompt_ids) return validate_token_ids(*r.prompt_ids, n_vocab, "prompt");
+  if (r.prompt_ids) {
+    if (auto e = validate_token_ids(*r.prompt_ids, n_vocab, r.more_prompts.empty() ? "prompt" : "prompt[0]")) return e;
+  }
+  for (size_t i = 0; i < r.more_prompts.size(); ++i) {
+    if (r.more_prompts[i].ids) {
+      if (auto e = validate_token_ids(*r.more_prompts[i].ids, n_vocab, at("prompt", i + 1))) return e;
+    }
+  }
   return std::nullopt;
 }
 

@@ -32,6 +32,10 @@ inline constexpr size_t k_max_json_depth = 64;
 
 // Upper bound on parsed_request::n (choices per request).
 inline constexpr int32_t k_max_n = 16;
+// Completions with a list of prompts: at most this many prompts, and at most
+// k_max_choices choices (prompts x n) in one request.
+inline constexpr int32_t k_max_prompts = 128;
+inline constexpr int32_t k_max_choices = 256;
 
 // Upper bound on completions' integer `logprobs` (OpenAI's limit); chat's
 // top_logprobs goes up to max_top_logprobs (20).
@@ -71,6 +75,14 @@ struct parsed_request {
   // their upper bound is checked by validate_for_model().
   std::optional<std::string> prompt_text;
   std::optional<std::vector<int32_t>> prompt_ids;
+  // completions with a list of prompts (strings or token-id lists, as OpenAI
+  // and vLLM take them): the first is in prompt_text / prompt_ids, the others
+  // here, in order; each has exactly one of text / ids set (non-empty).
+  struct prompt_item {
+    std::optional<std::string> text;
+    std::optional<std::vector<int32_t>> ids;
+  };
+  std::vector<prompt_item> more_prompts;
 
   // chat_completions / responses: validated messages, in the shape a chat
   // template expects: objects with "role" (system, user, assistant or tool;

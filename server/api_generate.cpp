@@ -79,7 +79,7 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
                                                        ex.req.version(), err->param));
     co_return;
   }
-  ex.prompt_tokens = static_cast<int32_t>(g.prompt.size());
+  ex.prompt_tokens = g.n_prompt_tokens();
   auto formatter = make_formatter(ctx.model, r, g, [&ctx](const char* prefix) { return ctx.make_id(prefix); },
                                   static_cast<int64_t>(std::time(nullptr)));
   disconnect_watch watch(ctx, io, stream, ids);

@@ -7,11 +7,12 @@ namespace spate {
 std::optional<api::api_error> submit_generation(server_context& ctx, const prepared_generation& g,
                                                 const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids) {
   ids.clear();
-  for (int32_t i = 0; i < g.n; ++i) {
+  for (int32_t i = 0; i < g.n_choices(); ++i) {
     engine_request er;
-    er.prompt = g.prompt;
+    er.prompt = g.prompt_of_choice(i);
     er.params = g.params;
-    if (er.params.seed && i > 0) er.params.seed = *er.params.seed + static_cast<uint64_t>(i);
+    const int32_t sample = i % g.n;  // each prompt's samples use seed, seed + 1, ...
+    if (er.params.seed && sample > 0) er.params.seed = *er.params.seed + static_cast<uint64_t>(sample);
     er.on_event = stream->make_callback(i);
     const submit_result sr = ctx.eng.submit(std::move(er));
     if (sr.ok()) {

@@ -14,7 +14,9 @@
 
 namespace spate {
 
-// Submits the n choices (choice i uses seed + i when a seed was given). On a
+// Submits the choices: n per prompt (a completions request may carry several
+// prompts; choice c is prompt c / n's sample c % n, which uses seed + c % n
+// when a seed was given). On a
 // refusal, already-submitted choices are cancelled and the error returned
 // (429 with Retry-After semantics when the queue is full, 400 context_length
 // for what can never fit, 503 when stopping). ids receives the engine ids.

@@ -63,10 +63,15 @@ TEST(OpenAiRequest, RejectsInvalidBodies) {
       {C, R"({"prompt": []})", "prompt", "'prompt' must not be empty"},
       {C, R"({"prompt": [""]})", "prompt[0]", "'prompt[0]' must not be empty"},
       {C, R"({"prompt": [[]]})", "prompt[0]", "'prompt[0]' must not be empty"},
-      {C, R"({"prompt": 5})", "prompt", "'prompt' must be a string, a list of token ids, or a list with one of these, got 5"},
+      {C, R"({"prompt": 5})", "prompt", "'prompt' must be a string, a list of token ids, or a list of these, got 5"},
       {C, R"({"prompt": {"a":1}})", "prompt", "got object"},
-      {C, R"({"prompt": ["a", "b"]})", "prompt", "batched prompts are not supported; send one prompt per request"},
-      {C, R"({"prompt": [[1], [2]]})", "prompt", "batched prompts are not supported"},
+      {C, R"({"prompt": ["a", ""]})", "prompt[1]", "'prompt[1]' must not be empty"},
+      {C, R"({"prompt": [[1], []]})", "prompt[1]", "'prompt[1]' must not be empty"},
+      {C, R"({"prompt": ["a", 5]})", "prompt[1]", "'prompt[1]' must be a string or a list of token ids, got 5"},
+      {C, R"({"prompt": [[1], [2, -1]]})", "prompt[1][1]", "got -1"},
+      {C, R"({"prompt": ["a", "b"], "n": 129})", "n", "n must be in [1, 16]"},
+      {C, R"({"prompt": ["a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a","a"], "n": 16})", "n",
+       "prompts x n must be at most 256, got 272"},
       {C, R"({"prompt": [1, "a"]})", "prompt[1]", "'prompt[1]' must be a token id (an integer), got string"},
       {C, R"({"prompt": [1, 2.5]})", "prompt[1]", "got 2.5"},
       {C, R"({"prompt": [1, -1]})", "prompt[1]", "prompt[1] must be a token id in [0, 2147483647], got -1"},
@@ -308,6 +313,19 @@ TEST(OpenAiRequest, CompletionsPromptForms) {
 
   ASSERT_FALSE(parse_request(C, R"({"prompt":[[7, 8]]})", r));
   EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{7, 8}));
+  EXPECT_TRUE(r.more_prompts.empty());
+
+  // A list of prompts, as OpenAI and vLLM take it (and mixed, which vLLM also reads).
+  ASSERT_FALSE(parse_request(C, R"({"prompt":["one", "two", [5, 6]]})", r));
+  EXPECT_EQ(r.prompt_text, "one");
+  ASSERT_EQ(r.more_prompts.size(), 2u);
+  EXPECT_EQ(r.more_prompts[0].text, "two");
+  EXPECT_FALSE(r.more_prompts[0].ids);
+  EXPECT_EQ(r.more_prompts[1].ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(validate_for_model(r, 7).has_value() == false);
+  const auto e = validate_for_model(r, 6);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "prompt[2][1]");
 }
 
 TEST(OpenAiRequest, CompletionsFields) {
