@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "engine/engine_api.h"
 #include "jinja/chat_template.h"
+#include "model/kv_cache.h"
 #include "model/model_loader.h"
 #include "protocol/constraint_compiler.h"
 #include "server/http_listener.h"
@@ -280,7 +281,14 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   engine_config ecfg = serving_engine_config(opts, in.max_model_len, notifier);
   model_executor exec(*in.model, make_executor_config(opts.model));
   engine eng(exec, *in.model->tok, ecfg);
-  server_metrics metrics;
+  server_metrics metrics(in.served_name);
+  metrics.set_cache_config({{"block_size", std::to_string(exec.block_size())},
+                            {"cache_dtype", opts.model.kv_cache_dtype},
+                            {"enable_prefix_caching", ecfg.enable_prefix_caching ? "True" : "False"},
+                            {"num_cpu_blocks", std::to_string(exec.n_kv_blocks())},
+                            {"num_gpu_blocks", "0"},
+                            {"kv_cache_memory_bytes", std::to_string(static_cast<uint64_t>(exec.n_kv_blocks()) *
+                                                                               kv_cache::bytes_per_block(in.model->config, exec.block_size(), parse_kv_dtype(opts.model.kv_cache_dtype)))}});
   api::constraint_compiler constraints(*in.model->tok);
   const api::tool_call_format tool_format = tool_format_of(so, in.tmpl.get());
   spdlog::info("Tool calls: {} format ({})", api::tool_call_format_name(tool_format),

@@ -256,8 +256,16 @@ void engine::impl::step() {
     return;
   }
   ++local_stats_.n_steps;
+  count_step_tokens(out.n_tokens);
   sched_.on_step_done(out);
   sample_and_deliver(out);
+}
+
+void engine::impl::count_step_tokens(int64_t n_tokens) {
+  const auto& b = k_step_token_bounds;
+  const size_t i = static_cast<size_t>(std::lower_bound(b.begin(), b.end(), n_tokens) - b.begin());
+  ++local_stats_.step_tokens_buckets[i];
+  local_stats_.step_tokens_sum += n_tokens;
 }
 
 // Queue time and prefix-cache hits are taken when a request is first scheduled.

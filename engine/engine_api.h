@@ -22,6 +22,7 @@
 // with `finished`; engine-wide counters through stats().
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -178,6 +179,10 @@ struct submit_result {
   bool ok() const { return id >= 0; }
 };
 
+// Bucket upper bounds (tokens, "le") of the tokens-per-step histogram in
+// engine_stats (vLLM's spate:iteration_tokens_total); a last bucket is +Inf.
+inline constexpr std::array<int64_t, 13> k_step_token_bounds = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+
 struct engine_stats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;            // in the scheduler's waiting queue or the inbox
@@ -193,6 +198,10 @@ struct engine_stats {
   int64_t padding_waste_tokens = 0; // padded minus real tokens over all steps
   int64_t n_finished = 0;
   int64_t n_rejected = 0;
+  // Tokens per engine step (the real tokens of each forward pass): counts per
+  // bucket of k_step_token_bounds (not cumulative; the last is +Inf) and the sum.
+  std::array<int64_t, k_step_token_bounds.size() + 1> step_tokens_buckets{};
+  int64_t step_tokens_sum = 0;
 };
 
 class engine {

@@ -60,6 +60,7 @@ class engine::impl {
   void step();
   void note_first_scheduled(const scheduler_output& out);
   void sample_and_deliver(const scheduler_output& out);
+  void count_step_tokens(int64_t n_tokens);
   void account_padding(scheduler_output& out);
   void finish_request(request_state& r, finish_reason why);
   void fail_request(request_state& r, const std::string& msg);

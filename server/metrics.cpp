@@ -103,6 +103,22 @@ class writer {
     sample(std::string(name) + "_sum", {}, format_value(s.sum));
     sample(std::string(name) + "_count", {}, std::to_string(s.count));
   }
+  // A histogram from per-bucket (non-cumulative) counts, the last one +Inf.
+  template <size_t N, class Bounds>
+  void counts_hist(std::string_view name, std::string_view help, const Bounds& bounds,
+                   const std::array<std::atomic<uint64_t>, N>& counts, double sum) {
+    family(name, "histogram", help);
+    const std::string bucket = std::string(name) + "_bucket";
+    uint64_t acc = 0;
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      acc += counts[i].load(k_relaxed);
+      sample(bucket, {{"le", format_value(static_cast<double>(bounds[i]))}}, std::to_string(acc));
+    }
+    acc += counts[N - 1].load(k_relaxed);
+    sample(bucket, {{"le", "+Inf"}}, std::to_string(acc));
+    sample(std::string(name) + "_sum", {}, format_value(sum));
+    sample(std::string(name) + "_count", {}, std::to_string(acc));
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -191,8 +207,13 @@ struct server_metrics::state {
   histogram itl{itl_buckets_s()};
   histogram e2e{request_latency_buckets_s()};
   histogram queue{request_latency_buckets_s()};
+  histogram prefill{request_latency_buckets_s()};
+  histogram decode{request_latency_buckets_s()};
   histogram prompt_len{token_count_buckets()};
   histogram generation_len{token_count_buckets()};
+  std::array<std::atomic<uint64_t>, k_step_token_bounds.size() + 1> step_tokens{};
+  std::atomic<uint64_t> step_tokens_sum{0};
+  std::vector<std::pair<std::string, std::string>> cache_config;  // set once before serving
 };
 
 server_metrics::server_metrics(std::string model_name)
@@ -209,6 +230,12 @@ void server_metrics::update_from_engine(const engine_stats& st) {
   raise_to(s_->preemptions, st.n_preemptions);
   raise_to(s_->padding_waste, st.padding_waste_tokens);
   raise_to(s_->steps, st.n_steps);
+  for (size_t i = 0; i < st.step_tokens_buckets.size(); ++i) raise_to(s_->step_tokens[i], st.step_tokens_buckets[i]);
+  raise_to(s_->step_tokens_sum, st.step_tokens_sum);
+}
+
+void server_metrics::set_cache_config(std::vector<std::pair<std::string, std::string>> labels) {
+  s_->cache_config = std::move(labels);
 }
 
 void server_metrics::observe_finished(const engine_event& e, double e2e_s) {
@@ -228,8 +255,16 @@ void server_metrics::observe_finished(const engine_event& e, double e2e_s) {
   const auto secs = [](int64_t us) { return static_cast<double>(std::max<int64_t>(us, 0)) * 1e-6; };
   // A request aborted while waiting was never scheduled and has no queue time or TTFT.
   if (n_gen > 0 || e.metrics.queue_us > 0) s_->queue.observe(secs(e.metrics.queue_us));
-  if (n_gen > 0) s_->ttft.observe(secs(e.metrics.ttft_us));
-  for (int64_t gap : e.metrics.itl_us) s_->itl.observe(secs(gap));
+  if (n_gen > 0) {
+    s_->ttft.observe(secs(e.metrics.ttft_us));
+    s_->prefill.observe(secs(e.metrics.ttft_us - e.metrics.queue_us));
+  }
+  int64_t decode_us = 0;
+  for (int64_t gap : e.metrics.itl_us) {
+    s_->itl.observe(secs(gap));
+    decode_us += std::max<int64_t>(gap, 0);
+  }
+  if (n_gen > 0) s_->decode.observe(secs(decode_us));
   s_->e2e.observe(std::max(0.0, e2e_s));
 }
 
@@ -278,8 +313,18 @@ std::string server_metrics::render_prometheus() const {
   w.hist("spate:inter_token_latency_seconds", "Time between consecutive generated tokens of a request.", s.itl);
   w.hist("spate:e2e_request_latency_seconds", "Time from receipt to the end of a request.", s.e2e);
   w.hist("spate:request_queue_time_seconds", "Time a request waited before it was first scheduled.", s.queue);
+  w.hist("spate:request_prefill_time_seconds", "Time from a request's first scheduling to its first token.", s.prefill);
+  w.hist("spate:request_decode_time_seconds", "Time from a request's first token to its last.", s.decode);
   w.hist("spate:request_prompt_tokens", "Prompt length of finished requests, in tokens.", s.prompt_len);
   w.hist("spate:request_generation_tokens", "Generated tokens of finished requests.", s.generation_len);
+  w.counts_hist("spate:iteration_tokens_total", "Tokens per engine step.", k_step_token_bounds, s.step_tokens,
+                 static_cast<double>(s.step_tokens_sum.load(k_relaxed)));
+  if (!s.cache_config.empty()) {
+    w.family("spate:cache_config_info", "gauge", "Information of the KV cache configuration.");
+    labels l;
+    for (const auto& [k, v] : s.cache_config) l.emplace_back(k, v);
+    w.sample("spate:cache_config_info", l, "1.0");
+  }
   return w.take();
 }
 

@@ -27,7 +27,14 @@
 //   histograms (observe_finished):
 //     spate:time_to_first_token_seconds, spate:inter_token_latency_seconds,
 //     spate:e2e_request_latency_seconds, spate:request_queue_time_seconds,
+//     spate:request_prefill_time_seconds (first scheduled -> first token),
+//     spate:request_decode_time_seconds (first token -> last token),
 //     spate:request_prompt_tokens, spate:request_generation_tokens (tokens)
+//   histogram from engine_stats (update_from_engine):
+//     spate:iteration_tokens_total (tokens per engine step)
+//   info gauge (set_cache_config, value 1):
+//     spate:cache_config_info{block_size, cache_dtype, enable_prefix_caching,
+//                             num_cpu_blocks, num_gpu_blocks, kv_cache_memory_bytes}
 #pragma once
 
 #include <atomic>
@@ -35,6 +42,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace spate {
@@ -97,6 +105,10 @@ class server_metrics {
   void count_rejected(std::string_view reason);
   // A request the engine failed (event type error).
   void count_error();
+
+  // The KV cache configuration shown as spate:cache_config_info's labels
+  // (label name, value), in order. Call once, before serving.
+  void set_cache_config(std::vector<std::pair<std::string, std::string>> labels);
 
   // The text exposition format, one family per # HELP / # TYPE block.
   std::string render_prometheus() const;

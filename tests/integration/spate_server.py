@@ -7,6 +7,7 @@ stopped with SIGTERM (then SIGKILL) at the end.
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -75,8 +76,10 @@ class SpateServer:
             time.sleep(0.2)
         raise RuntimeError(f"spate serve not ready within {START_TIMEOUT}s:\n{self.log_text()[-4000:]}")
 
-    def metrics(self) -> dict:
-        """Parses /metrics into {name_with_labels: value}."""
+    def metrics(self, keep_model_label=False) -> dict:
+        """Parses /metrics into {name_with_labels: value}. Every series carries
+        model_name="<served name>"; it is dropped from the keys unless
+        keep_model_label (so tests name series as 'spate:x' or 'spate:x{reason="y"}')."""
         with urllib.request.urlopen(self.base_url + "/metrics", timeout=10) as r:
             text = r.read().decode()
         out = {}
@@ -84,6 +87,8 @@ class SpateServer:
             if not line or line.startswith("#"):
                 continue
             name, _, value = line.rpartition(" ")
+            if not keep_model_label:
+                name = re.sub(r'model_name="(?:[^"\\]|\\.)*",?', "", name).replace("{}", "")
             out[name] = float(value)
         return out
 

@@ -63,3 +63,27 @@ def test_ws_response_observed_like_http(server):
     assert metric(server, "spate:e2e_request_latency_seconds_count") == e2e_before + 1
     assert metric(server, "spate:time_to_first_token_seconds_count") == ttft_before + 1
     assert metric(server, "spate:request_success_total") >= 1
+
+
+def test_vllm_series_with_model_name(server):
+    """Every spate: series carries model_name, as vLLM's do, and the
+    counterparts of vLLM's prefill/decode time, iteration tokens and cache
+    config series exist and move with real work."""
+    before = server.metrics()
+    st, body, _ = post_json(server.base_url, "/v1/completions",
+                            {"model": MODEL_NAME, "prompt": "One, two,", "max_tokens": 5, "temperature": 0, "ignore_eos": True})
+    assert st == 200, body
+    raw = server.metrics(keep_model_label=True)
+    assert raw and all(f'model_name="{MODEL_NAME}"' in k for k in raw), [k for k in raw if "model_name" not in k][:3]
+    after = server.metrics()
+    for name in ("spate:request_prefill_time_seconds_count", "spate:request_decode_time_seconds_count"):
+        assert after[name] == before.get(name, 0) + 1, name
+    assert after["spate:request_decode_time_seconds_sum"] > before.get("spate:request_decode_time_seconds_sum", 0)
+    # One observation per engine step; the step tokens add up to at least the prompt and 4 decodes.
+    assert after["spate:iteration_tokens_total_count"] == after["spate:engine_steps_total"]
+    assert after["spate:iteration_tokens_total_sum"] - before.get("spate:iteration_tokens_total_sum", 0) >= body["usage"]["prompt_tokens"] + 4
+    assert after['spate:iteration_tokens_total_bucket{le="+Inf"}'] == after["spate:iteration_tokens_total_count"]
+    info = [k for k in raw if k.startswith("spate:cache_config_info{")]
+    assert len(info) == 1 and raw[info[0]] == 1.0
+    for label in ('block_size="16"', 'cache_dtype="f16"', 'enable_prefix_caching="True"', "num_cpu_blocks=", "kv_cache_memory_bytes="):
+        assert label in info[0], info[0]
