@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 MODEL="$(bash scripts/fetch-model.sh)"
 bash scripts/build.sh
-exec ./build/spate serve --model "$MODEL" --served-model-name SmolLM2-135M-Instruct "$@"
+exec ./build/spate serve --model "$MODEL" "$@"
