@@ -31,7 +31,7 @@ bool supported(ggml_type t) {
 namespace detail {
 bool has_avx512_kernel(ggml_type t) {
   return t == ggml_type::q4_0 || t == ggml_type::q4_1 || t == ggml_type::q5_0 || t == ggml_type::q5_1 ||
-         t == ggml_type::q8_0;
+         t == ggml_type::q8_0 || t == ggml_type::q4_k || t == ggml_type::q5_k || t == ggml_type::q6_k;
 }
 }  // namespace detail
 

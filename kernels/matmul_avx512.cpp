@@ -1,6 +1,7 @@
 // AVX-512 VNNI matmul kernels for the legacy quantized types (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0) over the 8-column interleaved layout of matmul_internal.h
-// (the same packed bytes as the avx2 kernels).
+// Q5_0, Q5_1, Q8_0) and the K-quants (Q4_K, Q5_K, Q6_K) over the 8-column
+// interleaved layout of matmul_internal.h (the same packed bytes as the avx2
+// kernels).
 //
 // Micro-kernel: one group of 8 output columns x R activation rows (R = 1..8,
 // using the 32 EVEX ymm registers). Per 32-block the 8 weight vectors are
@@ -23,6 +24,15 @@
 // The accumulator of (row, block) starts at -128 * sum_k a, taken from a
 // per-call table of activation block sums (bias_table below).
 // Bounds: |partial| <= 8 vectors * 4 * 255 * 127 < 2^21: no int32 overflow.
+//
+// K-quants: a 32-block's integer sum is scaled per column by its sub-block
+// scale(s) in int32, exactly as the avx2 kernel's madd by the scales:
+//   Q4_K / Q5_K: isum = sc * sum_J dpbusd(q_J, a_J)          (one scale per block)
+//   Q6_K       : isum = sum_h sc_h * (sum_{J in half h} dpbusd(q_J, a_J) - 32 * sum_{k in h} a_k)
+// Q6_K's quants are fed unsigned (q = 0..63, not q - 32); the -32 * sum(a)
+// start value of each 16-element half comes from a per-call table, like
+// Q8_0's. Integers are exact on both paths, so the results stay bitwise equal
+// to matmul_avx2. Bounds: |sc * dot| <= 127 * 16 * 63 * 127 < 2^25.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -44,6 +54,8 @@ template <int Bits, int Min>
 struct dec_legacy {
   static constexpr bool has_min = true;
   static constexpr bool has_bias = false;
+  static constexpr int n_bias = 0;
+  static constexpr int halves = 0;  // not a K-quant
   const uint8_t* g;
   const group_layout* L;
   template <int J>
@@ -56,6 +68,8 @@ struct dec_legacy {
 struct dec_q8_0 {
   static constexpr bool has_min = false;
   static constexpr bool has_bias = true;  // vec = w + 128; needs the -128 * sum(a) start value
+  static constexpr int n_bias = 1;
+  static constexpr int halves = 0;  // not a K-quant
   const uint8_t* g;
   const group_layout* L;
   template <int J>
@@ -64,6 +78,55 @@ struct dec_q8_0 {
   }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->d + 16 * b);
+    vm = _mm256_setzero_ps();
+  }
+};
+
+// K-quant decoders: vec<J> as unsigned bytes, scale32(b, h) the int32
+// per-column sub-block scale of half h (halves: 1 = one scale per block).
+template <int Bits>
+struct dec_k45 {
+  static constexpr bool has_min = true;
+  static constexpr int n_bias = 0;
+  static constexpr int halves = 1;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return quant_vec<Bits, J>(g, L->qs + 128 * b, L->qh + 32 * b); }
+  __m256i scale32(int64_t b, int) const {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 8 * b)));
+  }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
+    const __m256 neg_dmin = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
+    vm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->mn + 8 * b)))),
+                       neg_dmin);
+  }
+};
+
+struct dec_q6_k {
+  static constexpr bool has_min = false;
+  static constexpr int n_bias = 2;  // -32 * sum(a) of each 16-element half
+  static constexpr int halves = 2;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
+    const __m256i h = load256(g + L->qh + 64 * b + 32 * (J / 4));
+    const __m256i m = _mm256_set1_epi8(0x30);
+    __m256i hi;
+    if constexpr (J % 4 == 0) hi = _mm256_and_si256(_mm256_slli_epi16(h, 4), m);
+    else if constexpr (J % 4 == 1) hi = _mm256_and_si256(_mm256_slli_epi16(h, 2), m);
+    else if constexpr (J % 4 == 2) hi = _mm256_and_si256(h, m);
+    else hi = _mm256_and_si256(_mm256_srli_epi16(h, 2), m);
+    return _mm256_or_si256(lo, hi);
+  }
+  __m256i scale32(int64_t b, int h) const {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 16 * b + 8 * h)));
+  }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
     vm = _mm256_setzero_ps();
   }
 };
@@ -113,7 +176,57 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
   for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
-// Rows [r, r+R) x one group. bias: the bias table of the row chunk, row r at bias + (r - r_chunk) * nb.
+// The K-quant micro-kernel: as tile_quant, plus the int32 scaling of each
+// half's sum by its per-column scale. bias[r] (Q6_K only): 2 * nb start
+// values of row r, half h of block b at 2b + h.
+template <class Dec, int R>
+__attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t nb, const q8_act_row* a,
+                                                      const int32_t* const* bias, __m256* out, const uint8_t* pf,
+                                                      int64_t pf_lines_per_block) {
+  constexpr int C = chains<R>;
+  constexpr int H = Dec::halves;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    prefetch_block(pf, b, pf_lines_per_block);
+    __m256i isum[R];
+    auto half = [&]<int Hh>() {
+      __m256i is[C][R];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        if constexpr (Dec::n_bias > 0) is[0][r] = _mm256_set1_epi32(bias[r][2 * b + Hh]);
+        else is[0][r] = _mm256_setzero_si256();
+        if constexpr (C == 2) is[1][r] = _mm256_setzero_si256();
+      }
+      auto step = [&]<int J>() {
+        if constexpr (J / (8 / H) == Hh) {  // the vectors of this half
+          const __m256i w = dec.template vec<J>(b);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r)
+            is[J % C][r] = _mm256_dpbusd_epi32(is[J % C][r], w, bcast32(a[r].qs + 32 * b + 4 * J));
+        }
+      };
+      for_each_vec(step);
+      const __m256i sc = dec.scale32(b, Hh);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i t = _mm256_mullo_epi32(C == 2 ? _mm256_add_epi32(is[0][r], is[C - 1][r]) : is[0][r], sc);
+        if constexpr (Hh == 0) isum[r] = t;
+        else isum[r] = _mm256_add_epi32(isum[r], t);
+      }
+    };
+    half.template operator()<0>();
+    if constexpr (H == 2) half.template operator()<1>();
+    __m256 vd, vm;
+    dec.scales(b, vd, vm);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
+  }
+  for (int r = 0; r < R; ++r) out[r] = acc[r];
+}
+
+// Rows [r, r+R) x one group. bias: the bias table of the row chunk, row r at
+// bias + (r - r_chunk) * nb * Dec::n_bias.
 template <class Dec, int R>
 __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
                                           const int32_t* bias, float* y, int64_t ldy, int64_t c0, int64_t c_lo,
@@ -122,10 +235,11 @@ __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void
   const int32_t* br[R];
   for (int i = 0; i < R; ++i) {
     a[i] = q8_act_at(act, n_in, r + i);
-    br[i] = bias != nullptr ? bias + i * nb : nullptr;
+    br[i] = bias != nullptr ? bias + i * nb * Dec::n_bias : nullptr;
   }
   __m256 out[R];
-  tile_quant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
+  if constexpr (Dec::halves > 0) tile_kquant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
+  else tile_quant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
   for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, out[i]);
 }
 
@@ -160,6 +274,23 @@ void fill_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int3
   }
 }
 
+// Bias table of Q6_K for rows [r0, r1): entry (r - r0) * 2nb + 2b + h = -32 *
+// the sum of activation quants 16h .. 16h+15 of block b of row r. Exact.
+void fill_half_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
+  const int64_t nb = n_in / 32;
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  for (int64_t r = r0; r < r1; ++r) {
+    const q8_act_row a = q8_act_at(act, n_in, r);
+    for (int64_t b = 0; b < 2 * nb; ++b) {
+      // sad over (q XOR 0x80) = sum(q + 128) of 16 bytes: two u64 partial sums.
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + 16 * b));
+      const __m128i s = _mm_sad_epu8(_mm_xor_si128(v, flip), _mm_setzero_si128());
+      const int32_t biased = static_cast<int32_t>(_mm_cvtsi128_si32(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s))));
+      out[(r - r0) * 2 * nb + b] = -32 * (biased - 128 * 16);
+    }
+  }
+}
+
 // Per-thread scratch for bias tables (grown, never shrunk; one per thread, so
 // concurrent matmul calls on different threads never share it).
 int32_t* bias_buffer(size_t n) {
@@ -183,11 +314,12 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
     const int64_t r1 = std::min(n_rows, r0 + rc);
     int32_t* bias = nullptr;
-    if constexpr (Dec::has_bias) {
-      bias = bias_buffer(size_t((r1 - r0) * L.nb));
-      fill_bias_table(act, n_in, r0, r1, bias);
+    if constexpr (Dec::n_bias > 0) {
+      bias = bias_buffer(size_t((r1 - r0) * L.nb * Dec::n_bias));
+      if constexpr (Dec::n_bias == 1) fill_bias_table(act, n_in, r0, r1, bias);
+      else fill_half_bias_table(act, n_in, r0, r1, bias);
     }
-    auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb : nullptr; };
+    auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb * Dec::n_bias : nullptr; };
     for (int64_t gb = g_begin; gb < g_end; gb += gblk) {
       const int64_t gb_end = std::min(g_end, gb + gblk);
       for (int64_t s0 = r0; s0 < r1; s0 += rs) {
@@ -222,8 +354,16 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
 void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
                    int64_t col_end) {
   // Other types never reach this level's kernel (has_avx512_kernel); they are left untouched.
-  with_legacy_decoder<dec_legacy, dec_q8_0>(
-      w.type(), [&]<class Dec>() { run_quant<Dec>(w, act, n_rows, y, ldy, col_begin, col_end); });
+  if (with_legacy_decoder<dec_legacy, dec_q8_0>(
+          w.type(), [&]<class Dec>() { run_quant<Dec>(w, act, n_rows, y, ldy, col_begin, col_end); })) {
+    return;
+  }
+  switch (w.type()) {
+    case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);
+    default: return;
+  }
 }
 
 }  // namespace spate::kernels::detail

@@ -68,7 +68,7 @@ void bm(benchmark::State& st, ggml_type t, int64_t n_out, int64_t n_in) {
   st.SetLabel(isa_name(w.isa()));
 }
 
-// rows {1, 16, 512} x isa {avx2, avx512}: types with avx512 kernels (legacy quants).
+// rows {1, 16, 512} x isa {avx2, avx512}: types with avx512 kernels (quantized types).
 void rows_isa(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "isa"})->ArgsProduct({{1, 16, 512}, {int64_t(isa_level::avx2), int64_t(isa_level::avx512)}});
 }
@@ -86,9 +86,12 @@ void rows_avx2(benchmark::internal::Benchmark* b) {
 SHAPES(ggml_type::q4_1, Q4_1, rows_isa)
 SHAPES(ggml_type::q8_0, Q8_0, rows_isa)
 // K-quants need n_in % 256 == 0: the model's 576-wide inputs do not qualify.
-#define KSHAPES(T, NAME)                                                                                        \
-  BENCHMARK_CAPTURE(bm, NAME##_576x1536, T, 576, 1536)->Apply(rows_avx2)->Unit(benchmark::kMicrosecond); \
-  BENCHMARK_CAPTURE(bm, NAME##_2048x2048, T, 2048, 2048)->Apply(rows_avx2)->Unit(benchmark::kMicrosecond);
+// Gemma 3 270M's K-quant shapes (inputs a multiple of 256): FFN down 2048 -> 640, attention output 1024 -> 640.
+#define KSHAPES(T, NAME)                                                                                       \
+  BENCHMARK_CAPTURE(bm, NAME##_576x1536, T, 576, 1536)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);  \
+  BENCHMARK_CAPTURE(bm, NAME##_640x2048, T, 640, 2048)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);  \
+  BENCHMARK_CAPTURE(bm, NAME##_640x1024, T, 640, 1024)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);  \
+  BENCHMARK_CAPTURE(bm, NAME##_2048x2048, T, 2048, 2048)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);
 KSHAPES(ggml_type::q4_k, Q4_K)
 KSHAPES(ggml_type::q6_k, Q6_K)
 SHAPES(ggml_type::q5_0, Q5_0, rows_isa)
