@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A 1B-class model side by side with llama.cpp (issue 14): a random-weight
+# `llama` GGUF with Llama-3.2-1B's shape (hidden 2048, 16 layers, 32/8 heads,
+# FFN 8192) and SmolLM2's vocabulary, written by perf/make_bench_model.py in
+# F16, quantized by the peer's llama-quantize (perf/make_variants.sh) to the
+# given types, then perf/bench_vs_llamacpp.sh (pp512, tg128, bd16) on each.
+#
+# Usage: perf/bench_1b.sh [--reps N] [--threads T] [TYPE]...
+#   TYPE     llama-quantize types (default: Q4_0 Q4_K_M)
+#   --reps   rounds per model (default 3); --threads: both engines (default 2)
+# Env: as bench_vs_llamacpp.sh (BUILD_DIR, NO_BUILD, PEER_BIN).
+# Models are cached in ~/.cache/spate/models/bench/ (F16 2.1 GB, Q4_0 0.6 GB,
+# Q4_K_M 0.7 GB); delete them to redo. Needs the PyPI gguf and numpy packages.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPS=3
+THREADS=2
+TYPES=()
+while (($#)); do
+  case "$1" in
+    --reps) REPS="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -*) echo "unknown option: $1" >&2; exit 2 ;;
+    *) TYPES+=("$1"); shift ;;
+  esac
+done
+((${#TYPES[@]})) || TYPES=(Q4_0 Q4_K_M)
+DIR="$HOME/.cache/spate/models/bench"
+mkdir -p "$DIR"
+F16="$DIR/llama-1b-shape.F16.gguf"
+if [[ ! -f "$F16" ]]; then
+  echo "[bench_1b] writing $F16 (random weights)" >&2
+  python3 "$HERE/make_bench_model.py" --out "$F16" >&2
+fi
+MODELS=()
+while read -r path; do MODELS+=(--model "$path"); done < <(THREADS="$THREADS" "$HERE/make_variants.sh" --model "$F16" --out "$DIR" "${TYPES[@]}")
+exec "$HERE/bench_vs_llamacpp.sh" --reps "$REPS" --threads "$THREADS" "${MODELS[@]}"
