@@ -100,7 +100,22 @@ class SpateServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        check_sanitizer_log(self.log_text())
         return self.proc.returncode
+
+
+# Report headers of the sanitizers (scripts/sanitize.sh sets SPATE_SANITIZER=1).
+SANITIZER_REPORTS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer")
+
+
+def check_sanitizer_log(text: str):
+    """Under SPATE_SANITIZER=1, fails the caller when a server log holds a sanitizer report."""
+    if os.environ.get("SPATE_SANITIZER") != "1":
+        return
+    for marker in SANITIZER_REPORTS:
+        at = text.find(marker)
+        if at >= 0:
+            raise AssertionError(f"sanitizer report in the server log:\n{text[max(0, at - 200):at + 6000]}")
 
 
 def post_json(base_url, path, body, headers=None, timeout=120, raw=None):
