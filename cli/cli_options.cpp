@@ -77,6 +77,10 @@ std::string finish_model_options(model_options& o) {
     logger->set_pattern("%^%L%$ %m-%d %H:%M:%S.%e %v");
   }
   spdlog::set_default_logger(logger);
+  // A log line that cannot be written (disk full, stderr closed) is dropped:
+  // the server keeps serving rather than failing requests over its logs.
+  // (spdlog's default handler would try to report it on stderr, which may be what failed.)
+  spdlog::set_error_handler([](const std::string&) {});
   const auto level = spdlog::level::from_str(o.log_level);
   if (level == spdlog::level::off && o.log_level != "off") return "--log-level must be one of trace, debug, info, warn, error, off";
   spdlog::set_level(level);

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "engine/engine_api.h"
 #include "jinja/chat_template.h"
+#include "cli/fault_injection.h"
 #include "model/kv_cache.h"
 #include "model/model_loader.h"
 #include "protocol/constraint_compiler.h"
@@ -92,6 +93,7 @@ struct serve_command_options {
   model_options model;
   engine_options engine;
   serve_options serve;
+  int64_t debug_fail_forward_at = 0;  // hidden --debug-fail-forward-at (fault_injection.h)
 };
 
 // Reads argv, then the --config file (the command line wins), into opts and validates
@@ -106,9 +108,14 @@ std::optional<int> parse_serve_command(int argc, char** argv, serve_command_opti
   desc.add_options()("config", po::value(&config_file),
                      "INI-style file with any of these options (name = value); the command line overrides it")
                     ("help,h", "show this help");
+  // Hidden: failure injection for the hardening tests, not in --help or --config.
+  po::options_description hidden;
+  hidden.add_options()("debug-fail-forward-at", po::value(&opts.debug_fail_forward_at));
+  po::options_description all;
+  all.add(desc).add(hidden);
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::store(po::parse_command_line(argc, argv, all), vm);
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
       std::ifstream in(path);
@@ -279,7 +286,8 @@ api::tool_call_format tool_format_of(const serve_options& so, const chat_templat
 void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs& in, service_notifier& notifier) {
   const serve_options& so = opts.serve;
   engine_config ecfg = serving_engine_config(opts, in.max_model_len, notifier);
-  model_executor exec(*in.model, make_executor_config(opts.model));
+  model_executor model_exec(*in.model, make_executor_config(opts.model));
+  fault_injecting_executor exec(model_exec, opts.debug_fail_forward_at);
   engine eng(exec, *in.model->tok, ecfg);
   server_metrics metrics(in.served_name);
   metrics.set_cache_config({{"block_size", std::to_string(exec.block_size())},
@@ -304,6 +312,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   spdlog::info("Listening on {}://{}:{} (model '{}', max_model_len {}); warming up", listener.tls() ? "https" : "http",
                so.host, listener.port(), in.served_name, in.max_model_len);
   eng.start();
+  exec.arm();  // injected failures count from here (hidden flag; warmup passes do not count)
   ctx.ready = true;
   notifier.ready();
   spdlog::info("Ready: {}://{}:{}/v1", listener.tls() ? "https" : "http", so.host, listener.port());
@@ -318,6 +327,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
 
 int run_serve(int argc, char** argv) {
   const sigset_t sigs = block_signals();
+  install_sigbus_handler();
   serve_command_options opts;
   if (const auto rc = parse_serve_command(argc, argv, opts)) return *rc;
   service_notifier notifier;
