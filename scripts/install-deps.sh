@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libspdlog-dev libfmt-dev libpcre2-dev libssl-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-jinja2 curl openssl dpkg-dev ccache
+  clang libclang-rt-14-dev
 )
 
 missing=()
