@@ -136,7 +136,7 @@ struct dec_q6_k {
 // model (perf/bench_1b.sh, tg64, three interleaved runs per setting): into L1
 // 4 groups ahead (the avx2 kernel's setting) 39-44 tok/s; into L2 4 ahead
 // 46-64; into L1 1 ahead 45-51; into L2 1 ahead 56-64.
-inline constexpr int k_prefetch_hint = _MM_HINT_T1;
+inline constexpr int k_prefetch_hint = 2;  // __builtin_prefetch locality 2: prefetcht1 (L2)
 inline constexpr int64_t k_prefetch_groups = 1;
 
 // Row tile of the main loop (measured on Zen 4: 8 rows ~1.5x faster than 4 at

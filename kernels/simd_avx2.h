@@ -85,12 +85,11 @@ __attribute__((always_inline)) inline void legacy_scales(const uint8_t* g, int64
 }
 
 // Prefetches the lines_per_block cache lines of block b of the record at pf,
-// to L1 (Hint = _MM_HINT_T0) or L2 (_MM_HINT_T1); pf == nullptr: none.
-template <int Hint = _MM_HINT_T0>
+// to L1 (Locality = 3, prefetcht0) or L2 (2, prefetcht1); pf == nullptr: none.
+template <int Locality = 3>
 __attribute__((always_inline)) inline void prefetch_block(const uint8_t* pf, int64_t b, int64_t lines_per_block) {
   if (pf == nullptr) return;
-  for (int64_t i = 0; i < lines_per_block; ++i)
-    _mm_prefetch(reinterpret_cast<const char*>(pf + (b * lines_per_block + i) * 64), static_cast<_mm_hint>(Hint));
+  for (int64_t i = 0; i < lines_per_block; ++i) __builtin_prefetch(pf + (b * lines_per_block + i) * 64, 0, Locality);
 }
 
 // Writes the lanes of v that fall in [c_lo, c_hi) (lane 0 is column c0) to yrow.
