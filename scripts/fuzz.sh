@@ -31,9 +31,12 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 fi
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
   -DSPATE_FUZZ=ON -DSPATE_BUILD_TESTS=OFF -DSPATE_BUILD_PERF=OFF "${launcher[@]}" >/dev/null
-cmake --build build-fuzz -j "$(nproc)" --target "fuzz_$target" >/dev/null
+cmake --build build-fuzz -j "$(nproc)" --target "fuzz_$target" > build-fuzz/build.log 2>&1 || {
+  tail -30 build-fuzz/build.log >&2
+  exit 1
+}
 export SPATE_FUZZ_MODEL="${SPATE_FUZZ_MODEL:-$(bash scripts/fetch-model.sh)}"
 work="build-fuzz/corpus/$target"
 mkdir -p "$work" build-fuzz/artifacts

@@ -26,9 +26,10 @@ if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 fi
-# -O1: sanitized tests stay fast enough; perf binaries are not needed.
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
-  -DSPATE_SANITIZE="$flavour" -DSPATE_BUILD_PERF=OFF -DSPATE_WERROR=ON "${launcher[@]}" >/dev/null
+# No -Werror: GCC warns falsely (maybe-uninitialized in Boost.Beast) under -fsanitize.
+# Perf binaries are not needed.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DSPATE_SANITIZE="$flavour" -DSPATE_BUILD_PERF=OFF -DSPATE_WERROR=OFF "${launcher[@]}" >/dev/null
 cmake --build "$BUILD_DIR" -j "${SANITIZE_JOBS:-$(nproc)}"
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
