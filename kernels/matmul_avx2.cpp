@@ -36,16 +36,6 @@ inline __m256i pair16(__m256i v32) {
   return _mm256_or_si256(_mm256_and_si256(v32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(v32, 16));
 }
 
-// Bits 2T..2T+1 of each byte of H moved to bits 4..5 (other bits cleared).
-template <int T>
-inline __m256i q6_hbits(__m256i h) {
-  const __m256i m = _mm256_set1_epi8(0x30);
-  if constexpr (T == 0) return _mm256_and_si256(_mm256_slli_epi16(h, 4), m);
-  else if constexpr (T == 1) return _mm256_and_si256(_mm256_slli_epi16(h, 2), m);
-  else if constexpr (T == 2) return _mm256_and_si256(h, m);
-  else return _mm256_and_si256(_mm256_srli_epi16(h, 2), m);
-}
-
 // Decoders: one per weight type, over one column group g laid out per L.
 //   vec<J>(b)       : weight vector J (0..7) of block b (unsigned quants, or
 //                     signed for is_signed decoders), decoded on demand so that

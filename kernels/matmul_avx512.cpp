@@ -113,14 +113,7 @@ struct dec_q6_k {
   template <int J>
   __m256i vec(int64_t b) const {
     const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
-    const __m256i h = load256(g + L->qh + 64 * b + 32 * (J / 4));
-    const __m256i m = _mm256_set1_epi8(0x30);
-    __m256i hi;
-    if constexpr (J % 4 == 0) hi = _mm256_and_si256(_mm256_slli_epi16(h, 4), m);
-    else if constexpr (J % 4 == 1) hi = _mm256_and_si256(_mm256_slli_epi16(h, 2), m);
-    else if constexpr (J % 4 == 2) hi = _mm256_and_si256(h, m);
-    else hi = _mm256_and_si256(_mm256_srli_epi16(h, 2), m);
-    return _mm256_or_si256(lo, hi);
+    return _mm256_or_si256(lo, q6_hbits<J % 4>(load256(g + L->qh + 64 * b + 32 * (J / 4))));
   }
   __m256i scale32(int64_t b, int h) const {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 16 * b + 8 * h)));

@@ -64,6 +64,16 @@ __attribute__((always_inline)) inline __m256i nibble_vec(const uint8_t* qs) {
   else return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
 }
 
+// Q6_K high bits: bits 2T..2T+1 of each byte of h moved to bits 4..5 (other bits cleared).
+template <int T>
+__attribute__((always_inline)) inline __m256i q6_hbits(__m256i h) {
+  const __m256i m = _mm256_set1_epi8(0x30);
+  if constexpr (T == 0) return _mm256_and_si256(_mm256_slli_epi16(h, 4), m);
+  else if constexpr (T == 1) return _mm256_and_si256(_mm256_slli_epi16(h, 2), m);
+  else if constexpr (T == 2) return _mm256_and_si256(h, m);
+  else return _mm256_and_si256(_mm256_srli_epi16(h, 2), m);
+}
+
 // Unsigned quants (0..15 or 0..31) of weight vector J of a 4-bit (Bits = 4) or
 // 5-bit block whose packed qs start at g + qs and its 32 qh bytes at g + qh
 // (qh is used only when Bits == 5).
