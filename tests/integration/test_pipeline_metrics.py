@@ -6,6 +6,7 @@ completed WebSocket response is observed like an HTTP one.
 """
 
 import json
+import time
 
 import pytest
 import websockets.sync.client as ws_client
@@ -75,13 +76,20 @@ def test_vllm_series_with_model_name(server):
     assert st == 200, body
     raw = server.metrics(keep_model_label=True)
     assert raw and all(f'model_name="{MODEL_NAME}"' in k for k in raw), [k for k in raw if "model_name" not in k][:3]
+    # The engine publishes its step counters after the step that finished the
+    # request: poll until they include it (bounded).
+    want = before.get("spate:iteration_tokens_total_sum", 0) + body["usage"]["prompt_tokens"] + 4
+    deadline = time.time() + 10
     after = server.metrics()
+    while after["spate:iteration_tokens_total_sum"] < want and time.time() < deadline:
+        time.sleep(0.05)
+        after = server.metrics()
     for name in ("spate:request_prefill_time_seconds_count", "spate:request_decode_time_seconds_count"):
         assert after[name] == before.get(name, 0) + 1, name
     assert after["spate:request_decode_time_seconds_sum"] > before.get("spate:request_decode_time_seconds_sum", 0)
     # One observation per engine step; the step tokens add up to at least the prompt and 4 decodes.
     assert after["spate:iteration_tokens_total_count"] == after["spate:engine_steps_total"]
-    assert after["spate:iteration_tokens_total_sum"] - before.get("spate:iteration_tokens_total_sum", 0) >= body["usage"]["prompt_tokens"] + 4
+    assert after["spate:iteration_tokens_total_sum"] >= want
     assert after['spate:iteration_tokens_total_bucket{le="+Inf"}'] == after["spate:iteration_tokens_total_count"]
     info = [k for k in raw if k.startswith("spate:cache_config_info{")]
     assert len(info) == 1 and raw[info[0]] == 1.0
