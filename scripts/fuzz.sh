@@ -30,6 +30,10 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+  # Debug info (-g) makes ccache hash the build directory; without this, clones
+  # never share the cache. (The objects then name the first clone's directory
+  # in DW_AT_comp_dir, which only matters to a debugger.)
+  export CCACHE_NOHASHDIR=1
 fi
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++ \
   -DSPATE_FUZZ=ON -DSPATE_BUILD_TESTS=OFF -DSPATE_BUILD_PERF=OFF "${launcher[@]}" >/dev/null

@@ -25,6 +25,10 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+  # Debug info (-g) makes ccache hash the build directory; without this, clones
+  # never share the cache. (The objects then name the first clone's directory
+  # in DW_AT_comp_dir, which only matters to a debugger.)
+  export CCACHE_NOHASHDIR=1
 fi
 # No -Werror: GCC warns falsely (maybe-uninitialized in Boost.Beast) under -fsanitize.
 # Perf binaries are not needed.
