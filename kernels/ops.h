@@ -41,17 +41,23 @@ struct ops_table {
   void (*rope)(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float* cos_sin, rope_mode mode);
   // out[i] = silu(gate[i]) * up[i]
   void (*swiglu)(const float* gate, const float* up, float* out, int64_t n);
+  // out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated FFN), with
+  // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as x / (1 + exp(-2 u)).
+  void (*geglu)(const float* gate, const float* up, float* out, int64_t n);
   // In-place numerically stable softmax over n floats (n >= 1).
   void (*softmax)(float* x, int64_t n);
   // Writes one token's K and V for kv head h (head_dim floats each) into slot `slot` of block `block`.
   // f16 pools store round-to-nearest-even halves.
   void (*kv_store)(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k, const float* v);
   // Causal attention of n_group query heads sharing kv head `kv_head` (GQA group) for ONE query token that
-  // attends to positions [0, n_ctx). q: n_group * head_dim floats; out: n_group * head_dim floats.
+  // attends to positions [first, n_ctx): first > 0 is a sliding window, whose earlier positions (and the
+  // blocks holding only them) are never read. q: n_group * head_dim floats; out: n_group * head_dim floats.
   // Position p lives in block block_table[p / block_size], slot p % block_size. scale = 1/sqrt(head_dim)
   // normally. scratch: at least attention_scratch_floats(n_group, n_ctx) floats.
-  // n_ctx == 0 writes zeros. out must not alias q or scratch; concurrent calls need their own scratch.
-  void (*attention)(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch);
+  // Preconditions: 0 <= first < n_ctx, or n_ctx == 0, which writes zeros. out must not alias q or
+  // scratch; concurrent calls need their own scratch.
+  void (*attention)(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
+                    int32_t first, int32_t n_ctx, float scale, float* out, float* scratch);
   // y[i] += x[i] (residual add)
   void (*add)(float* y, const float* x, int64_t n);
 };

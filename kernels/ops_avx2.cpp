@@ -134,6 +134,23 @@ void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// gelu_tanh(g) * u as g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3))) * u.
+inline __m256 gelu_mul(__m256 g, __m256 u) {
+  const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
+  const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g3, g));
+  const __m256 e = exp_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), inner));
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+void geglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, gelu_mul(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(out + i, m, gelu_mul(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
+  }
+}
+
 void add_avx2(float* y, const float* x, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
@@ -377,18 +394,18 @@ struct avx2_attention {
 };
 
 void attention_avx2(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                    const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
+                    const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
   if (n_ctx <= 0) {
     std::memset(out, 0, sizeof(float) * n_group * kv.head_dim);
     return;
   }
-  attention_passes<avx2_attention>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
+  attention_passes<avx2_attention>(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, out, scratch);
 }
 
 }  // namespace
 
 const ops_table& ops_avx2_table() {
-  static const ops_table table{rms_norm_avx2, rope_avx2,      swiglu_avx2, softmax_avx2,
+  static const ops_table table{rms_norm_avx2, rope_avx2,      swiglu_avx2, geglu_avx2, softmax_avx2,
                                kv_store_avx2, attention_avx2, add_avx2};
   return table;
 }

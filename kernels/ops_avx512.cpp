@@ -142,12 +142,12 @@ struct avx512_attention {
 };
 
 void attention_avx512(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
+                      const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
   if (n_ctx <= 0 || kv.head_dim % 16 != 0) {
-    ops_avx2_table().attention(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
+    ops_avx2_table().attention(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, out, scratch);
     return;
   }
-  attention_passes<avx512_attention>(q, n_group, kv, kv_head, block_table, n_ctx, scale, out, scratch);
+  attention_passes<avx512_attention>(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, out, scratch);
 }
 
 }  // namespace

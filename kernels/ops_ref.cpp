@@ -37,6 +37,15 @@ void rope_ref(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const 
   }
 }
 
+void geglu_ref(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float k_sqrt_2_over_pi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float u = k_sqrt_2_over_pi * (g + 0.044715f * g * g * g);
+    out[i] = g / (1.0f + std::exp(-2.0f * u)) * up[i];
+  }
+}
+
 void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
@@ -79,7 +88,7 @@ inline float kv_elem(const paged_kv_view& kv, const void* pool, int64_t row, int
 }
 
 void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                   const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
+                   const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
   const int32_t hd = kv.head_dim;
   if (n_ctx <= 0) {
     std::memset(out, 0, sizeof(float) * n_group * hd);
@@ -90,7 +99,7 @@ void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int
     const float* qg = q + static_cast<int64_t>(g) * hd;
     float* sc = scratch + g * stride;
     float mx = -std::numeric_limits<float>::infinity();
-    for (int32_t p = 0; p < n_ctx; ++p) {
+    for (int32_t p = first; p < n_ctx; ++p) {
       const int64_t row = detail::kv_row_index(kv, block_table[p / kv.block_size], kv_head, p % kv.block_size);
       float dot = 0.0f;
       for (int32_t d = 0; d < hd; ++d) dot += qg[d] * kv_elem(kv, kv.k, row, d);
@@ -98,13 +107,13 @@ void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int
       mx = std::fmax(mx, sc[p]);
     }
     float sum = 0.0f;
-    for (int32_t p = 0; p < n_ctx; ++p) {
+    for (int32_t p = first; p < n_ctx; ++p) {
       sc[p] = std::exp(sc[p] - mx);
       sum += sc[p];
     }
     float* og = out + static_cast<int64_t>(g) * hd;
     for (int32_t d = 0; d < hd; ++d) og[d] = 0.0f;
-    for (int32_t p = 0; p < n_ctx; ++p) {
+    for (int32_t p = first; p < n_ctx; ++p) {
       const int64_t row = detail::kv_row_index(kv, block_table[p / kv.block_size], kv_head, p % kv.block_size);
       for (int32_t d = 0; d < hd; ++d) og[d] += sc[p] * kv_elem(kv, kv.v, row, d);
     }
@@ -122,7 +131,7 @@ void add_ref(float* y, const float* x, int64_t n) {
 namespace detail {
 
 const ops_table& ops_ref_table() {
-  static const ops_table table{rms_norm_ref, rope_ref,      swiglu_ref, softmax_ref,
+  static const ops_table table{rms_norm_ref, rope_ref,      swiglu_ref, geglu_ref, softmax_ref,
                                kv_store_ref, attention_ref, add_ref};
   return table;
 }

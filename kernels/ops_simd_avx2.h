@@ -188,11 +188,20 @@ inline void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_
 // those of ops_table::attention.
 template <class K>
 void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t n_ctx, float scale, float* out, float* scratch) {
+                      const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
+  // A window [first, n_ctx): start at first's block; the positions of that
+  // block before first get a score of -inf, hence a weight of exactly 0.
+  const int32_t first_block = first / kv.block_size;
+  const int32_t n_masked = first % kv.block_size;
+  block_table += first_block;
+  n_ctx -= first_block * kv.block_size;
   const int64_t stride = attention_scores_stride(n_ctx);
   const int32_t hd = kv.head_dim;
   auto passes = [&]<bool F16>() {
     K::template scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride);
+    for (int32_t g = 0; g < n_group; ++g) {
+      for (int32_t p = 0; p < n_masked; ++p) scratch[g * stride + p] = -std::numeric_limits<float>::infinity();
+    }
     head_floats inv(n_group);
     softmax_heads(scratch, stride, n_group, n_ctx, inv.data());
     for_head_tiles(n_group, [&]<int HT>(int32_t g) {

@@ -1,5 +1,7 @@
 #include "model/model_config.h"
 
+#include <cmath>
+
 #include "model/gguf_file.h"
 
 namespace spate {
@@ -15,6 +17,37 @@ int32_t require_positive(const gguf_file& f, const std::string& key, int64_t max
   return static_cast<int32_t>(*v);
 }
 
+// The features each architecture adds over llama (see model_config.h).
+void read_arch_features(const gguf_file& f, model_config& c) {
+  const std::string a = c.arch + ".";
+  const auto bad = [&](const std::string& what) { return gguf_error("model '" + f.path() + "': " + what); };
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  // GGUF llama checkpoints store Q/K permuted for interleaved-pair rotation; the others use NeoX halves.
+  c.rope = c.arch == "llama" ? kernels::rope_mode::normal : kernels::rope_mode::neox;
+  if (c.arch == "qwen3") c.qk_norm = true;
+  if (c.arch == "gemma3") {
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.ffn_act = ffn_activation::gelu_tanh;
+    c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+    // Gemma 3 scales queries by query_pre_attn_scalar^-1/2: head_dim, except
+    // the 27B model (62 layers), whose scalar is n_embd / n_head (as llama.cpp).
+    if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+    // Every 6th layer is global, the others slide; their RoPE base is 10k.
+    int32_t pattern = 6;
+    if (f.has(a + "attention.sliding_window_pattern")) pattern = require_positive(f, a + "attention.sliding_window_pattern", 1024);
+    c.n_swa = require_positive(f, a + "attention.sliding_window", 1 << 24);
+    c.layer_swa.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int32_t l = 0; l < c.n_layer; ++l) c.layer_swa[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
+    c.rope_freq_base_swa = 10000.0f;
+  }
+  if (const auto cap = f.get_float(a + "final_logit_softcapping"); cap && *cap != 0.0) {
+    if (!(*cap > 0.0 && *cap < 1e6)) throw bad("invalid final_logit_softcapping " + std::to_string(*cap));
+    c.final_logit_softcap = static_cast<float>(*cap);
+  }
+  if (f.has(a + "attn_logit_softcapping")) throw bad("attention logit soft-capping (attn_logit_softcapping) is not supported");
+}
+
 }  // namespace
 
 model_config read_model_config(const gguf_file& f) {
@@ -22,9 +55,9 @@ model_config read_model_config(const gguf_file& f) {
   const auto arch = f.get_string("general.architecture");
   if (!arch) throw gguf_error("model '" + f.path() + "' lacks 'general.architecture'");
   c.arch = *arch;
-  if (c.arch != "llama" && c.arch != "qwen2") {
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3") {
     throw gguf_error("model '" + f.path() + "' has architecture '" + c.arch +
-                     "', which spate does not support (supported: llama, qwen2)");
+                     "', which spate does not support (supported: llama, qwen2, qwen3, gemma3)");
   }
   c.name = f.get_string("general.name").value_or("");
   const std::string a = c.arch + ".";
@@ -62,11 +95,10 @@ model_config read_model_config(const gguf_file& f) {
   if (auto fs = f.get_float(a + "rope.scaling.factor"); fs && *fs != 0.0 && *fs != 1.0) {
     throw gguf_error("model '" + f.path() + "': rope scaling factor " + std::to_string(*fs) + " is not supported");
   }
-  // GGUF llama checkpoints store Q/K permuted for interleaved-pair rotation; qwen2 uses NeoX halves.
-  c.rope = c.arch == "qwen2" ? kernels::rope_mode::neox : kernels::rope_mode::normal;
   if (const auto* toks = f.get_string_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int32_t>(toks->size());
   if (f.has(a + "vocab_size")) c.n_vocab = require_positive(f, a + "vocab_size", 1 << 22);
   if (c.n_vocab <= 0) throw gguf_error("model '" + f.path() + "' has no vocabulary (tokenizer.ggml.tokens)");
+  read_arch_features(f, c);
   return c;
 }
 

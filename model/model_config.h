@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -10,8 +11,10 @@ namespace spate {
 
 class gguf_file;
 
+enum class ffn_activation { silu, gelu_tanh };  // gate activation of the gated FFN
+
 struct model_config {
-  std::string arch;            // "llama" or "qwen2"
+  std::string arch;            // "llama", "qwen2", "qwen3" or "gemma3"
   std::string name;            // general.name (informational)
   int32_t n_layer = 0;
   int32_t n_embd = 0;
@@ -26,6 +29,26 @@ struct model_config {
   float rope_freq_base = 10000.0f;
   kernels::rope_mode rope = kernels::rope_mode::normal;
 
+  // Architecture features (llama and qwen2 use none of them).
+  bool qk_norm = false;           // per-head RMSNorm of Q and K before RoPE (qwen3, gemma3)
+  bool post_norms = false;        // RMSNorm of the attention and FFN outputs before each residual add (gemma3)
+  ffn_activation ffn_act = ffn_activation::silu;
+  float embd_scale = 1.0f;        // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
+  float attn_scale = 0.0f;        // attention logit scale, 1/sqrt(head_dim) when the architecture says so
+  float final_logit_softcap = 0.0f;  // logits = cap * tanh(logits / cap); 0 = none
+  // Sliding-window attention: a sliding layer at position p reads positions
+  // (p - n_swa, p] only, and rotates with its own RoPE base. layer_swa[l] != 0
+  // marks layer l sliding (empty, or n_swa == 0: no sliding layer).
+  int32_t n_swa = 0;
+  std::vector<uint8_t> layer_swa;
+  float rope_freq_base_swa = 10000.0f;
+
+  bool is_swa_layer(int32_t l) const { return n_swa > 0 && !layer_swa.empty() && layer_swa[static_cast<size_t>(l)] != 0; }
+  bool all_layers_swa() const {
+    if (n_swa == 0 || layer_swa.empty()) return false;
+    for (uint8_t s : layer_swa) if (!s) return false;
+    return true;
+  }
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   int32_t n_group() const { return n_head / n_head_kv; }

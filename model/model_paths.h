@@ -11,4 +11,8 @@ namespace spate {
 // $HOME/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf.
 std::string default_model_path();
 
+// The same directory for another file scripts/fetch-model.sh caches, e.g.
+// "gemma-3-270m-q4_k_m.gguf".
+std::string cached_model_path(const std::string& file_name);
+
 }  // namespace spate

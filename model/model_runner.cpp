@@ -33,6 +33,7 @@ void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t m
     ensure(gate_, T * cfg_.n_ff);
     ensure(up_, T * cfg_.n_ff);
     ensure(rope_, T * static_cast<size_t>(std::max(cfg_.n_rot, 1)));
+    if (separate_swa_rope()) ensure(rope_swa_, T * static_cast<size_t>(std::max(cfg_.n_rot, 1)));
     size_t act = 0;
     for (const auto& L : w_.layers) {
       for (const auto* pw : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
@@ -168,7 +169,7 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
   const auto& ops = kernels::ops();
   const int32_t D = cfg_.n_embd, QD = cfg_.q_dim(), KD = cfg_.kv_dim(), F = cfg_.n_ff, HD = cfg_.head_dim;
   const int32_t n_kv = cfg_.n_head_kv, n_group = cfg_.n_group();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const float scale = cfg_.attn_scale > 0.0f ? cfg_.attn_scale : 1.0f / std::sqrt(static_cast<float>(HD));
   const float* freq_factors = w_.rope_freqs.empty() ? nullptr : w_.rope_freqs.data();
   float* x = x_.data();
   float* xn = xn_.data();
@@ -176,16 +177,23 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
   // Embedding, and each token's rotary angles (once per step, used by every layer).
   const int32_t n_rot = cfg_.n_rot;
   float* rope = rope_.data();
+  float* rope_swa = separate_swa_rope() ? rope_swa_.data() : rope;  // the sliding layers' angles
   pool_.parallel_for(T, [&](int64_t t, int) {
     const auto& tr = tokens_[static_cast<size_t>(t)];
     const int32_t id = batch.seqs[static_cast<size_t>(tr.seq)].tokens[static_cast<size_t>(tr.pos - batch.seqs[static_cast<size_t>(tr.seq)].n_past)];
     w_.embed(id, x + t * D, D);
+    if (cfg_.embd_scale != 1.0f) {
+      for (int32_t d = 0; d < D; ++d) x[t * D + d] *= cfg_.embd_scale;
+    }
     kernels::rope_angles(n_rot, tr.pos, cfg_.rope_freq_base, freq_factors, rope + t * n_rot);
+    if (rope_swa != rope) kernels::rope_angles(n_rot, tr.pos, cfg_.rope_freq_base_swa, freq_factors, rope_swa + t * n_rot);
   });
 
   for (int32_t l = 0; l < cfg_.n_layer; ++l) {
     const layer_weights& L = w_.layers[static_cast<size_t>(l)];
     const kernels::paged_kv_view kv = kv_.layer_view(l);
+    const bool swa = cfg_.is_swa_layer(l);
+    const float* rope_l = swa ? rope_swa : rope;
 
     pool_.parallel_for(T, [&](int64_t t, int) { ops.rms_norm(x + t * D, L.attn_norm.data(), xn + t * D, D, cfg_.rms_eps); });
     project(xn, D, T, {{&L.wq, q_.data(), QD}, {&L.wk, k_.data(), KD}, {&L.wv, v_.data(), KD}});
@@ -200,9 +208,13 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
         ops.add(kt, L.bk.data(), KD);
         ops.add(vt, L.bv.data(), KD);
       }
+      if (!L.q_norm.empty()) {
+        for (int32_t h = 0; h < cfg_.n_head; ++h) ops.rms_norm(qt + h * HD, L.q_norm.data(), qt + h * HD, HD, cfg_.rms_eps);
+        for (int32_t h = 0; h < n_kv; ++h) ops.rms_norm(kt + h * HD, L.k_norm.data(), kt + h * HD, HD, cfg_.rms_eps);
+      }
       const auto& tr = tokens_[static_cast<size_t>(t)];
-      ops.rope(qt, cfg_.n_head, HD, n_rot, rope + t * n_rot, cfg_.rope);
-      ops.rope(kt, n_kv, HD, n_rot, rope + t * n_rot, cfg_.rope);
+      ops.rope(qt, cfg_.n_head, HD, n_rot, rope_l + t * n_rot, cfg_.rope);
+      ops.rope(kt, n_kv, HD, n_rot, rope_l + t * n_rot, cfg_.rope);
       const auto& bt = batch.seqs[static_cast<size_t>(tr.seq)].block_table;
       const int32_t block = bt[static_cast<size_t>(tr.pos / kv.block_size)];
       const int32_t slot = tr.pos % kv.block_size;
@@ -215,19 +227,27 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
       const int32_t h = static_cast<int32_t>(task % n_kv);
       const auto& tr = tokens_[static_cast<size_t>(t)];
       const auto& bt = batch.seqs[static_cast<size_t>(tr.seq)].block_table;
-      ops.attention(q_.data() + t * QD + h * n_group * HD, n_group, kv, h, bt.data(), tr.pos + 1, scale,
+      const int32_t first = swa ? std::max(0, tr.pos + 1 - cfg_.n_swa) : 0;
+      ops.attention(q_.data() + t * QD + h * n_group * HD, n_group, kv, h, bt.data(), first, tr.pos + 1, scale,
                     attn_.data() + t * QD + h * n_group * HD, scratch_.data() + tid * scratch_per_thread_);
     });
 
     project(attn_.data(), QD, T, {{&L.wo, tmp_.data(), D}});
     pool_.parallel_for(T, [&](int64_t t, int) {
-      ops.add(x + t * D, tmp_.data() + t * D, D);
+      float* out = tmp_.data() + t * D;
+      if (!L.post_attn_norm.empty()) ops.rms_norm(out, L.post_attn_norm.data(), out, D, cfg_.rms_eps);
+      ops.add(x + t * D, out, D);
       ops.rms_norm(x + t * D, L.ffn_norm.data(), xn + t * D, D, cfg_.rms_eps);
     });
     project(xn, D, T, {{&L.w_gate, gate_.data(), F}, {&L.w_up, up_.data(), F}});
-    pool_.parallel_for(T, [&](int64_t t, int) { ops.swiglu(gate_.data() + t * F, up_.data() + t * F, gate_.data() + t * F, F); });
+    const auto act = cfg_.ffn_act == ffn_activation::gelu_tanh ? ops.geglu : ops.swiglu;
+    pool_.parallel_for(T, [&](int64_t t, int) { act(gate_.data() + t * F, up_.data() + t * F, gate_.data() + t * F, F); });
     project(gate_.data(), F, T, {{&L.w_down, tmp_.data(), D}});
-    pool_.parallel_for(T, [&](int64_t t, int) { ops.add(x + t * D, tmp_.data() + t * D, D); });
+    pool_.parallel_for(T, [&](int64_t t, int) {
+      float* out = tmp_.data() + t * D;
+      if (!L.post_ffn_norm.empty()) ops.rms_norm(out, L.post_ffn_norm.data(), out, D, cfg_.rms_eps);
+      ops.add(x + t * D, out, D);
+    });
   }
 
   // Final norm and output projection for the requested rows only.
@@ -237,6 +257,12 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
     ops.rms_norm(x + logit_rows_[static_cast<size_t>(r)] * D, w_.output_norm.data(), xn + r * D, D, cfg_.rms_eps);
   });
   project(xn, D, R, {{&w_.output, logits, cfg_.n_vocab}});
+  if (const float cap = cfg_.final_logit_softcap; cap > 0.0f) {
+    const int64_t V = cfg_.n_vocab;
+    pool_.parallel_for(R, [&](int64_t r, int) {
+      for (float* l = logits + r * V; l != logits + (r + 1) * V; ++l) *l = cap * std::tanh(*l / cap);
+    });
+  }
 }
 
 }  // namespace spate

@@ -1,5 +1,11 @@
-// Runs one batched forward pass of a llama/qwen2 decoder over the paged KV
-// cache on the thread-pool executor.
+// Runs one batched forward pass of a llama, qwen2, qwen3 or gemma3 decoder
+// over the paged KV cache on the thread-pool executor.
+//
+// Per layer (gemma3's extra steps in brackets; qk-norm also qwen3):
+//   x += [post_attn_norm] Wo . attention(rope([qk_norm] Wq/Wk/Wv . attn_norm(x)))
+//   x += [post_ffn_norm] W_down . (act(W_gate . ffn_norm(x)) * W_up . ffn_norm(x))
+// act is SiLU, or GELU-tanh for gemma3; a sliding layer attends to the last
+// n_swa positions only and uses its own RoPE base.
 //
 // A batch mixes sequences that prefill many tokens with sequences that decode
 // one. Every per-row computation (norms, matmuls, RoPE, attention) depends only
@@ -62,6 +68,8 @@ class model_runner {
   // Workspaces, [T x dim] row-major.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
   std::vector<float> rope_;         // per token: n_rot floats of rotary cos | sin (kernels::rope_angles)
+  std::vector<float> rope_swa_;     // the same for the sliding layers' RoPE base, when it differs
+  bool separate_swa_rope() const { return cfg_.n_swa > 0 && cfg_.rope_freq_base_swa != cfg_.rope_freq_base; }
   std::vector<float> scratch_;      // attention scratch, per thread
   int64_t scratch_per_thread_ = 0;
   std::vector<uint8_t> act_;        // quantized activations

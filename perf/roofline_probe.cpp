@@ -1,0 +1,170 @@
+// The machine's rooflines (issue 14): read bandwidth from memory, and the
+// int8 (vpmaddubsw) and fp32 (vfmadd) multiply-add peaks, each with every
+// worker thread busy. Each probe is bound by what it measures:
+//   * bandwidth: a buffer far larger than the last-level cache, streamed once
+//     per pass, folded into 8 independent accumulators (so add latency never
+//     limits the loads), a different buffer region per thread;
+//   * int8 / fp32: 12 independent accumulator chains per thread (more than
+//     latency x throughput of the unit), operands that change every
+//     iteration so nothing is loop-invariant, and a data dependence that
+//     keeps the compiler from folding the loop.
+// Each figure is the median of --reps passes.
+//
+// Units: GB/s = 1e9 bytes/s. "GMAC/s" counts multiply-adds: one vpmaddubsw
+// is 32 int8 multiply-adds (u8 x s8 byte pairs), one 256-bit FMA is 8 fp32
+// multiply-adds. The model benchmarks divide FLOPs per token counted the same
+// way (one multiply-add per weight per token).
+//
+// Usage: roofline_probe [--threads N] [--bytes 1GiB] [--reps 7] [--json]
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "kernels/isa.h"
+
+namespace {
+
+namespace po = boost::program_options;
+using clock_type = std::chrono::steady_clock;
+
+// Runs fn(thread_index) on n threads at once (released together); returns the wall time in seconds.
+double run_parallel(int n, const std::function<void(int)>& fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < n; ++t) {
+    ts.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      fn(t);
+    });
+  }
+  while (ready.load() < n) {
+  }
+  const auto t0 = clock_type::now();
+  go.store(true, std::memory_order_release);
+  for (auto& th : ts) th.join();
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Sums [p, p + n) (n a multiple of 256 bytes) with 8 independent 256-bit accumulators.
+__attribute__((target("avx2"))) uint64_t read_sum(const uint8_t* p, size_t n) {
+  __m256i a[8];
+  for (auto& x : a) x = _mm256_setzero_si256();
+  for (size_t i = 0; i < n; i += 256) {
+    for (int k = 0; k < 8; ++k) {
+      a[k] = _mm256_add_epi64(a[k], _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32 * k)));
+    }
+  }
+  for (int k = 1; k < 8; ++k) a[0] = _mm256_add_epi64(a[0], a[k]);
+  alignas(32) uint64_t out[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), a[0]);
+  return out[0] + out[1] + out[2] + out[3];
+}
+
+// n_iter x 12 vpmaddubsw on 12 independent chains; the byte operand changes every iteration.
+__attribute__((target("avx2"))) int64_t maddubs_loop(int64_t n_iter, int seed) {
+  __m256i acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_epi16(static_cast<int16_t>(seed + k));
+  __m256i u = _mm256_set1_epi8(static_cast<char>(3 + seed));
+  const __m256i step = _mm256_set1_epi8(1);
+  for (int64_t i = 0; i < n_iter; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_add_epi16(acc[k], _mm256_maddubs_epi16(u, acc[k]));
+    u = _mm256_add_epi8(u, step);
+  }
+  __m256i s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm256_xor_si256(s, acc[k]);
+  return _mm256_extract_epi64(s, 0);
+}
+
+// n_iter x 12 FMAs on 12 independent chains; the multiplier changes every iteration.
+__attribute__((target("avx2,fma"))) float fma_loop(int64_t n_iter, int seed) {
+  __m256 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(0.001f * static_cast<float>(seed + k));
+  __m256 m = _mm256_set1_ps(0.999f);
+  const __m256 c = _mm256_set1_ps(1e-3f), dm = _mm256_set1_ps(1e-9f);
+  for (int64_t i = 0; i < n_iter; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], m, c);
+    m = _mm256_add_ps(m, dm);
+  }
+  __m256 s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm256_add_ps(s, acc[k]);
+  return _mm256_cvtss_f32(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n_threads = 2, reps = 7;
+  size_t bytes = size_t{1} << 30;
+  bool as_json = false;
+  po::options_description desc("roofline_probe");
+  desc.add_options()("threads", po::value(&n_threads)->default_value(2), "worker threads")(
+      "bytes", po::value(&bytes)->default_value(bytes), "bytes of the bandwidth buffer")(
+      "reps", po::value(&reps)->default_value(7), "passes per figure (median)")("json", po::bool_switch(&as_json),
+                                                                               "one JSON line instead of text")(
+      "help,h", "show this help");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "roofline_probe: %s\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::printf("Usage: roofline_probe [options]\n");
+    return 0;
+  }
+  if (!spate::kernels::cpu_supports(spate::kernels::isa_level::avx2) || n_threads < 1 || reps < 1) {
+    std::fprintf(stderr, "roofline_probe: needs AVX2+FMA, --threads >= 1 and --reps >= 1\n");
+    return 2;
+  }
+  bytes = bytes / (256 * static_cast<size_t>(n_threads)) * 256 * static_cast<size_t>(n_threads);
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+  const size_t slice = bytes / static_cast<size_t>(n_threads);
+  // First touch by the thread that reads the slice; values vary so nothing folds.
+  run_parallel(n_threads, [&](int t) {
+    for (size_t i = 0; i < slice; ++i) buf[t * slice + i] = static_cast<uint8_t>(i * 31 + t);
+  });
+  std::vector<uint64_t> sink(static_cast<size_t>(n_threads));
+  std::vector<double> bw, i8, f32;
+  const int64_t n_iter = 20'000'000;
+  for (int r = 0; r < reps; ++r) {
+    const double s = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += read_sum(buf + t * slice, slice); });
+    bw.push_back(static_cast<double>(bytes) / s / 1e9);
+    const double si = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += maddubs_loop(n_iter, t + r); });
+    i8.push_back(static_cast<double>(n_iter) * 12 * 32 * n_threads / si / 1e9);
+    const double sf = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += static_cast<uint64_t>(fma_loop(n_iter, t + r)); });
+    f32.push_back(static_cast<double>(n_iter) * 12 * 8 * n_threads / sf / 1e9);
+  }
+  std::free(buf);
+  uint64_t checksum = 0;
+  for (auto v : sink) checksum ^= v;
+  if (as_json) {
+    std::printf("{\"threads\":%d,\"read_gb_s\":%.2f,\"int8_maddubs_gmac_s\":%.1f,\"fp32_fma_gmac_s\":%.1f,\"reps\":%d,\"checksum\":%llu}\n",
+                n_threads, median(bw), median(i8), median(f32), reps, static_cast<unsigned long long>(checksum & 0xffff));
+  } else {
+    std::printf("threads %d, median of %d passes\n", n_threads, reps);
+    std::printf("  read bandwidth      %7.2f GB/s   (%zu MiB buffer)\n", median(bw), bytes >> 20);
+    std::printf("  int8 vpmaddubsw     %7.1f GMAC/s (u8 x s8 multiply-adds)\n", median(i8));
+    std::printf("  fp32 FMA            %7.1f GMAC/s (%.1f GFLOP/s)\n", median(f32), 2 * median(f32));
+  }
+  return 0;
+}

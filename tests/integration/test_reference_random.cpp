@@ -1,0 +1,137 @@
+// spate against llama.cpp on random-weight models of the architectures with no
+// real model here (qwen3; gemma3 with a 16-position sliding window, so that a
+// 64-token sequence leaves every sliding layer's window several times).
+//
+// The models are written by tests/reference/make_random_models.py into
+// SPATE_RANDOM_MODELS_DIR (scripts/test.sh does it, checking each file's
+// SHA-256 against the fixture); the reference logits come from
+// tests/reference/make_random_fixtures.py (llama-cpp-python, not needed here).
+//
+// Checked: teacher-forced logits over every position's top-8 are within the
+// default model's bounds (median <= 0.20, p99 <= 0.75, max <= 1.50, see
+// test_reference_llamacpp.cpp), and llama.cpp's top-1 is ours wherever its
+// margin exceeds 0.5; logits of a one-batch prefill and of token-by-token
+// decoding are bitwise identical.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cmath>
+
+#include "model_fixture.h"
+
+namespace spate::testing {
+namespace {
+
+namespace json = boost::json;
+
+struct random_model {
+  std::string arch, file;
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<std::pair<int32_t, float>>> top;  // per position, llama.cpp's top-8
+};
+
+std::vector<random_model> load_fixture() {
+  const auto doc = json::parse(read_file(std::string(SPATE_SOURCE_DIR) + "/tests/integration/fixtures/random_models.json"));
+  std::vector<random_model> out;
+  for (const auto& m : doc.at("models").as_array()) {
+    random_model r;
+    r.arch = json::value_to<std::string>(m.at("arch"));
+    r.file = json::value_to<std::string>(m.at("file"));
+    r.tokens = json::value_to<std::vector<int32_t>>(m.at("tokens"));
+    for (const auto& pos : m.at("top").as_array()) {
+      auto& row = r.top.emplace_back();
+      for (const auto& p : pos.as_array()) {
+        row.emplace_back(static_cast<int32_t>(p.as_array()[0].to_number<int64_t>()),
+                         static_cast<float>(p.as_array()[1].to_number<double>()));
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string models_dir() {
+  const char* d = std::getenv("SPATE_RANDOM_MODELS_DIR");
+  return d && *d ? d : "";
+}
+
+class ReferenceRandom : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (models_dir().empty()) {
+      GTEST_FAIL() << "SPATE_RANDOM_MODELS_DIR is not set (python3 tests/reference/make_random_models.py --out-dir DIR "
+                      "--check tests/integration/fixtures/random_models.json)";
+    }
+    for (auto& m : load_fixture()) if (m.arch == GetParam()) fixture_ = std::move(m);
+    ASSERT_FALSE(fixture_.tokens.empty()) << "no fixture for " << GetParam();
+  }
+  loaded_model& model() {
+    return shared_model_at(models_dir() + "/" + fixture_.file, "tests/reference/make_random_models.py");
+  }
+  random_model fixture_;
+};
+
+// Logits at every position: all tokens in one forward pass (prefill), or one per pass (decode).
+std::vector<float> run(runner_env& env, const std::vector<int32_t>& tokens, bool one_pass) {
+  const int32_t V = env.model.config.n_vocab;
+  const auto n = static_cast<int32_t>(tokens.size());
+  block_table bt(env.blocks);
+  EXPECT_TRUE(bt.grow_to(n, env.kv.block_size()));
+  std::vector<float> logits(static_cast<size_t>(n) * V);
+  forward_batch b;
+  if (one_pass) {
+    b.seqs.push_back({tokens, 0, bt.ids(), n});
+    env.runner.forward(b, logits.data());
+    return logits;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    b.seqs.clear();
+    b.seqs.push_back({std::span<const int32_t>(&tokens[static_cast<size_t>(i)], 1), i, bt.ids(), 1});
+    env.runner.forward(b, logits.data() + static_cast<size_t>(i) * V);
+  }
+  return logits;
+}
+
+TEST_P(ReferenceRandom, ConfigIsTheArchitecture) {
+  const auto& c = model().config;
+  EXPECT_EQ(c.arch, GetParam());
+  EXPECT_TRUE(c.qk_norm);
+  if (GetParam() == "gemma3") {
+    EXPECT_EQ(c.n_swa, 16);
+    EXPECT_TRUE(c.post_norms);
+    EXPECT_EQ(c.final_logit_softcap, 30.0f);
+    for (int32_t l = 0; l < c.n_layer; ++l) EXPECT_EQ(c.is_swa_layer(l), l != 5) << l;
+  }
+}
+
+TEST_P(ReferenceRandom, LogitsMatchLlamaCpp) {
+  runner_env env(model(), 64, 16);
+  const int32_t V = env.model.config.n_vocab;
+  const auto prefill = run(env, fixture_.tokens, true);
+  const auto decode = run(env, fixture_.tokens, false);
+  EXPECT_EQ(0, std::memcmp(prefill.data(), decode.data(), prefill.size() * sizeof(float)))
+      << "prefill and decode logits differ";
+  std::vector<float> errs;
+  for (size_t p = 0; p < fixture_.top.size(); ++p) {
+    const float* l = prefill.data() + p * static_cast<size_t>(V);
+    const auto& top = fixture_.top[p];
+    for (const auto& [id, ref] : top) errs.push_back(std::fabs(l[id] - ref));
+    if (top[0].second - top[1].second > 0.5f) {
+      EXPECT_EQ(std::max_element(l, l + V) - l, top[0].first) << "position " << p;
+    }
+  }
+  std::sort(errs.begin(), errs.end());
+  auto q = [&](double f) { return errs[static_cast<size_t>(f * static_cast<double>(errs.size() - 1))]; };
+  std::printf("%s: |logit - llama.cpp| over top-8 at %zu positions: median %.4f p99 %.4f max %.4f (logits up to %.1f)\n",
+              GetParam().c_str(), fixture_.top.size(), q(0.5), q(0.99), errs.back(), fixture_.top[0][0].second);
+  EXPECT_LE(q(0.5), 0.20);
+  EXPECT_LE(q(0.99), 0.75);
+  EXPECT_LE(errs.back(), 1.50);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom, ::testing::Values("qwen3", "gemma3"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+}  // namespace
+}  // namespace spate::testing
