@@ -232,6 +232,7 @@ int load_model_for_command(const char* cmd, const model_options& mo, std::unique
     return 2;
   }
   max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
+  select_rope_factors(model->weights, model->config, max_model_len);
   return 0;
 }
 

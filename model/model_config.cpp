@@ -34,12 +34,27 @@ void read_arch_features(const gguf_file& f, model_config& c) {
     // the 27B model (62 layers), whose scalar is n_embd / n_head (as llama.cpp).
     if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
     // Every 6th layer is global, the others slide; their RoPE base is 10k.
+    // Newer converters may write the period and the base; absent, these defaults apply.
     int32_t pattern = 6;
-    if (f.has(a + "attention.sliding_window_pattern")) pattern = require_positive(f, a + "attention.sliding_window_pattern", 1024);
+    if (const std::string key = a + "attention.sliding_window_pattern"; f.has(key)) {
+      if (!f.get_int(key)) throw bad("metadata '" + key + "' must be an integer period (per-layer lists are not supported)");
+      pattern = require_positive(f, key, 1024);
+    }
     c.n_swa = require_positive(f, a + "attention.sliding_window", 1 << 24);
     c.layer_swa.assign(static_cast<size_t>(c.n_layer), 0);
     for (int32_t l = 0; l < c.n_layer; ++l) c.layer_swa[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
-    c.rope_freq_base_swa = 10000.0f;
+    c.rope_freq_base_swa = static_cast<float>(f.get_float(a + "rope.freq_base_swa").value_or(10000.0));
+    if (!(c.rope_freq_base_swa > 1.0f)) throw bad("invalid rope.freq_base_swa");
+  }
+  // phi3's GGUFs carry a sliding window that llama.cpp does not apply (its
+  // conversion does not say which layers slide); spate follows llama.cpp.
+  c.n_ctx_orig = c.n_ctx_train;
+  if (f.has(a + "rope.scaling.original_context_length")) {
+    c.n_ctx_orig = require_positive(f, a + "rope.scaling.original_context_length", 1 << 24);
+  }
+  if (const auto af = f.get_float(a + "rope.scaling.attn_factor")) {
+    if (!(*af > 0.0 && *af < 100.0)) throw bad("invalid rope.scaling.attn_factor " + std::to_string(*af));
+    c.rope_attn_factor = static_cast<float>(*af);
   }
   if (const auto cap = f.get_float(a + "final_logit_softcapping"); cap && *cap != 0.0) {
     if (!(*cap > 0.0 && *cap < 1e6)) throw bad("invalid final_logit_softcapping " + std::to_string(*cap));
@@ -55,9 +70,9 @@ model_config read_model_config(const gguf_file& f) {
   const auto arch = f.get_string("general.architecture");
   if (!arch) throw gguf_error("model '" + f.path() + "' lacks 'general.architecture'");
   c.arch = *arch;
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3") {
+  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3" && c.arch != "phi3") {
     throw gguf_error("model '" + f.path() + "' has architecture '" + c.arch +
-                     "', which spate does not support (supported: llama, qwen2, qwen3, gemma3)");
+                     "', which spate does not support (supported: llama, qwen2, qwen3, gemma3, phi3)");
   }
   c.name = f.get_string("general.name").value_or("");
   const std::string a = c.arch + ".";

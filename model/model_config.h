@@ -14,7 +14,7 @@ class gguf_file;
 enum class ffn_activation { silu, gelu_tanh };  // gate activation of the gated FFN
 
 struct model_config {
-  std::string arch;            // "llama", "qwen2", "qwen3" or "gemma3"
+  std::string arch;            // "llama", "qwen2", "qwen3", "gemma3" or "phi3"
   std::string name;            // general.name (informational)
   int32_t n_layer = 0;
   int32_t n_embd = 0;
@@ -42,6 +42,10 @@ struct model_config {
   int32_t n_swa = 0;
   std::vector<uint8_t> layer_swa;
   float rope_freq_base_swa = 10000.0f;
+  // LongRoPE (phi3): the rotary cos/sin are scaled by rope_attn_factor, and
+  // the long factors apply when a sequence may exceed n_ctx_orig positions.
+  float rope_attn_factor = 1.0f;
+  int32_t n_ctx_orig = 0;         // rope.scaling.original_context_length, else n_ctx_train
 
   bool is_swa_layer(int32_t l) const { return n_swa > 0 && !layer_swa.empty() && layer_swa[static_cast<size_t>(l)] != 0; }
   bool all_layers_swa() const {

@@ -186,6 +186,9 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
       for (int32_t d = 0; d < D; ++d) x[t * D + d] *= cfg_.embd_scale;
     }
     kernels::rope_angles(n_rot, tr.pos, cfg_.rope_freq_base, freq_factors, rope + t * n_rot);
+    if (cfg_.rope_attn_factor != 1.0f) {
+      for (int32_t i = 0; i < n_rot; ++i) rope[t * n_rot + i] *= cfg_.rope_attn_factor;
+    }
     if (rope_swa != rope) kernels::rope_angles(n_rot, tr.pos, cfg_.rope_freq_base_swa, freq_factors, rope_swa + t * n_rot);
   });
 

@@ -44,6 +44,22 @@ std::vector<float> vec_tensor(const gguf_file& f, const std::string& name, int64
   return to_f32(t);
 }
 
+// Rows [row0, row0 + n_out) of a [n_in x n_total] matrix: a part of a fused
+// tensor (phi3's QKV and gate|up); the part's bytes count once, with the first part.
+kernels::packed_weight mat_part(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_total, int64_t row0,
+                                int64_t n_out, kernels::isa_level level, size_t& used, size_t& owned) {
+  const auto& t = need_tensor(f, name, {n_in, n_total});
+  if (row0 == 0) used += t.n_bytes;
+  const int64_t row_bytes = kernels::row_bytes(*kernels::traits_of(t.type), n_in);
+  try {
+    auto w = kernels::pack_weight(static_cast<kernels::ggml_type>(t.type), t.data + row0 * row_bytes, n_out, n_in, level);
+    owned += w.bytes();
+    return w;
+  } catch (const std::exception& e) {
+    throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
+  }
+}
+
 kernels::packed_weight mat_tensor(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_out,
                                   kernels::isa_level level, size_t& used, size_t& owned) {
   const auto& t = need_tensor(f, name, {n_in, n_out});
@@ -84,9 +100,16 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
     const std::string p = "blk." + std::to_string(l) + ".";
     layer_weights& L = w.layers[static_cast<size_t>(l)];
     L.attn_norm = vec_tensor(f, p + "attn_norm.weight", c.n_embd, used);
-    L.wq = mat_tensor(f, p + "attn_q.weight", c.n_embd, c.q_dim(), level, used, owned);
-    L.wk = mat_tensor(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), level, used, owned);
-    L.wv = mat_tensor(f, p + "attn_v.weight", c.n_embd, c.kv_dim(), level, used, owned);
+    if (f.find_tensor(p + "attn_qkv.weight")) {  // phi3: fused [q | k | v] rows
+      const int64_t n_qkv = c.q_dim() + 2 * int64_t{c.kv_dim()};
+      L.wq = mat_part(f, p + "attn_qkv.weight", c.n_embd, n_qkv, 0, c.q_dim(), level, used, owned);
+      L.wk = mat_part(f, p + "attn_qkv.weight", c.n_embd, n_qkv, c.q_dim(), c.kv_dim(), level, used, owned);
+      L.wv = mat_part(f, p + "attn_qkv.weight", c.n_embd, n_qkv, c.q_dim() + c.kv_dim(), c.kv_dim(), level, used, owned);
+    } else {
+      L.wq = mat_tensor(f, p + "attn_q.weight", c.n_embd, c.q_dim(), level, used, owned);
+      L.wk = mat_tensor(f, p + "attn_k.weight", c.n_embd, c.kv_dim(), level, used, owned);
+      L.wv = mat_tensor(f, p + "attn_v.weight", c.n_embd, c.kv_dim(), level, used, owned);
+    }
     L.wo = mat_tensor(f, p + "attn_output.weight", c.q_dim(), c.n_embd, level, used, owned);
     if (qkv_bias) {
       L.bq = vec_tensor(f, p + "attn_q.bias", c.q_dim(), used);
@@ -98,8 +121,13 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       L.k_norm = vec_tensor(f, p + "attn_k_norm.weight", c.head_dim, used);
     }
     L.ffn_norm = vec_tensor(f, p + "ffn_norm.weight", c.n_embd, used);
-    L.w_gate = mat_tensor(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, level, used, owned);
-    L.w_up = mat_tensor(f, p + "ffn_up.weight", c.n_embd, c.n_ff, level, used, owned);
+    if (c.arch == "phi3") {  // fused [gate | up] rows in ffn_up
+      L.w_gate = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, 0, c.n_ff, level, used, owned);
+      L.w_up = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, c.n_ff, c.n_ff, level, used, owned);
+    } else {
+      L.w_gate = mat_tensor(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, level, used, owned);
+      L.w_up = mat_tensor(f, p + "ffn_up.weight", c.n_embd, c.n_ff, level, used, owned);
+    }
     L.w_down = mat_tensor(f, p + "ffn_down.weight", c.n_ff, c.n_embd, level, used, owned);
     if (c.post_norms) {
       L.post_attn_norm = vec_tensor(f, p + "post_attention_norm.weight", c.n_embd, used);
@@ -119,7 +147,27 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
     }
   }
   if (f.find_tensor("rope_freqs.weight")) w.rope_freqs = vec_tensor(f, "rope_freqs.weight", c.n_rot / 2, used);
+  const bool has_long = f.find_tensor("rope_factors_long.weight") != nullptr;
+  if (has_long != (f.find_tensor("rope_factors_short.weight") != nullptr)) {
+    throw gguf_error("model '" + f.path() + "' has only one of 'rope_factors_long.weight' and 'rope_factors_short.weight'");
+  }
+  if (has_long) {
+    if (!w.rope_freqs.empty()) throw gguf_error("model '" + f.path() + "' has both rope_freqs and LongRoPE factors");
+    w.rope_long = vec_tensor(f, "rope_factors_long.weight", c.n_rot / 2, used);
+    w.rope_short = vec_tensor(f, "rope_factors_short.weight", c.n_rot / 2, used);
+    for (const auto* v : {&w.rope_long, &w.rope_short}) {
+      for (float x : *v) {
+        if (!(x > 0.0f && x < 1e6f)) throw gguf_error("model '" + f.path() + "': a LongRoPE factor is not positive and finite");
+      }
+    }
+    w.rope_freqs = w.rope_short;
+  }
   return w;
+}
+
+void select_rope_factors(model_weights& w, const model_config& c, int32_t max_seq_len) {
+  if (w.rope_long.empty()) return;
+  w.rope_freqs = max_seq_len > c.n_ctx_orig ? w.rope_long : w.rope_short;
 }
 
 }  // namespace spate

@@ -38,6 +38,7 @@ struct model_weights {
   kernels::packed_weight output;              // [n_vocab x n_embd]; tied to token_embd when the file has no output.weight
   bool tied_output = false;
   std::vector<float> rope_freqs;              // optional per-dimension frequency factors [n_rot / 2]
+  std::vector<float> rope_short, rope_long;   // phi3 LongRoPE factor sets [n_rot / 2]; select_rope_factors() picks one
   size_t file_weight_bytes = 0;               // bytes of tensor data used from the file
   size_t owned_bytes = 0;                     // bytes of repacked/converted copies we own
 
@@ -48,5 +49,11 @@ struct model_weights {
 // Binds and validates every tensor; throws gguf_error naming the tensor whose
 // shape or type is wrong, missing, or unsupported.
 model_weights load_model_weights(const gguf_file& f, const model_config& c, kernels::isa_level level);
+
+// LongRoPE (phi3): rope_freqs becomes the long factor set when sequences may
+// hold more than cfg.n_ctx_orig positions, else the short one (as llama.cpp
+// decides from its context size). load_model_weights() picks the short set;
+// call this once more, before any forward pass, with the maximum sequence length.
+void select_rope_factors(model_weights& w, const model_config& c, int32_t max_seq_len);
 
 }  // namespace spate

@@ -13,9 +13,13 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
 export SPATE_MODEL="$(bash scripts/fetch-model.sh)"
+export SPATE_GEMMA_MODEL="$(bash scripts/fetch-model.sh gemma3-270m)"
 python3 scripts/check_layering.py
 bash scripts/build.sh
 export SPATE_BIN="$PWD/build/spate"
+export SPATE_RANDOM_MODELS_DIR="$PWD/build/random-models"
+python3 tests/reference/make_random_models.py --out-dir "$SPATE_RANDOM_MODELS_DIR" \
+  --check tests/integration/fixtures/random_models.json >/dev/null
 export SPATE_REQUIRE_TESTDATA=1
 (cd build && ctest --output-on-failure -j 2 --timeout 1200)
 python3 -m pytest -q tests/integration

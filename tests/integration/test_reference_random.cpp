@@ -1,6 +1,8 @@
 // spate against llama.cpp on random-weight models of the architectures with no
 // real model here (qwen3; gemma3 with a 16-position sliding window, so that a
-// 64-token sequence leaves every sliding layer's window several times).
+// 64-token sequence leaves every sliding layer's window several times; phi3
+// with fused tensors and LongRoPE, whose long factors apply because the
+// reference context of 256 exceeds the model's original 32).
 //
 // The models are written by tests/reference/make_random_models.py into
 // SPATE_RANDOM_MODELS_DIR (scripts/test.sh does it, checking each file's
@@ -67,8 +69,11 @@ class ReferenceRandom : public ::testing::TestWithParam<std::string> {
     ASSERT_FALSE(fixture_.tokens.empty()) << "no fixture for " << GetParam();
   }
   loaded_model& model() {
-    return shared_model_at(models_dir() + "/" + fixture_.file, "tests/reference/make_random_models.py");
+    auto& m = shared_model_at(models_dir() + "/" + fixture_.file, "tests/reference/make_random_models.py");
+    select_rope_factors(m.weights, m.config, k_reference_ctx);
+    return m;
   }
+  static constexpr int32_t k_reference_ctx = 256;  // make_random_fixtures.py's n_ctx
   random_model fixture_;
 };
 
@@ -96,7 +101,13 @@ std::vector<float> run(runner_env& env, const std::vector<int32_t>& tokens, bool
 TEST_P(ReferenceRandom, ConfigIsTheArchitecture) {
   const auto& c = model().config;
   EXPECT_EQ(c.arch, GetParam());
-  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.qk_norm, GetParam() != "phi3");
+  if (GetParam() == "phi3") {
+    EXPECT_EQ(c.n_ctx_orig, 32);
+    EXPECT_FLOAT_EQ(c.rope_attn_factor, 1.19f);
+    EXPECT_EQ(model().weights.rope_freqs, model().weights.rope_long);
+    EXPECT_NE(model().weights.rope_long, model().weights.rope_short);
+  }
   if (GetParam() == "gemma3") {
     EXPECT_EQ(c.n_swa, 16);
     EXPECT_TRUE(c.post_norms);
@@ -130,7 +141,7 @@ TEST_P(ReferenceRandom, LogitsMatchLlamaCpp) {
   EXPECT_LE(errs.back(), 1.50);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom, ::testing::Values("qwen3", "gemma3"),
+INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom, ::testing::Values("qwen3", "gemma3", "phi3"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -13,6 +13,9 @@ differs from it.
   gemma3  QK-norm, norms after attention and FFN, embedding scale, GELU-tanh
           FFN, sliding window of 16 positions on layers 0-4 (layer 5 global)
           with RoPE base 10k there, final logit soft-capping at 30
+  phi3    fused QKV and fused gate|up, LongRoPE factors (short and long) with
+          an original context of 32 positions and an attention factor 1.19
+          (llama.cpp uses the long factors when its context exceeds 32)
 
 Usage: make_random_models.py --out-dir DIR [--check FIXTURE.json]
 Prints one line per model: its architecture and path.
@@ -32,6 +35,7 @@ import gguf
 DEFAULT_VOCAB_MODEL = os.path.expanduser("~/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf")
 N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, HEAD_DIM, N_FF = 256, 6, 4, 2, 64, 512
 GEMMA_WINDOW = 16
+PHI3_ORIG_CTX = 32
 
 
 def vocab_fields(path: str) -> dict:
@@ -86,6 +90,10 @@ def write_model(arch: str, path: Path, vocab: dict, seed: int):
     if arch == "gemma3":
         w.add_sliding_window(GEMMA_WINDOW)
         w.add_final_logit_softcapping(30.0)
+    if arch == "phi3":
+        w.add_rope_dimension_count(HEAD_DIM)
+        w.add_rope_scaling_orig_ctx_len(PHI3_ORIG_CTX)
+        w.add_rope_scaling_attn_factors(1.19)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(vocab["pre"])
     w.add_token_list(vocab["tokens"])
@@ -100,15 +108,25 @@ def write_model(arch: str, path: Path, vocab: dict, seed: int):
     for l in range(N_LAYER):
         p = f"blk.{l}."
         w.add_tensor(p + "attn_norm.weight", norm_weight(rng, N_EMBD))
-        add_matrix(w, p + "attn_q.weight", matrix(rng, N_HEAD * HEAD_DIM, N_EMBD))
-        add_matrix(w, p + "attn_k.weight", matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD))
-        add_matrix(w, p + "attn_v.weight", matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD))
+        q, k, v = (matrix(rng, N_HEAD * HEAD_DIM, N_EMBD), matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD),
+                   matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD))
+        if arch == "phi3":
+            add_matrix(w, p + "attn_qkv.weight", np.concatenate([q, k, v]))
+        else:
+            add_matrix(w, p + "attn_q.weight", q)
+            add_matrix(w, p + "attn_k.weight", k)
+            add_matrix(w, p + "attn_v.weight", v)
         add_matrix(w, p + "attn_output.weight", matrix(rng, N_EMBD, N_HEAD * HEAD_DIM))
-        w.add_tensor(p + "attn_q_norm.weight", norm_weight(rng, HEAD_DIM))
-        w.add_tensor(p + "attn_k_norm.weight", norm_weight(rng, HEAD_DIM))
+        if arch != "phi3":
+            w.add_tensor(p + "attn_q_norm.weight", norm_weight(rng, HEAD_DIM))
+            w.add_tensor(p + "attn_k_norm.weight", norm_weight(rng, HEAD_DIM))
         w.add_tensor(p + "ffn_norm.weight", norm_weight(rng, N_EMBD))
-        add_matrix(w, p + "ffn_gate.weight", matrix(rng, N_FF, N_EMBD))
-        add_matrix(w, p + "ffn_up.weight", matrix(rng, N_FF, N_EMBD))
+        gate, up = matrix(rng, N_FF, N_EMBD), matrix(rng, N_FF, N_EMBD)
+        if arch == "phi3":
+            add_matrix(w, p + "ffn_up.weight", np.concatenate([gate, up]))
+        else:
+            add_matrix(w, p + "ffn_gate.weight", gate)
+            add_matrix(w, p + "ffn_up.weight", up)
         add_matrix(w, p + "ffn_down.weight", matrix(rng, N_EMBD, N_FF))
         if arch == "gemma3":
             w.add_tensor(p + "post_attention_norm.weight", norm_weight(rng, N_EMBD))
@@ -116,13 +134,16 @@ def write_model(arch: str, path: Path, vocab: dict, seed: int):
     # An output projection of its own: tied to the embeddings, a random model's
     # logits mostly repeat the input token.
     add_matrix(w, "output.weight", matrix(rng, n_vocab, N_EMBD) * 4.0)
+    if arch == "phi3":
+        w.add_tensor("rope_factors_short.weight", (1.0 + rng.random(HEAD_DIM // 2)).astype(np.float32))
+        w.add_tensor("rope_factors_long.weight", (1.0 + 8.0 * rng.random(HEAD_DIM // 2)).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-ARCHS = {"qwen3": 1003, "gemma3": 1004}  # architecture -> seed
+ARCHS = {"qwen3": 1003, "gemma3": 1004, "phi3": 1005}  # architecture -> seed
 
 
 def sha256(path: Path) -> str:
