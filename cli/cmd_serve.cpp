@@ -280,6 +280,13 @@ api::tool_call_format tool_format_of(const serve_options& so, const chat_templat
   return tmpl ? api::detect_tool_call_format(tmpl->source()) : api::tool_call_format::generic;
 }
 
+// --pooling, else the GGUF's pooling_type, else last (as vLLM pools decoder-only models).
+pooling_type pooling_of(const serve_options& so, const model_config& c) {
+  if (so.pooling == "mean" || (so.pooling.empty() && c.gguf_pooling == 1)) return pooling_type::mean;
+  if (so.pooling == "cls" || (so.pooling.empty() && c.gguf_pooling == 2)) return pooling_type::cls;
+  return pooling_type::last;
+}
+
 // Builds the executor, engine, server context and listener; binds, warms up, reports ready,
 // then serves until SIGINT/SIGTERM (SIGHUP reloads) and drains. Throws on any start-up
 // failure (the message may name engine config fields, see flag_names).
@@ -301,8 +308,11 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   const api::tool_call_format tool_format = tool_format_of(so, in.tmpl.get());
   spdlog::info("Tool calls: {} format ({})", api::tool_call_format_name(tool_format),
                so.tool_call_parser.empty() ? "from the chat template" : "--tool-call-parser");
+  const pooling_type pooling = pooling_of(so, in.model->config);
+  spdlog::info("Embeddings: {} pooling over {} dimensions, normalized ({})", pooling_name(pooling), in.model->config.n_embd,
+               so.pooling.empty() ? (in.model->config.gguf_pooling > 0 ? "the model's pooling_type" : "default") : "--pooling");
   api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
-                       in.tmpl_error, &constraints, tool_format};
+                       in.tmpl_error, &constraints, tool_format, in.model->config.n_embd, pooling};
   server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   ctx.describe_engine_error = flag_names;

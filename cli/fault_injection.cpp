@@ -8,11 +8,11 @@
 
 namespace spate::cli {
 
-void fault_injecting_executor::forward(const forward_batch& batch, float* logits) {
+void fault_injecting_executor::forward(const forward_batch& batch, float* logits, float* hidden) {
   if (armed_ && fail_at_ > 0 && ++n_forwards_ == fail_at_) {
     throw std::runtime_error("injected forward failure (--debug-fail-forward-at " + std::to_string(fail_at_) + ")");
   }
-  inner_.forward(batch, logits);
+  inner_.forward(batch, logits, hidden);
 }
 
 namespace {

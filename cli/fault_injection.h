@@ -30,7 +30,8 @@ class fault_injecting_executor final : public forward_executor {
   void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override {
     inner_.reserve(max_tokens, max_logit_rows, max_ctx);
   }
-  void forward(const forward_batch& batch, float* logits) override;
+  void forward(const forward_batch& batch, float* logits, float* hidden) override;
+  int32_t n_embd() const override { return inner_.n_embd(); }
   void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override { inner_.run_tasks(n_tasks, fn); }
 
  private:

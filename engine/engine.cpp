@@ -2,6 +2,7 @@
 // loop (drain the inbox, schedule, forward, sample, publish). Warmup lives in
 // engine_warmup.cpp; the class is declared in engine_impl.h.
 #include <algorithm>
+#include <cmath>
 #include <spdlog/spdlog.h>
 #include <stdexcept>
 
@@ -62,6 +63,7 @@ void engine::impl::start() {
 submit_result engine::impl::submit(engine_request r) {
   submit_result res;
   const int32_t n_prompt = static_cast<int32_t>(r.prompt.size());
+  if (r.embed != pooling_type::none) r.params.max_tokens = 1;  // nothing is generated; the prompt needs a free position
   if (!r.params.max_tokens) {
     res.error = "max_tokens must be set";
   } else if (!r.on_event) {
@@ -94,6 +96,8 @@ submit_result engine::impl::submit(engine_request r) {
                                             tok_, blocks_.pool(), std::move(r.on_event));
   // request_state only stores a pointer to the pool; blocks are taken on the engine thread.
   st->submitted = clock_type::now();
+  st->embed = r.embed;
+  st->ss.hidden = r.embed != pooling_type::none;
   std::lock_guard lk(mu_);
   if (stop_) {
     res.error = "the engine is stopped";
@@ -248,8 +252,9 @@ void engine::impl::step() {
   note_first_scheduled(out);
   const forward_batch batch = out.to_batch();
   logits_.resize(static_cast<size_t>(out.n_logit_rows()) * static_cast<size_t>(exec_.n_vocab()));
+  hidden_.resize(static_cast<size_t>(out.n_hidden_rows()) * static_cast<size_t>(exec_.n_embd()));
   try {
-    exec_.forward(batch, logits_.data());
+    exec_.forward(batch, logits_.data(), hidden_.data());
   } catch (const std::exception& e) {
     spdlog::error("forward failed: {}", e.what());
     for (const auto& q : out.seqs) fail_request(*live_.at(q.seq->id), std::string("internal error: ") + e.what());
@@ -258,7 +263,39 @@ void engine::impl::step() {
   ++local_stats_.n_steps;
   count_step_tokens(out.n_tokens);
   sched_.on_step_done(out);
+  pool_embeddings(out);
   sample_and_deliver(out);
+}
+
+void engine::impl::pool_embeddings(const scheduler_output& out) {
+  const auto D = static_cast<size_t>(exec_.n_embd());
+  const float* row = hidden_.data();
+  std::vector<request_state*> done;
+  for (const auto& q : out.seqs) {
+    if (!q.seq->hidden) continue;
+    request_state& r = *live_.at(q.seq->id);
+    if (q.n_past == 0) r.pooled.assign(D, 0.0f);  // the first chunk, or a recompute after preemption
+    for (int32_t i = 0; i < q.n_new; ++i, row += D) {
+      const int32_t pos = q.n_past + i;
+      if (r.embed == pooling_type::mean) {
+        for (size_t d = 0; d < D; ++d) r.pooled[d] += row[d];
+      } else if ((r.embed == pooling_type::cls && pos == 0) || (r.embed == pooling_type::last && pos == r.seq.n_prompt() - 1)) {
+        std::copy(row, row + D, r.pooled.begin());
+      }
+    }
+    if (q.samples) done.push_back(&r);  // the step reached the prompt's last token
+  }
+  for (request_state* r : done) {
+    if (r->embed == pooling_type::mean) {
+      for (float& v : r->pooled) v /= static_cast<float>(r->seq.n_prompt());
+    }
+    double norm = 0.0;
+    for (float v : r->pooled) norm += static_cast<double>(v) * v;
+    const float inv = norm > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+    for (float& v : r->pooled) v *= inv;
+    r->metrics.ttft_us = us_between(r->submitted, clock_type::now());
+    finish_request(*r, finish_reason::stop);
+  }
 }
 
 void engine::impl::count_step_tokens(int64_t n_tokens) {
@@ -299,7 +336,7 @@ void engine::impl::sample_and_deliver(const scheduler_output& out) {
   std::vector<row_sample> rows;
   rows.reserve(out.seqs.size());
   for (const auto& q : out.seqs) {
-    if (q.samples) rows.push_back({live_.at(q.seq->id).get(), {}, {}, {}});
+    if (q.samples && !q.seq->hidden) rows.push_back({live_.at(q.seq->id).get(), {}, {}, {}});
   }
   exec_.run_tasks(static_cast<int64_t>(rows.size()), [&](int64_t i) {
     row_sample& s = rows[static_cast<size_t>(i)];
@@ -351,6 +388,7 @@ void engine::impl::finish_request(request_state& r, finish_reason why) {
   ev.reason = why;
   ev.usage = r.usage;
   ev.metrics = std::move(r.metrics);
+  if (r.embed != pooling_type::none && why == finish_reason::stop) ev.embedding = std::move(r.pooled);
   auto cb = std::move(r.on_event);
   live_.erase(id);  // r is gone from here on
   deliver(cb, ev);
@@ -386,6 +424,16 @@ void engine::impl::publish_stats() {
     idle_published_ = true;
     idle_cv_.notify_all();
   }
+}
+
+const char* pooling_name(pooling_type p) {
+  switch (p) {
+    case pooling_type::mean: return "mean";
+    case pooling_type::cls: return "cls";
+    case pooling_type::last: return "last";
+    case pooling_type::none: break;
+  }
+  return "none";
 }
 
 // The public face forwards to the implementation.

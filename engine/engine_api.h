@@ -159,15 +159,27 @@ struct engine_event {
   request_usage usage;             // finished and error
   request_metrics metrics;         // finished
   std::string error;               // error: message
+  std::vector<float> embedding;    // finished, for an embedding request: the pooled, L2-normalized vector
 };
 
 // Called on the engine thread; must not block.
 using event_callback = std::function<void(const engine_event&)>;
 
+// How an embedding request's hidden states become one vector (llama.cpp's
+// and vLLM's pooling types): the mean over the prompt, the first token's
+// (cls) or the last token's.
+enum class pooling_type { none, mean, cls, last };
+const char* pooling_name(pooling_type p);  // "none", "mean", "cls", "last"
+
 struct engine_request {
   std::vector<int32_t> prompt;   // non-empty token ids in [0, n_vocab)
-  sampling_params params;        // validated; max_tokens set
+  sampling_params params;        // validated; max_tokens set (ignored for embeddings)
   event_callback on_event;       // required
+  // Not none: an embedding request. The prompt runs once (no prefix-cache
+  // reuse, chunked like any prompt, batched with other requests), no token is
+  // generated, and `finished` (reason stop, usage with 0 completion tokens)
+  // carries the pooled, L2-normalized final-normed hidden state.
+  pooling_type embed = pooling_type::none;
 };
 
 struct submit_result {

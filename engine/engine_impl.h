@@ -60,6 +60,8 @@ class engine::impl {
   void step();
   void note_first_scheduled(const scheduler_output& out);
   void sample_and_deliver(const scheduler_output& out);
+  // Pools the step's hidden rows into each embedding request; finishes those whose prompt is done.
+  void pool_embeddings(const scheduler_output& out);
   void count_step_tokens(int64_t n_tokens);
   void account_padding(scheduler_output& out);
   void finish_request(request_state& r, finish_reason why);
@@ -73,6 +75,7 @@ class engine::impl {
   kv_block_manager blocks_;
   scheduler sched_;
   std::vector<bucket> prompt_buckets_, decode_buckets_;
+  std::vector<float> hidden_;  // the step's hidden rows (embedding requests)
 
   // Engine-thread state.
   std::unordered_map<int64_t, std::unique_ptr<request_state>> live_;
@@ -104,6 +107,8 @@ struct engine::impl::request_state {
   sequence seq;
   sched_seq ss;
   event_callback on_event;
+  pooling_type embed = pooling_type::none;  // an embedding request (ss.hidden), pooled in pooled
+  std::vector<float> pooled;                // mean: the running sum; cls/last: the row so far
   clock_type::time_point submitted{}, first_scheduled{}, last_token{};
   bool scheduled_once = false;
   request_usage usage;

@@ -69,7 +69,7 @@ void engine::impl::run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new
   forward_batch batch;
   for (const block_table& t : tables) batch.seqs.push_back({dummy, n_past, t.ids(), 1});
   logits.resize(static_cast<size_t>(n_seqs) * static_cast<size_t>(exec_.n_vocab()));
-  exec_.forward(batch, logits.data());
+  exec_.forward(batch, logits.data(), nullptr);
 }
 
 }  // namespace spate

@@ -51,9 +51,15 @@ int32_t kv_block_manager::probe(std::span<const int32_t> tokens) {
   return static_cast<int32_t>(match_.size()) * block_size_;
 }
 
-int32_t kv_block_manager::admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state) {
+int32_t kv_block_manager::admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state,
+                                bool reuse_prefix) {
   const auto n_tokens = static_cast<int32_t>(tokens.size());
-  const uint64_t key = find_prefix(tokens);
+  uint64_t key = k_root_key;
+  if (reuse_prefix) {
+    key = find_prefix(tokens);
+  } else {
+    match_.clear();
+  }
   const auto n_matched = static_cast<int32_t>(match_.size()) * block_size_;
   n_first = std::max(n_first, n_matched + 1);
   int64_t n_revived = 0;  // matched blocks that are evictable now and stop being available

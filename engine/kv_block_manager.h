@@ -58,8 +58,11 @@ class kv_block_manager {
   // when the blocks are not available; otherwise returns the number of
   // positions whose KV is already cached (the sequence's new n_cached), and
   // counts the lookup in stats().
+  // reuse_prefix false: no cached prefix is reused (an embedding request needs
+  // every position's hidden state); the blocks it completes are still cached.
   // Precondition: table is empty; tokens non-empty; state value-initialized.
-  int32_t admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state);
+  int32_t admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state,
+                bool reuse_prefix = true);
 
   // Grows table to cover n_positions. All or nothing: false (table unchanged)
   // when not enough blocks are available.

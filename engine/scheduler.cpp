@@ -13,7 +13,8 @@ forward_batch scheduler_output::to_batch() const {
     f.tokens = std::span<const int32_t>(*s.seq->tokens).subspan(static_cast<size_t>(s.n_past), static_cast<size_t>(s.n_new));
     f.n_past = s.n_past;
     f.block_table = s.seq->blocks.ids();
-    f.n_logits = s.samples ? 1 : 0;
+    f.n_logits = s.samples && !s.seq->hidden ? 1 : 0;
+    f.hidden = s.seq->hidden;
     b.seqs.push_back(f);
   }
   return b;
@@ -108,14 +109,14 @@ void scheduler::admit_waiting(scheduler_output& out, int64_t& budget, bool chunk
   while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs && budget > 0) {
     sched_seq& s = *waiting_.front();
     const std::span<const int32_t> toks(*s.tokens);
-    const int32_t n_hit = kv_.probe(toks);
+    const int32_t n_hit = s.hidden ? 0 : kv_.probe(toks);
     int32_t n_new = s.n_tokens() - n_hit;
     if (chunked) {
       n_new = static_cast<int32_t>(std::min<int64_t>(n_new, budget));
     } else if (n_new > budget && !out.seqs.empty()) {
       break;  // a whole prompt over the budget runs only alone
     }
-    const int32_t got = kv_.admit(toks, n_hit + n_new, s.blocks, s.prefix);
+    const int32_t got = kv_.admit(toks, n_hit + n_new, s.blocks, s.prefix, !s.hidden);
     if (got < 0) break;  // not enough blocks: FIFO, wait for running requests
     s.n_cached = got;
     waiting_.pop_front();

@@ -52,6 +52,7 @@ struct sched_seq {
   block_table blocks;
   prefix_state prefix;
   int32_t n_preemptions = 0;
+  bool hidden = false;     // an embedding request: every position's hidden state, no prefix reuse, no logits
   enum class state { none, waiting, running, finished } where = state::none;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens->size()); }
@@ -76,7 +77,12 @@ struct scheduler_output {
   int64_t n_padding_tokens = 0;
   int32_t n_logit_rows() const {
     int32_t n = 0;
-    for (const auto& s : seqs) n += s.samples;
+    for (const auto& s : seqs) n += s.samples && !s.seq->hidden;
+    return n;
+  }
+  int64_t n_hidden_rows() const {
+    int64_t n = 0;
+    for (const auto& s : seqs) n += s.seq->hidden ? s.n_new : 0;
     return n;
   }
   // The forward batch for the model runner; spans point into the sequences.

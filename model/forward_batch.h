@@ -15,6 +15,7 @@ struct forward_seq {
   int32_t n_past = 0;                    // positions already in the KV cache for this sequence
   std::span<const int32_t> block_table;  // block ids; must cover n_past + tokens.size() positions
   int32_t n_logits = 1;                  // return logits for the last n_logits new tokens (0..tokens.size())
+  bool hidden = false;                   // return the final-normed hidden state of every new token (embeddings)
 };
 
 struct forward_batch {
@@ -28,6 +29,11 @@ struct forward_batch {
   int64_t n_logit_rows() const {
     int64_t n = 0;
     for (const auto& s : seqs) n += s.n_logits;
+    return n;
+  }
+  int64_t n_hidden_rows() const {
+    int64_t n = 0;
+    for (const auto& s : seqs) n += s.hidden ? static_cast<int64_t>(s.tokens.size()) : 0;
     return n;
   }
 };

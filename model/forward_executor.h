@@ -30,10 +30,14 @@ class forward_executor {
   virtual void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) = 0;
 
   // Runs the batch: writes the KV of its positions and batch.n_logit_rows()
-  // rows of n_vocab() floats to logits, in batch order. Throws on an invalid
-  // batch (std::invalid_argument) or any failure; the engine then fails the
-  // requests of that step and keeps serving.
-  virtual void forward(const forward_batch& batch, float* logits) = 0;
+  // rows of n_vocab() floats to logits, in batch order, and (when the batch
+  // has hidden sequences) batch.n_hidden_rows() rows of n_embd() floats to
+  // hidden: the final-normed hidden states, in batch order. Throws on an
+  // invalid batch (std::invalid_argument) or any failure; the engine then
+  // fails the requests of that step and keeps serving.
+  virtual void forward(const forward_batch& batch, float* logits, float* hidden) = 0;
+  // Width of a hidden-state row (the model's embedding length).
+  virtual int32_t n_embd() const = 0;
 
   // Runs fn(task) for every task in [0, n_tasks) on the executor's threads
   // (the engine's per-row work after a forward: masking and sampling), and

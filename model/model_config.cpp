@@ -56,6 +56,11 @@ void read_arch_features(const gguf_file& f, model_config& c) {
     if (!(*af > 0.0 && *af < 100.0)) throw bad("invalid rope.scaling.attn_factor " + std::to_string(*af));
     c.rope_attn_factor = static_cast<float>(*af);
   }
+  if (const std::string key = a + "pooling_type"; f.has(key)) {
+    const auto p = f.get_int(key);
+    if (!p || *p < 0 || *p > 3) throw bad("metadata '" + key + "' must be 0 (none), 1 (mean), 2 (cls) or 3 (last)");
+    c.gguf_pooling = static_cast<int32_t>(*p);
+  }
   if (const auto cap = f.get_float(a + "final_logit_softcapping"); cap && *cap != 0.0) {
     if (!(*cap > 0.0 && *cap < 1e6)) throw bad("invalid final_logit_softcapping " + std::to_string(*cap));
     c.final_logit_softcap = static_cast<float>(*cap);

@@ -46,6 +46,8 @@ struct model_config {
   // the long factors apply when a sequence may exceed n_ctx_orig positions.
   float rope_attn_factor = 1.0f;
   int32_t n_ctx_orig = 0;         // rope.scaling.original_context_length, else n_ctx_train
+  // {arch}.pooling_type as llama.cpp numbers it (0 none, 1 mean, 2 cls, 3 last); -1 when absent.
+  int32_t gguf_pooling = -1;
 
   bool is_swa_layer(int32_t l) const { return n_swa > 0 && !layer_swa.empty() && layer_swa[static_cast<size_t>(l)] != 0; }
   bool all_layers_swa() const {

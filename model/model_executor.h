@@ -36,7 +36,8 @@ class model_executor final : public forward_executor {
   int32_t n_kv_blocks() const override { return n_blocks_; }
   int32_t block_size() const override { return cfg_.block_size; }
   void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override;
-  void forward(const forward_batch& batch, float* logits) override;
+  void forward(const forward_batch& batch, float* logits, float* hidden) override;
+  int32_t n_embd() const override;
   // On the thread pool, one task per claim.
   void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override;
 

@@ -44,6 +44,7 @@ void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t m
     ensure(act_, act);
     tokens_.reserve(T);
     logit_rows_.reserve(T);
+    hidden_rows_.reserve(T);
     cap_tokens_ = max_tokens;
   }
   if (max_ctx > cap_ctx_) {
@@ -147,8 +148,9 @@ void model_runner::matmuls(const mm_job* jobs, int n_jobs, int64_t n_rows) {
   });
 }
 
-void model_runner::forward(const forward_batch& batch, float* logits) {
+void model_runner::forward(const forward_batch& batch, float* logits, float* hidden) {
   validate(batch);
+  if (hidden == nullptr && batch.n_hidden_rows() > 0) throw std::invalid_argument("forward: hidden rows without a hidden buffer");
   const int64_t T = batch.n_tokens();
   if (T == 0) return;
   int32_t max_ctx = 0;
@@ -157,11 +159,13 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
 
   tokens_.clear();
   logit_rows_.clear();
+  hidden_rows_.clear();
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const auto& q = batch.seqs[s];
     const int32_t n = static_cast<int32_t>(q.tokens.size());
     for (int32_t i = 0; i < n; ++i) {
       if (i >= n - q.n_logits) logit_rows_.push_back(static_cast<int64_t>(tokens_.size()));
+      if (q.hidden) hidden_rows_.push_back(static_cast<int64_t>(tokens_.size()));
       tokens_.push_back({static_cast<int32_t>(s), q.n_past + i});
     }
   }
@@ -253,6 +257,10 @@ void model_runner::forward(const forward_batch& batch, float* logits) {
     });
   }
 
+  // Final-normed hidden states of the hidden rows (embeddings).
+  pool_.parallel_for(static_cast<int64_t>(hidden_rows_.size()), [&](int64_t r, int) {
+    ops.rms_norm(x + hidden_rows_[static_cast<size_t>(r)] * D, w_.output_norm.data(), hidden + r * D, D, cfg_.rms_eps);
+  });
   // Final norm and output projection for the requested rows only.
   const int64_t R = static_cast<int64_t>(logit_rows_.size());
   if (R == 0) return;

@@ -38,10 +38,14 @@ class model_runner {
   void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx);
 
   // Runs the batch. logits receives n_logit_rows() rows of n_vocab floats, in
-  // batch order (for each sequence, its last n_logits tokens in order).
+  // batch order (for each sequence, its last n_logits tokens in order);
+  // hidden receives n_hidden_rows() rows of n_embd floats (the final-normed
+  // hidden states of the hidden sequences' tokens, in batch order) and may be
+  // null when there are none.
   // Throws std::invalid_argument on an out-of-range token, a block table that
-  // does not cover the positions, or a block id outside the cache.
-  void forward(const forward_batch& batch, float* logits);
+  // does not cover the positions, a block id outside the cache, or hidden
+  // rows without a hidden buffer.
+  void forward(const forward_batch& batch, float* logits, float* hidden = nullptr);
 
  private:
   struct token_ref {
@@ -75,6 +79,7 @@ class model_runner {
   std::vector<uint8_t> act_;        // quantized activations
   std::vector<token_ref> tokens_;   // flattened token -> (seq, pos)
   std::vector<int64_t> logit_rows_; // flattened token indices whose logits are returned
+  std::vector<int64_t> hidden_rows_; // flattened token indices whose hidden states are returned
   int64_t cap_tokens_ = 0;
   int32_t cap_ctx_ = 0;
 };

@@ -49,8 +49,10 @@ size_t first_invalid_utf8(std::string_view s) {
   return std::string_view::npos;
 }
 
-// Parses the body into a JSON object.
-error_opt parse_object(std::string_view body, json::object& out) {
+}  // namespace
+
+// Parses the body into a JSON object (request_errors.h).
+error_opt parse_body_object(std::string_view body, json::object& out) {
   if (const size_t bad_at = first_invalid_utf8(body); bad_at != std::string_view::npos)
     return bad("", "request body is not valid UTF-8 (first invalid byte at offset " + std::to_string(bad_at) + ")");
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos)
@@ -69,6 +71,10 @@ error_opt parse_object(std::string_view body, json::object& out) {
   out = std::move(v.get_object());
   return std::nullopt;
 }
+
+namespace {
+
+error_opt parse_object(std::string_view body, json::object& out) { return parse_body_object(body, out); }
 
 // Typed access to the top-level fields of a body; remembers which keys were
 // looked at so the rest can be reported as unknown. Absent and null are alike.

@@ -10,6 +10,11 @@
 
 namespace spate::api {
 
+// Parses a request body into a JSON object: a 400 for invalid UTF-8 (with the
+// offset), an empty body, malformed JSON, nesting deeper than the bound, or a
+// value that is not an object.
+std::optional<api_error> parse_body_object(std::string_view body, boost::json::object& out);
+
 inline api_error bad(std::string param, std::string message) {
   api_error e;
   e.param = std::move(param);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/engine_api.h"
 #include "protocol/tool_calls.h"
 
 namespace spate {
@@ -28,6 +29,8 @@ struct served_model {
   std::string tmpl_error;               // why tmpl is null (a parse error), "" if simply absent
   constraint_compiler* constraints = nullptr;  // structured outputs; null: refused with a 400
   tool_call_format tool_format = tool_call_format::generic;  // how the model writes tool calls
+  int32_t n_embd = 0;                   // embedding width (/v1/embeddings)
+  pooling_type pooling = pooling_type::none;  // /v1/embeddings; none: refused
 };
 
 }  // namespace api

@@ -8,6 +8,7 @@
 #include "engine/engine_api.h"
 #include "server/api_generate.h"
 #include "server/api_tokenize.h"
+#include "server/api_embeddings.h"
 #include "server/metrics.h"
 
 namespace spate {
@@ -204,6 +205,11 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
                       : path == "/v1/chat/completions" ? api::endpoint::chat_completions
                                                        : api::endpoint::responses;
     co_await handle_generate(ctx, ex, io, kind);
+    co_return;
+  }
+  if (path == "/v1/embeddings") {
+    if (!only(http::verb::post)) goto wrong_method;
+    co_await handle_embeddings(ctx, ex, io);
     co_return;
   }
   if (path == "/tokenize" || path == "/detokenize") {

@@ -21,30 +21,34 @@ std::optional<api::api_error> submit_generation(server_context& ctx, const prepa
     }
     cancel_generation(ctx, ids);
     ids.clear();
-    api::api_error e;
-    e.message = ctx.describe_engine_error ? ctx.describe_engine_error(sr.error) : sr.error;
-    switch (sr.why) {
-      case submit_result::refusal::queue_full:
-        e.status = 429;
-        e.type = "rate_limit_error";
-        e.code = "queue_full";
-        break;
-      case submit_result::refusal::stopped:
-        e.status = 503;
-        e.type = "server_error";
-        e.code = "shutting_down";
-        break;
-      case submit_result::refusal::context_length:
-        e.status = 400;
-        e.code = "context_length_exceeded";
-        break;
-      default:
-        e.status = 400;
-        break;
-    }
-    return e;
+    return refusal_error(ctx, sr);
   }
   return std::nullopt;
+}
+
+api::api_error refusal_error(const server_context& ctx, const submit_result& sr) {
+  api::api_error e;
+  e.message = ctx.describe_engine_error ? ctx.describe_engine_error(sr.error) : sr.error;
+  switch (sr.why) {
+    case submit_result::refusal::queue_full:
+      e.status = 429;
+      e.type = "rate_limit_error";
+      e.code = "queue_full";
+      break;
+    case submit_result::refusal::stopped:
+      e.status = 503;
+      e.type = "server_error";
+      e.code = "shutting_down";
+      break;
+    case submit_result::refusal::context_length:
+      e.status = 400;
+      e.code = "context_length_exceeded";
+      break;
+    default:
+      e.status = 400;
+      break;
+  }
+  return e;
 }
 
 void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids) {

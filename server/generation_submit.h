@@ -25,6 +25,10 @@ std::optional<api::api_error> submit_generation(server_context& ctx, const prepa
 
 void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids);
 
+// The answer to an engine refusal: 429 queue_full, 503 shutting_down, 400
+// context_length_exceeded, else 400.
+api::api_error refusal_error(const server_context& ctx, const submit_result& sr);
+
 // The spate:request_rejected_total reason of a refusal, the same on every
 // path (HTTP and WebSocket): "context_length" (code context_length_exceeded),
 // "queue_full" (429) or "invalid".

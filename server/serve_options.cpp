@@ -20,6 +20,7 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("ssl-keyfile", po::value(&o.ssl_keyfile), "TLS private key (PEM); with --ssl-certfile serves HTTPS/WSS")
       ("ssl-certfile", po::value(&o.ssl_certfile), "TLS certificate chain (PEM)")
       ("chat-template", po::value(&o.chat_template_file), "Jinja chat template file overriding the model's")
+      ("pooling", po::value(&o.pooling), "pooling of /v1/embeddings: mean, last or cls (default: the model's pooling_type, else last)")
       ("tool-call-parser", po::value(&o.tool_call_parser), "tool-call format of the model's output: hermes (qwen), llama3_json, mistral or generic (default: from the chat template)")
       ("enable-auto-tool-choice", po::bool_switch(), "accepted for vLLM compatibility: tool_choice \"auto\" is always enabled")
       ("allowed-origins", po::value(&o.allowed_origins_json)->default_value(o.allowed_origins_json), "CORS: allowed origins, a JSON list (\"*\" = any)")
@@ -45,6 +46,8 @@ std::string finish_serve_options(serve_options& o) {
   if (o.max_body_bytes < 1024 || o.max_body_bytes > (1ull << 30)) return "--max-body-bytes must be in [1024, 1GiB]";
   if (o.max_ws_message_bytes < 1024 || o.max_ws_message_bytes > (1ull << 30)) return "--max-ws-message-bytes must be in [1024, 1GiB]";
   if (o.max_connections < 1) return "--max-connections must be >= 1";
+  if (!o.pooling.empty() && o.pooling != "mean" && o.pooling != "last" && o.pooling != "cls")
+    return "--pooling must be one of mean, last, cls; got '" + o.pooling + "'";
   if (!o.tool_call_parser.empty() && !api::tool_call_format_from_name(o.tool_call_parser))
     return "--tool-call-parser must be one of hermes, qwen, llama3_json, mistral, generic; got '" + o.tool_call_parser + "'";
   for (auto [name, v] : {std::pair{"--header-timeout", o.header_timeout_s}, {"--body-timeout", o.body_timeout_s},

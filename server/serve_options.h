@@ -26,6 +26,7 @@ struct serve_options {
   // "" = detected from the chat template. Auto tool choice is always on;
   // --enable-auto-tool-choice is accepted for vLLM command lines.
   std::string tool_call_parser;         // --tool-call-parser
+  std::string pooling;                  // --pooling: mean, last or cls ("" = the GGUF's pooling_type, else last)
   bool enable_auto_tool_choice = true;  // --enable-auto-tool-choice (always true)
   // CORS, as vLLM takes it: JSON lists ("*" = any), parsed into cors.
   std::string allowed_origins_json = R"(["*"])";  // --allowed-origins

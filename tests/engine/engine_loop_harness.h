@@ -32,6 +32,7 @@ struct request_log {
   request_usage usage;
   request_metrics metrics;
   int32_t n_token_events = 0;
+  std::vector<float> embedding;
   bool done() const { return !kinds.empty() && kinds.back() != engine_event::kind::tokens; }
 };
 
@@ -54,6 +55,7 @@ class event_log {
           r.reason = ev.reason;
           r.usage = ev.usage;
           r.metrics = ev.metrics;
+          r.embedding = ev.embedding;
           break;
         case engine_event::kind::error:
           r.error = ev.error;
@@ -139,6 +141,14 @@ struct harness {
     r.prompt = prompt;
     r.params.temperature = 0.0f;
     r.params.max_tokens = max_tokens;
+    r.on_event = log.callback();
+    return eng->submit(std::move(r));
+  }
+  // Embedding request whose events go to log.
+  submit_result submit_embed(const std::vector<int32_t>& prompt, pooling_type pooling) {
+    engine_request r;
+    r.prompt = prompt;
+    r.embed = pooling;
     r.on_event = log.callback();
     return eng->submit(std::move(r));
   }

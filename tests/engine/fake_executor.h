@@ -156,6 +156,9 @@ class fake_executor final : public forward_executor {
   int32_t n_vocab() const override { return n_vocab_; }
   int32_t n_kv_blocks() const override { return n_kv_blocks_; }
   int32_t block_size() const override { return block_size_; }
+  // Hidden rows: {token, position, 1, 0} (fake_hidden_row), so that pooling is checkable.
+  int32_t n_embd() const override { return k_fake_n_embd; }
+  static constexpr int32_t k_fake_n_embd = 4;
 
   void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override {
     std::lock_guard lk(mu_);
@@ -165,7 +168,7 @@ class fake_executor final : public forward_executor {
     reserved_ctx_ = max_ctx;
   }
 
-  void forward(const forward_batch& batch, float* logits) override {
+  void forward(const forward_batch& batch, float* logits, float* hidden) override {
     gate_.enter();
     {
       std::lock_guard lk(mu_);
@@ -178,7 +181,7 @@ class fake_executor final : public forward_executor {
       }
     }
     try {
-      run(batch, logits);
+      run(batch, logits, hidden);
     } catch (const std::invalid_argument&) {
       std::lock_guard lk(mu_);
       ++n_invalid_batches_;
@@ -257,7 +260,7 @@ class fake_executor final : public forward_executor {
 
   // Writes every sequence's new tokens into the KV store, then fills the
   // logit rows from the contexts read back through the block tables.
-  void run(const forward_batch& batch, float* logits) {
+  void run(const forward_batch& batch, float* logits, float* hidden) {
     std::vector<size_t> written;
     for (const auto& s : batch.seqs) {
       if (s.tokens.empty() || s.n_past < 0) invalid("empty sequence or negative n_past");
@@ -286,6 +289,14 @@ class fake_executor final : public forward_executor {
         std::fill(row, row + n_vocab_, 0.0f);
         row[fake_next_token(context, eos_at_length_)] = 1.0f;
         row += n_vocab_;
+      }
+    }
+    for (const auto& s : batch.seqs) {
+      if (!s.hidden) continue;
+      if (!hidden) invalid("hidden rows without a hidden buffer");
+      for (size_t i = 0; i < s.tokens.size(); ++i) {
+        const float row[k_fake_n_embd] = {static_cast<float>(s.tokens[i]), static_cast<float>(s.n_past + static_cast<int64_t>(i)), 1.0f, 0.0f};
+        hidden = std::copy(row, row + k_fake_n_embd, hidden);
       }
     }
     std::lock_guard lk(mu_);

@@ -1,0 +1,121 @@
+#include "server/api_embeddings.h"
+
+#include <boost/asio/this_coro.hpp>
+#include <spdlog/spdlog.h>
+
+#include "protocol/embeddings.h"
+#include "server/api_router.h"
+#include "server/generation_submit.h"
+#include "server/metrics.h"
+#include "server/request_stream.h"
+#include "tokenizer/tokenizer.h"
+
+namespace spate {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The token ids of every input, or the 400/404 that refuses the request.
+std::optional<api::api_error> prepare_inputs(const server_context& ctx, const api::embeddings_request& r,
+                                             std::vector<std::vector<int32_t>>& inputs) {
+  const api::served_model& m = ctx.model;
+  if (!r.model.empty() && r.model != m.name) {
+    return api::api_error{404, "The model '" + r.model + "' does not exist", "not_found_error", "model", "model_not_found"};
+  }
+  if (m.pooling == pooling_type::none) {
+    return api::api_error{400, "this server does not serve embeddings (pooling is none; start it with --pooling mean|last|cls)",
+                          "invalid_request_error", "", "embeddings_unsupported"};
+  }
+  if (r.dimensions && *r.dimensions != m.n_embd) {
+    return api::api_error{400, "'dimensions' must be the model's embedding width " + std::to_string(m.n_embd) + " (vectors are not truncated), got " +
+                                   std::to_string(*r.dimensions),
+                          "invalid_request_error", "dimensions", ""};
+  }
+  inputs = r.token_inputs;
+  for (const auto& text : r.texts) inputs.push_back(m.tok->encode(text, /*add_special=*/true, /*parse_special=*/false));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string param = r.n_inputs() == 1 && !r.texts.empty() ? "input" : "input[" + std::to_string(i) + "]";
+    if (inputs[i].empty()) return api::api_error{400, "'" + param + "' has no tokens", "invalid_request_error", param, ""};
+    if (auto e = api::validate_token_ids(inputs[i], m.n_vocab, param)) return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<api::api_error> submit_all(server_context& ctx, const std::vector<std::vector<int32_t>>& inputs,
+                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    engine_request er;
+    er.prompt = inputs[i];
+    er.params.temperature = 0.0f;
+    er.embed = ctx.model.pooling;
+    er.on_event = stream->make_callback(static_cast<int32_t>(i));
+    const submit_result sr = ctx.eng.submit(std::move(er));
+    if (sr.ok()) {
+      ids.push_back(sr.id);
+      continue;
+    }
+    cancel_generation(ctx, ids);
+    ids.clear();
+    return refusal_error(ctx, sr);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, http_io& io) {
+  const unsigned v = ex.req.version();
+  api::embeddings_request r;
+  std::vector<std::vector<int32_t>> inputs;
+  auto err = api::parse_embeddings(ex.req.body(), r);
+  if (!err) err = prepare_inputs(ctx, r, inputs);
+  auto stream = request_stream::create(co_await asio::this_coro::executor);
+  std::vector<int64_t> ids;
+  if (!err) err = submit_all(ctx, inputs, stream, ids);
+  if (err) {
+    ctx.metrics.count_rejected(rejection_reason(*err));
+    ex.finish_reason = "rejected";
+    co_await io.write_response(ex, make_error_response(static_cast<http::status>(err->status), err->message, err->code, v, err->param));
+    co_return;
+  }
+  for (const auto& in : inputs) ex.prompt_tokens += static_cast<int64_t>(in.size());
+  io.watch_disconnect([&ctx, stream, ids] {
+    cancel_generation(ctx, ids);
+    stream->interrupt();
+  });
+  std::vector<std::vector<float>> vectors(inputs.size());
+  size_t n_done = 0;
+  std::string failure;
+  while (n_done < inputs.size() && !stream->interrupted()) {
+    for (tagged_event& t : co_await stream->next(std::chrono::seconds(60))) {
+      if (t.ev.type == engine_event::kind::tokens) continue;
+      ++n_done;
+      if (t.ev.type == engine_event::kind::error) {
+        ctx.metrics.count_error();
+        failure = t.ev.error;
+      } else if (t.ev.reason != finish_reason::stop) {
+        failure = "the request was aborted";  // shutdown cancels in-flight requests
+      } else {
+        vectors[static_cast<size_t>(t.choice)] = std::move(t.ev.embedding);
+      }
+    }
+  }
+  io.unwatch();
+  if (stream->interrupted()) {
+    ctx.metrics.count_cancelled();
+    ex.finish_reason = "abort";
+    co_return;  // the client is gone
+  }
+  if (!failure.empty()) {
+    cancel_generation(ctx, ids);
+    ex.finish_reason = "error";
+    co_await io.write_response(ex, make_error_response(http::status::internal_server_error, failure, "", v));
+    co_return;
+  }
+  ex.finish_reason = "stop";
+  co_await io.write_response(ex, make_json_response(http::status::ok,
+                                                    api::format_embeddings(vectors, r.base64, ctx.model.name, ex.prompt_tokens), v));
+}
+
+}  // namespace spate

@@ -1,0 +1,18 @@
+// POST /v1/embeddings (OpenAI's embeddings API, protocol/embeddings.h): each
+// input becomes one engine request with the served pooling (an embedding
+// request: prompt only, batched with everything else), and the answer waits
+// for all of them. A client that disconnects cancels its requests.
+//
+// Thread-safety: runs on the connection's strand.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+
+#include "server/http_io.h"
+#include "server/server_context.h"
+
+namespace spate {
+
+boost::asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, http_io& io);
+
+}  // namespace spate
