@@ -23,8 +23,11 @@ kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, 
                       static_cast<size_t>(head_dim_) * elem;
   layer_pool_bytes_ = (layer_pool_bytes_ + 63) / 64 * 64;
   total_bytes_ = layer_pool_bytes_ * 2 * static_cast<size_t>(n_layer_);
-  // Anonymous mapping: zero pages, committed lazily, 4 KiB aligned.
-  void* p = ::mmap(nullptr, total_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Anonymous mapping, 4 KiB aligned, committed up front (MAP_POPULATE): the
+  // memory the operator budgeted is taken at start-up, so RSS is flat from
+  // the first request on (no growth as new blocks are first touched) and a
+  // machine short of memory fails here rather than mid-request.
+  void* p = ::mmap(nullptr, total_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   memory_ = p;
 }

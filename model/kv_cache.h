@@ -1,5 +1,5 @@
 // Paged KV cache storage: one K pool and one V pool per layer, each a pool of
-// n_blocks fixed-size blocks. Which block belongs to which sequence is decided
+// n_blocks fixed-size blocks, committed in full at construction. Which block belongs to which sequence is decided
 // by the block_pool (allocation) and each sequence's block table; this class
 // only owns the memory.
 //

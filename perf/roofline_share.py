@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Share of the machine's rooflines reached by a model's throughput figures
+(issue 14). The rooflines come from build/perf/roofline_probe --json; the
+per-token work from the GGUF's matmul weights:
+
+  bytes per token  every matmul weight is read once per batch-1 decode step
+                   (the output projection too: token_embd when tied);
+                   embeddings, norms and the KV cache are left out (small)
+  MACs per token   one multiply-add per matmul weight element, plus attention
+                   (2 x n_layer x q_dim x context, at the benchmark's context);
+                   pp512 computes the output projection for its last token only
+
+  batch-1 decode:        tok/s x bytes per token / read bandwidth
+  prefill, batched decode: tok/s x MACs per token / int8 multiply-add peak
+(the int8 peak: spate and llama.cpp run these matmuls on 8-bit activations).
+
+Usage: roofline_share.py --model GGUF --probe PROBE.json [--tg128 T] [--pp512 P] [--bd16 B]
+       [--label NAME] (figures in tok/s; prints one line per figure, and a JSON line)
+"""
+import argparse
+import json
+import sys
+
+import gguf
+
+MATMUL_SUFFIXES = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_qkv.weight", "attn_output.weight",
+                   "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")
+
+
+def work_per_token(path):
+    r = gguf.GGUFReader(path)
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+
+    def meta(key, default=None):
+        f = r.fields.get(f"{arch}.{key}")
+        return default if f is None else int(f.parts[-1][0])
+
+    n_bytes = n_macs = 0
+    tensors = {t.name: t for t in r.tensors}
+    for t in r.tensors:
+        if t.name.startswith("blk.") and t.name.endswith(MATMUL_SUFFIXES):
+            n_bytes += int(t.n_bytes)
+            n_macs += int(t.n_elements)
+    out = tensors.get("output.weight") or tensors["token_embd.weight"]
+    n_embd, n_head = meta("embedding_length"), meta("attention.head_count")
+    head_dim = meta("attention.key_length", n_embd // n_head)
+    return {"arch": arch, "bytes": n_bytes + int(out.n_bytes), "layer_macs": n_macs, "out_macs": int(out.n_elements),
+            "macs": n_macs + int(out.n_elements), "n_layer": meta("block_count"), "q_dim": n_head * head_dim}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--probe", required=True)
+    ap.add_argument("--label", default="")
+    for name in ("tg128", "pp512", "bd16"):
+        ap.add_argument(f"--{name}", type=float)
+    a = ap.parse_args()
+    probe = json.load(open(a.probe))
+    w = work_per_token(a.model)
+    attn = lambda ctx: 2 * w["n_layer"] * w["q_dim"] * ctx  # QK^T and PV multiply-adds per token
+    shares = {}
+    if a.tg128:  # decode from an empty cache to 128: mean context 64
+        shares["tg128_bandwidth"] = a.tg128 * w["bytes"] / (probe["read_gb_s"] * 1e9)
+    if a.pp512:  # one 512-token prompt: mean context 256; logits (the output projection) for its last token only
+        per_token = w["layer_macs"] + attn(256) + w["out_macs"] / 512
+        shares["pp512_compute"] = a.pp512 * per_token / (probe["int8_maddubs_gmac_s"] * 1e9)
+    if a.bd16:  # 16 sequences, 32 prompt + 64 generated: mean context 64
+        shares["bd16_compute"] = a.bd16 * (w["macs"] + attn(64)) / (probe["int8_maddubs_gmac_s"] * 1e9)
+    for k, v in shares.items():
+        print(f"{a.label or w['arch']:>16} {k:18s} {100 * v:6.1f}% of the roofline")
+    print(f"{a.label or w['arch']:>16} {'per token':18s} {w['bytes'] / 1e6:.1f} MB read, {w['macs'] / 1e6:.1f} M MACs (matmuls)")
+    print(json.dumps({"label": a.label, "model": a.model, "work": w, "probe": probe, "shares": shares}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
