@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_impl.h"
+#include "model/model_loader.h"
+#include "util/byte_size.h"
 
 namespace spate {
 
@@ -45,8 +47,9 @@ void engine::impl::warmup() {
     run_warmup_step(db.bs, blocks_per_seq * block_size - 1, 1, logits);
     if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1), n_total);
   }
-  spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets)",
-               std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size());
+  spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets; resident set {})",
+               std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size(),
+               format_bytes(resident_bytes()));
 }
 
 void engine::impl::run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits) {

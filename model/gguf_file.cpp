@@ -167,6 +167,7 @@ std::unique_ptr<gguf_file> gguf_file::open(const std::string& path) {
   }
   std::unique_ptr<gguf_file> f(new gguf_file());
   f->label_ = path;
+  f->page_bytes_ = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   f->base_ = static_cast<const uint8_t*>(map);
   f->size_ = size;
   f->map_ = map;
@@ -404,6 +405,14 @@ std::optional<std::vector<double>> gguf_file::get_number_array(std::string_view 
 const gguf_tensor_info* gguf_file::find_tensor(std::string_view name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+void gguf_file::release_pages(const uint8_t* p, size_t n) const {
+  if (!map_ || n == 0) return;
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t first = (begin + page_bytes_ - 1) / page_bytes_ * page_bytes_;
+  const uintptr_t last = (begin + n) / page_bytes_ * page_bytes_;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 }  // namespace spate

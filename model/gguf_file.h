@@ -101,6 +101,13 @@ class gguf_file {
   const std::vector<gguf_tensor_info>& tensors() const { return tensors_; }
   const gguf_tensor_info* find_tensor(std::string_view name) const;
 
+  // Drops the mapped pages that lie wholly inside [p, p + n) from the
+  // process's resident set (MADV_DONTNEED on the read-only file mapping: the
+  // page cache keeps them; a later read faults them back in, unchanged). For
+  // tensor data that was copied (repacked, converted) and is no longer read.
+  // No-op for a parsed in-memory image.
+  void release_pages(const uint8_t* p, size_t n) const;
+
  private:
   gguf_file() = default;
   void parse_all();
@@ -109,6 +116,7 @@ class gguf_file {
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
   void* map_ = nullptr;  // non-null when we own an mmap
+  size_t page_bytes_ = 4096;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::map<std::string, gguf_value, std::less<>> kv_;

@@ -1,6 +1,9 @@
 #include "model/model_loader.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <spdlog/spdlog.h>
 
@@ -8,6 +11,13 @@
 #include "model/tokenizer_gguf.h"
 
 namespace spate {
+
+uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages_total = 0, pages_resident = 0;
+  statm >> pages_total >> pages_resident;
+  return pages_resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -39,8 +49,8 @@ std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_l
   spdlog::info("Model weights: {} from the file, {} repacked for {} kernels{}", format_bytes(m->weights.file_weight_bytes),
                format_bytes(m->weights.owned_bytes), kernels::isa_name(level),
                m->weights.tied_output ? ", output tied to token_embd" : "");
-  spdlog::info("Model loading took {:.4f} GiB and {:.3f} seconds", static_cast<double>(mem) / (1024.0 * 1024 * 1024),
-               m->load_seconds);
+  spdlog::info("Model loading took {:.4f} GiB and {:.3f} seconds (resident set now {})",
+               static_cast<double>(mem) / (1024.0 * 1024 * 1024), m->load_seconds, format_bytes(resident_bytes()));
   return m;
 }
 

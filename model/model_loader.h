@@ -22,6 +22,9 @@ struct loaded_model {
   double load_seconds = 0.0;
 };
 
+// The process's resident set size in bytes (/proc/self/statm; 0 if unreadable).
+uint64_t resident_bytes();
+
 // Throws gguf_error / std::runtime_error with a message naming the file and problem.
 std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level);
 

@@ -162,6 +162,13 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
     }
     w.rope_freqs = w.rope_short;
   }
+  // Every tensor now has a copy of its own (matrices repacked, vectors in
+  // f32) unless the scalar kernels read the file as is: its mapped pages leave
+  // the resident set. token_embd too: its rows are looked up one by one, so
+  // only the rows of tokens in use fault back in.
+  for (const auto& t : f.tensors()) {
+    if (level != kernels::isa_level::scalar || t.dims.size() == 1) f.release_pages(t.data, t.n_bytes);
+  }
   return w;
 }
 
