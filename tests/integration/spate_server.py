@@ -39,12 +39,13 @@ def free_port() -> int:
 
 
 class SpateServer:
-    def __init__(self, *args, env=None, tls=None, api_key=None):
+    def __init__(self, *args, env=None, tls=None, api_key=None, model=None):
         self.port = free_port()
+        self.model_name = MODEL_NAME
         self.tls = tls  # (certfile, keyfile) or None
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix="spate-serve-", suffix=".log", delete=False)
-        cmd = [str(SPATE_BIN), "serve", "--model", str(SPATE_MODEL), "--host", "127.0.0.1", "--port", str(self.port),
+        cmd = [str(SPATE_BIN), "serve", "--model", str(model or SPATE_MODEL), "--host", "127.0.0.1", "--port", str(self.port),
                "--served-model-name", MODEL_NAME, "--threads", "2", *map(str, args)]
         if tls:
             cmd += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]

@@ -39,7 +39,7 @@ def main() -> int:
     for name, pooling in POOLINGS.items():
         llm = llama_cpp.Llama(model_path=args.model, embedding=True, pooling_type=pooling, n_ctx=512, n_threads=2,
                               verbose=False)
-        vecs = llm.embed(TEXTS, normalize=True)
+        vecs = [llm.embed(t, normalize=True) for t in TEXTS]  # one sequence per call (n_seq_max is 1)
         out["vectors"][name] = [[round(float(x), 6) for x in v] for v in vecs]
         del llm
     Path(args.out).write_text(json.dumps(out) + "\n")

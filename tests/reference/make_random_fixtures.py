@@ -25,7 +25,8 @@ import make_random_models as rm  # noqa: E402
 L = mf.L
 TEXT = ("In a quiet corner of the old library, a student found a map that folded into itself "
         "seven times, each fold revealing a smaller city with narrower streets and older names, "
-        "until the last one showed only a single door.")
+        "until the last one showed only a single door. Nobody in the town remembered who had drawn it, "
+        "and the librarian only said that it had always been there, between two books about rivers.")
 N_TOKENS = 64
 TOP_K = 8
 

@@ -12,7 +12,8 @@ differs from it.
   qwen3   QK-norm, no QKV bias, NeoX RoPE
   gemma3  QK-norm, norms after attention and FFN, embedding scale, GELU-tanh
           FFN, sliding window of 16 positions on layers 0-4 (layer 5 global)
-          with RoPE base 10k there, final logit soft-capping at 30
+          with RoPE base 10k there (no final logit soft-capping: llama.cpp's
+          gemma3 graph has none; test_reference_random.cpp checks spate's on its own)
   phi3    fused QKV and fused gate|up, LongRoPE factors (short and long) with
           an original context of 32 positions and an attention factor 1.19
           (llama.cpp uses the long factors when its context exceeds 32)
@@ -76,7 +77,7 @@ def write_model(arch: str, path: Path, vocab: dict, seed: int):
     rng = np.random.default_rng(seed)
     n_vocab = len(vocab["tokens"])
     w = gguf.GGUFWriter(str(path), arch)
-    w.add_name(f"spate random {arch}")
+    w.add_name(f"spate random model {seed}")  # not the architecture: llama.cpp keys vocabulary quirks on names like "phi3"
     w.add_context_length(2048)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
@@ -89,7 +90,6 @@ def write_model(arch: str, path: Path, vocab: dict, seed: int):
     w.add_rope_freq_base(1e6)
     if arch == "gemma3":
         w.add_sliding_window(GEMMA_WINDOW)
-        w.add_final_logit_softcapping(30.0)
     if arch == "phi3":
         w.add_rope_dimension_count(HEAD_DIM)
         w.add_rope_scaling_orig_ctx_len(PHI3_ORIG_CTX)

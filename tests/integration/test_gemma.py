@@ -1,0 +1,96 @@
+"""Gemma 3 270M Q4_K_M, the second real model (scripts/fetch-model.sh
+gemma3-270m; SPATE_GEMMA_MODEL overrides the path): its 262k-entry
+SentencePiece vocabulary against llama.cpp's tokenizer
+(fixtures/gemma3_270m_tokenizer.json), greedy completions through the server
+against llama.cpp's (fixtures/gemma3_270m_q4_k_m_greedy.json; the C++ test
+test_reference_llamacpp.cpp checks the logits step by step), and chat with
+etc/chat-templates/gemma3.jinja."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import openai
+import pytest
+
+from spate_server import REPO, SPATE_BIN, SpateServer
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _gemma_path() -> Path:
+    if os.environ.get("SPATE_GEMMA_MODEL"):
+        return Path(os.environ["SPATE_GEMMA_MODEL"])
+    cache = os.environ.get("SPATE_CACHE_DIR")
+    base = Path(cache) if cache else Path.home() / ".cache" / "spate"
+    return base / "models" / "gemma-3-270m-q4_k_m.gguf"
+
+
+GEMMA = _gemma_path()
+if not GEMMA.exists():
+    pytest.fail(f"Gemma model missing at {GEMMA}: run scripts/fetch-model.sh gemma3-270m", pytrace=False)
+
+
+def tokenize(text, special=False):
+    p = subprocess.run([str(SPATE_BIN), "tokenize", "--model", str(GEMMA)] + (["--special"] if special else []),
+                       input=text.encode(), capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    return json.loads(p.stdout)
+
+
+TOKENIZER = json.loads((FIXTURES / "gemma3_270m_tokenizer.json").read_text())
+
+
+@pytest.mark.parametrize("vec", TOKENIZER["vectors"], ids=lambda v: v["name"])
+def test_tokenizer_matches_llama_cpp(vec):
+    assert tokenize(vec["text"]) == vec["ids"]
+    assert tokenize(vec["text"], special=True) == vec.get("ids_add_special_parse_special", vec["ids_parse_special"])
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = SpateServer("--chat-template", REPO / "etc" / "chat-templates" / "gemma3.jinja", "--max-model-len", "4096",
+                    model=GEMMA)
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+def client(s):
+    return openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0, timeout=300)
+
+
+GREEDY = json.loads((FIXTURES / "gemma3_270m_q4_k_m_greedy.json").read_text())
+
+
+# Cases whose 64 greedy steps have no near-tie in llama.cpp (margin > 0.5): the
+# whole continuation must then be llama.cpp's, text for text.
+CLEAR = [c for c in GREEDY["cases"]
+         if all(s[2] > 0.5 for s in c["steps"]) and isinstance(c["generated_text"], str) and c["first_eog_step"] is None]
+
+
+@pytest.mark.parametrize("case", CLEAR, ids=lambda c: c["name"])
+def test_greedy_completion_matches_llama_cpp(server, case):
+    r = client(server).completions.create(model=server.model_name, prompt=case["prompt_ids"], max_tokens=64,
+                                          temperature=0, extra_body={"ignore_eos": True})
+    assert r.usage.prompt_tokens == len(case["prompt_ids"])
+    assert r.choices[0].text == case["generated_text"]
+
+
+def test_some_cases_are_clear():
+    assert len(CLEAR) >= 3, [c["name"] for c in CLEAR]
+
+
+def test_chat_with_the_gemma_template(server):
+    c = client(server)
+    r = c.chat.completions.create(model=server.model_name, max_tokens=16, temperature=0,
+                                  messages=[{"role": "system", "content": "Answer briefly."},
+                                            {"role": "user", "content": "What is the capital of France?"}])
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert r.choices[0].message.content
+    # The rendered prompt is Gemma's turn format: BOS, <start_of_turn>user, the system text folded in.
+    expected = tokenize("<bos><start_of_turn>user\nAnswer briefly.\n\nWhat is the capital of France?<end_of_turn>\n"
+                        "<start_of_turn>model\n", special=True)
+    assert r.usage.prompt_tokens == len(expected)
