@@ -107,6 +107,8 @@ def test_chat_with_the_gemma_template(server):
     assert r.choices[0].finish_reason in ("stop", "length")
     assert r.choices[0].message.content
     # The rendered prompt is Gemma's turn format: BOS, <start_of_turn>user, the system text folded in.
-    expected = tokenize("<bos><start_of_turn>user\nAnswer briefly.\n\nWhat is the capital of France?<end_of_turn>\n"
+    # (--special adds the BOS, as the template's bos_token does.)
+    expected = tokenize("<start_of_turn>user\nAnswer briefly.\n\nWhat is the capital of France?<end_of_turn>\n"
                         "<start_of_turn>model\n", special=True)
+    assert expected[0] == 2 and expected.count(2) == 1  # <bos>
     assert r.usage.prompt_tokens == len(expected)
