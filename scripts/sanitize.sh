@@ -9,7 +9,8 @@
 # Usage: scripts/sanitize.sh asan|tsan [pytest args...]
 #   extra arguments go to pytest (e.g. -k server, or a file list); default: all
 #   of tests/integration.
-# Env: SANITIZE_JOBS (build jobs, default nproc).
+# Env: SANITIZE_JOBS (build jobs, default nproc); SANITIZE_CTEST_ARGS (extra
+# ctest arguments, word-split, e.g. -E '^Models/' to leave out slow suites).
 # Suppressions: none. Idempotent and incremental (ccache when installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,10 +41,15 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 export SPATE_SANITIZER=1
 export SPATE_MODEL="${SPATE_MODEL:-$(bash scripts/fetch-model.sh)}"
+export SPATE_GEMMA_MODEL="${SPATE_GEMMA_MODEL:-$(bash scripts/fetch-model.sh gemma3-270m)}"
+export SPATE_RANDOM_MODELS_DIR="$PWD/$BUILD_DIR/random-models"
+python3 tests/reference/make_random_models.py --out-dir "$SPATE_RANDOM_MODELS_DIR" \
+  --check tests/integration/fixtures/random_models.json >/dev/null
 export SPATE_BIN="$PWD/$BUILD_DIR/spate"
 export SPATE_REQUIRE_TESTDATA="${SPATE_REQUIRE_TESTDATA:-1}"
 start=$(date +%s)
-(cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 2400)
+# shellcheck disable=SC2086
+(cd "$BUILD_DIR" && ctest --output-on-failure -j 2 --timeout 2400 ${SANITIZE_CTEST_ARGS:-})
 if (($#)); then
   python3 -m pytest -q "$@"
 else
