@@ -23,6 +23,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -235,8 +236,9 @@ inline std::optional<std::pair<http::status, std::string>> head_error_answer(con
     return std::pair{http::status::request_header_fields_too_large,
                      "request header is larger than " + std::to_string(ctx.opts.max_header_bytes) + " bytes"};
   }
+  // The client went away (a TLS peer that closes without close_notify reads as stream_truncated).
   if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::error::operation_aborted) {
+      ec == asio::error::operation_aborted || ec == asio::ssl::error::stream_truncated) {
     return std::nullopt;
   }
   return std::pair{http::status::bad_request, "malformed HTTP request: " + ec.message()};
