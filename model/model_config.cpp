@@ -36,10 +36,8 @@ void read_arch_features(const gguf_file& f, model_config& c) {
     // Every 6th layer is global, the others slide; their RoPE base is 10k.
     // Newer converters may write the period and the base; absent, these defaults apply.
     int32_t pattern = 6;
-    if (const std::string key = a + "attention.sliding_window_pattern"; f.has(key)) {
-      if (!f.get_int(key)) throw bad("metadata '" + key + "' must be an integer period (per-layer lists are not supported)");
-      pattern = require_positive(f, key, 1024);
-    }
+    // (An integer period; a per-layer list is refused by get_int, naming the key.)
+    if (const std::string key = a + "attention.sliding_window_pattern"; f.has(key)) pattern = require_positive(f, key, 1024);
     c.n_swa = require_positive(f, a + "attention.sliding_window", 1 << 24);
     c.layer_swa.assign(static_cast<size_t>(c.n_layer), 0);
     for (int32_t l = 0; l < c.n_layer; ++l) c.layer_swa[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
