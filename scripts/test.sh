@@ -2,10 +2,10 @@
 # All setup plus the full test suite, on a fresh machine: dependencies, the
 # default model, the layering check (no #include crosses a library boundary
 # the wrong way), a Release build with -Werror, the C++ tests (ctest) and the
-# Python integration tests (pytest) that drive the real binary. The sanitizer
-# and fuzz runs are separate commands (scripts/sanitize.sh, scripts/fuzz.sh):
-# their builds carry debug info, which ccache does not share between clones,
-# so in CI they would add about 40 minutes of cold compilation.
+# Python integration tests (pytest) that drive the real binary, then every
+# libFuzzer target for 30 s (scripts/fuzz.sh; its clang build shares ccache
+# between clones). The sanitizer runs stay a separate command
+# (scripts/sanitize.sh asan|tsan): see README.md, "Hardening".
 # SPATE_REQUIRE_TESTDATA=1: tests that need ../shared/testdata fail, instead
 # of skipping, when it is missing.
 set -euo pipefail
@@ -23,4 +23,5 @@ python3 tests/reference/make_random_models.py --out-dir "$SPATE_RANDOM_MODELS_DI
 export SPATE_REQUIRE_TESTDATA=1
 (cd build && ctest --output-on-failure -j 2 --timeout 1200)
 python3 -m pytest -q tests/integration
+bash scripts/fuzz.sh all 30
 
