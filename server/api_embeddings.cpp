@@ -42,24 +42,14 @@ std::optional<api::api_error> prepare_inputs(const server_context& ctx, const ap
   return std::nullopt;
 }
 
-std::optional<api::api_error> submit_all(server_context& ctx, const std::vector<std::vector<int32_t>>& inputs,
-                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids) {
+std::vector<engine_request> embedding_requests(const server_context& ctx, const std::vector<std::vector<int32_t>>& inputs) {
+  std::vector<engine_request> reqs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    engine_request er;
-    er.prompt = inputs[i];
-    er.params.temperature = 0.0f;
-    er.embed = ctx.model.pooling;
-    er.on_event = stream->make_callback(static_cast<int32_t>(i));
-    const submit_result sr = ctx.eng.submit(std::move(er));
-    if (sr.ok()) {
-      ids.push_back(sr.id);
-      continue;
-    }
-    cancel_generation(ctx, ids);
-    ids.clear();
-    return refusal_error(ctx, sr);
+    reqs[i].prompt = inputs[i];
+    reqs[i].params.temperature = 0.0f;
+    reqs[i].embed = ctx.model.pooling;
   }
-  return std::nullopt;
+  return reqs;
 }
 
 }  // namespace
@@ -72,7 +62,7 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   if (!err) err = prepare_inputs(ctx, r, inputs);
   auto stream = request_stream::create(co_await asio::this_coro::executor);
   std::vector<int64_t> ids;
-  if (!err) err = submit_all(ctx, inputs, stream, ids);
+  if (!err) err = submit_all(ctx, embedding_requests(ctx, inputs), stream, ids);
   if (err) {
     ctx.metrics.count_rejected(rejection_reason(*err));
     ex.finish_reason = "rejected";

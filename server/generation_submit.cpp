@@ -6,15 +6,23 @@ namespace spate {
 
 std::optional<api::api_error> submit_generation(server_context& ctx, const prepared_generation& g,
                                                 const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids) {
-  ids.clear();
+  std::vector<engine_request> reqs(static_cast<size_t>(g.n_choices()));
   for (int32_t i = 0; i < g.n_choices(); ++i) {
-    engine_request er;
+    engine_request& er = reqs[static_cast<size_t>(i)];
     er.prompt = g.prompt_of_choice(i);
     er.params = g.params;
     const int32_t sample = i % g.n;  // each prompt's samples use seed, seed + 1, ...
     if (er.params.seed && sample > 0) er.params.seed = *er.params.seed + static_cast<uint64_t>(sample);
-    er.on_event = stream->make_callback(i);
-    const submit_result sr = ctx.eng.submit(std::move(er));
+  }
+  return submit_all(ctx, std::move(reqs), stream, ids);
+}
+
+std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine_request> reqs,
+                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids) {
+  ids.clear();
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].on_event = stream->make_callback(static_cast<int32_t>(i));
+    const submit_result sr = ctx.eng.submit(std::move(reqs[i]));
     if (sr.ok()) {
       ids.push_back(sr.id);
       continue;

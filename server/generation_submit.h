@@ -23,6 +23,12 @@ namespace spate {
 std::optional<api::api_error> submit_generation(server_context& ctx, const prepared_generation& g,
                                                 const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids);
 
+// Submits the requests in order, request i's events as choice i of stream;
+// on a refusal, cancels the ones already submitted and returns the refusal's
+// error (refusal_error). ids receives the engine ids.
+std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine_request> reqs,
+                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids);
+
 void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids);
 
 // The answer to an engine refusal: 429 queue_full, 503 shutting_down, 400
