@@ -32,6 +32,7 @@ class fault_injecting_executor final : public forward_executor {
   }
   void forward(const forward_batch& batch, float* logits, float* hidden) override;
   int32_t n_embd() const override { return inner_.n_embd(); }
+  int32_t kv_window() const override { return inner_.kv_window(); }
   void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override { inner_.run_tasks(n_tasks, fn); }
 
  private:

@@ -100,7 +100,9 @@ block_table& block_table::operator=(block_table&& o) noexcept {
     clear();
     pool_ = o.pool_;
     ids_ = std::move(o.ids_);
+    n_released_ = o.n_released_;
     o.ids_.clear();
+    o.n_released_ = 0;
   }
   return *this;
 }
@@ -114,11 +116,23 @@ bool block_table::grow_to(int64_t n_positions, int32_t block_size) {
   return true;
 }
 
+void block_table::release_front(int32_t n_front) {
+  n_front = std::min(n_front, n_blocks());
+  for (; n_released_ < n_front; ++n_released_) {
+    int32_t& id = ids_[static_cast<size_t>(n_released_)];
+    pool_->release(id);
+    id = k_no_block;
+  }
+}
+
 void block_table::clear() {
   // Last block first: with prefix caching the tail of a sequence is the least
   // likely to be shared, so it becomes the first to be evicted.
-  for (auto it = ids_.rbegin(); it != ids_.rend(); ++it) pool_->release(*it);
+  for (auto it = ids_.rbegin(); it != ids_.rend(); ++it) {
+    if (*it != k_no_block) pool_->release(*it);
+  }
   ids_.clear();
+  n_released_ = 0;
 }
 
 }  // namespace spate

@@ -72,27 +72,45 @@ class block_pool {
   std::unordered_multimap<uint64_t, int32_t> index_;  // key -> block id
 };
 
-// A sequence's block table: grows only; releases its blocks on destruction.
+// A sequence's block table: grows at its end; releases its blocks on
+// destruction. release_front() gives back leading blocks no layer will read
+// again (sliding-window models) and leaves k_no_block in their entries, so no
+// other entry moves and the table still covers the same positions.
+//
+//   ids_: [ -1 | -1 | 17 | 4 | 9 ]     n_released_ = 2
+//          released   held (oldest first)
+inline constexpr int32_t k_no_block = -1;
+
 class block_table {
  public:
   explicit block_table(block_pool& pool) : pool_(&pool) {}
   ~block_table() { clear(); }
-  block_table(block_table&& o) noexcept : pool_(o.pool_), ids_(std::move(o.ids_)) { o.ids_.clear(); }
+  block_table(block_table&& o) noexcept : pool_(o.pool_), ids_(std::move(o.ids_)), n_released_(o.n_released_) {
+    o.ids_.clear();
+    o.n_released_ = 0;
+  }
   block_table& operator=(block_table&& o) noexcept;
   block_table(const block_table&) = delete;
   block_table& operator=(const block_table&) = delete;
 
   const std::vector<int32_t>& ids() const { return ids_; }
   int32_t n_blocks() const { return static_cast<int32_t>(ids_.size()); }
+  // Leading entries released by release_front() (k_no_block now).
+  int32_t n_released() const { return n_released_; }
   // Appends an already-owned reference (e.g. a freshly allocated block or a retained shared one).
   void push(int32_t id) { ids_.push_back(id); }
   // Grows until it covers n_positions; returns false (leaving what it got) when the pool runs dry.
   bool grow_to(int64_t n_positions, int32_t block_size);
+  // Releases entries [n_released(), n_front) to the pool (registered blocks
+  // stay cached) and marks them k_no_block. n_front is clamped to n_blocks();
+  // at or below n_released() it does nothing.
+  void release_front(int32_t n_front);
   void clear();
 
  private:
   block_pool* pool_;
   std::vector<int32_t> ids_;
+  int32_t n_released_ = 0;
 };
 
 }  // namespace spate

@@ -32,11 +32,16 @@ void deliver(const event_callback& cb, const engine_event& ev) {
   }
 }
 
+scheduler_config with_kv_window(scheduler_config c, int32_t kv_window) {
+  c.kv_window = kv_window;
+  return c;
+}
+
 }  // namespace
 
 engine::impl::impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg)
     : exec_(exec), tok_(tok), cfg_(cfg), n_blocks_(exec.n_kv_blocks()),
-      blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching), sched_(cfg.sched, blocks_) {
+      blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching), sched_(with_kv_window(cfg.sched, exec.kv_window()), blocks_) {
   for (auto [r, name] : {std::pair{&cfg_.buckets.prompt_bs, "prompt bs"}, {&cfg_.buckets.prompt_seq, "prompt seq"},
                          {&cfg_.buckets.decode_bs, "decode bs"}, {&cfg_.buckets.decode_block, "decode block"}}) {
     if (auto err = validate(*r, name); !err.empty()) throw std::invalid_argument("bucket config: " + err);

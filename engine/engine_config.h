@@ -21,6 +21,10 @@ struct scheduler_config {
   // inter-token p99 of 2 (one prefill step instead of two between tokens) at
   // the same tokens/s and no worse TTFT.
   int32_t max_prefill_steps_in_row = 1;
+  // Positions a query reads back (forward_executor::kv_window(); set by the
+  // engine, not a user option). > 0: after each step a sequence releases its
+  // leading blocks that no later query reads. 0: blocks stay until the end.
+  int32_t kv_window = 0;
 };
 
 struct engine_config {

@@ -156,7 +156,16 @@ void scheduler::on_step_done(const scheduler_output& out) {
     if (s.where != sched_seq::state::running) continue;
     s.n_cached = q.n_past + q.n_new;
     kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix);
+    release_outside_window(s);  // after commit: just-completed blocks are registered first
   }
+}
+
+void scheduler::release_outside_window(sched_seq& s) {
+  if (cfg_.kv_window <= 0) return;
+  // The next query is at position n_cached and reads (n_cached - kv_window, n_cached].
+  const int64_t first_read = static_cast<int64_t>(s.n_cached) + 1 - cfg_.kv_window;
+  if (first_read <= 0) return;
+  s.blocks.release_front(static_cast<int32_t>(first_read / kv_.block_size()));
 }
 
 void scheduler::finish(sched_seq& s) {

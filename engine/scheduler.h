@@ -106,8 +106,10 @@ class scheduler {
   // Plans the next step. Output may be empty (nothing to run).
   scheduler_output schedule();
 
-  // After the forward of out: marks the computed positions cached and
-  // registers full blocks in the prefix cache. Call before sampling appends.
+  // After the forward of out: marks the computed positions cached, registers
+  // full blocks in the prefix cache and, with a kv_window, releases each
+  // sequence's leading blocks that no later query reads. Call before
+  // sampling appends.
   void on_step_done(const scheduler_output& out);
 
   // Removes s from its queue and frees its blocks (cached blocks stay
@@ -122,6 +124,7 @@ class scheduler {
 
  private:
   void preempt(sched_seq& s);
+  void release_outside_window(sched_seq& s);
   // Admits waiting requests into out while budget and blocks allow.
   void admit_waiting(scheduler_output& out, int64_t& budget, bool chunked);
   void schedule_running(scheduler_output& out, int64_t& budget, bool chunked);

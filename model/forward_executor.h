@@ -38,6 +38,12 @@ class forward_executor {
   virtual void forward(const forward_batch& batch, float* logits, float* hidden) = 0;
   // Width of a hidden-state row (the model's embedding length).
   virtual int32_t n_embd() const = 0;
+  // Positions every layer reads back: a query at position p reads KV
+  // positions (p - kv_window(), p] only (every layer is sliding-window), so
+  // leading blocks wholly before the next query's window may be released and
+  // left as k_no_block in the block table. 0: some layer reads the whole
+  // context, every block must stay.
+  virtual int32_t kv_window() const { return 0; }
 
   // Runs fn(task) for every task in [0, n_tasks) on the executor's threads
   // (the engine's per-row work after a forward: masking and sampling), and

@@ -38,6 +38,7 @@ class model_executor final : public forward_executor {
   void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override;
   void forward(const forward_batch& batch, float* logits, float* hidden) override;
   int32_t n_embd() const override;
+  int32_t kv_window() const override;
   // On the thread pool, one task per claim.
   void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override;
 

@@ -93,6 +93,25 @@ __attribute__((target("avx2"))) int64_t maddubs_loop(int64_t n_iter, int seed) {
   return _mm256_extract_epi64(s, 0);
 }
 
+// n_iter x 12 vpdpbusd (512-bit, AVX-512 VNNI: 64 u8 x s8 multiply-adds each,
+// summed into int32) on 12 independent chains; the byte operand changes every
+// iteration. This is the instruction spate's AVX-512 kernels use.
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dpbusd_loop(int64_t n_iter, int seed) {
+  __m512i acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_epi32(seed + k);
+  __m512i u = _mm512_set1_epi8(static_cast<char>(3 + seed));
+  const __m512i step = _mm512_set1_epi8(1);
+  for (int64_t i = 0; i < n_iter; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], u, acc[k]);
+    u = _mm512_add_epi8(u, step);
+  }
+  __m512i s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm512_xor_si512(s, acc[k]);
+  alignas(64) int64_t out[8];
+  _mm512_store_si512(out, s);
+  return out[0];
+}
+
 // n_iter x 12 FMAs on 12 independent chains; the multiplier changes every iteration.
 __attribute__((target("avx2,fma"))) float fma_loop(int64_t n_iter, int seed) {
   __m256 acc[12];
@@ -144,26 +163,37 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < slice; ++i) buf[t * slice + i] = static_cast<uint8_t>(i * 31 + t);
   });
   std::vector<uint64_t> sink(static_cast<size_t>(n_threads));
-  std::vector<double> bw, i8, f32;
+  const bool has_vnni = spate::kernels::cpu_supports(spate::kernels::isa_level::avx512);
+  std::vector<double> bw, i8, vnni, f32;
   const int64_t n_iter = 20'000'000;
   for (int r = 0; r < reps; ++r) {
     const double s = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += read_sum(buf + t * slice, slice); });
     bw.push_back(static_cast<double>(bytes) / s / 1e9);
     const double si = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += maddubs_loop(n_iter, t + r); });
     i8.push_back(static_cast<double>(n_iter) * 12 * 32 * n_threads / si / 1e9);
+    if (has_vnni) {
+      const double sv = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += dpbusd_loop(n_iter, t + r); });
+      vnni.push_back(static_cast<double>(n_iter) * 12 * 64 * n_threads / sv / 1e9);
+    }
     const double sf = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += static_cast<uint64_t>(fma_loop(n_iter, t + r)); });
     f32.push_back(static_cast<double>(n_iter) * 12 * 8 * n_threads / sf / 1e9);
   }
   std::free(buf);
   uint64_t checksum = 0;
   for (auto v : sink) checksum ^= v;
+  // -1 in JSON (and "n/a" in text) when the CPU lacks AVX-512 VNNI.
+  const double vnni_gmac_s = has_vnni ? median(vnni) : -1.0;
   if (as_json) {
-    std::printf("{\"threads\":%d,\"read_gb_s\":%.2f,\"int8_maddubs_gmac_s\":%.1f,\"fp32_fma_gmac_s\":%.1f,\"reps\":%d,\"checksum\":%llu}\n",
-                n_threads, median(bw), median(i8), median(f32), reps, static_cast<unsigned long long>(checksum & 0xffff));
+    std::printf("{\"threads\":%d,\"read_gb_s\":%.2f,\"int8_maddubs_gmac_s\":%.1f,\"int8_vnni_gmac_s\":%.1f,"
+                "\"fp32_fma_gmac_s\":%.1f,\"reps\":%d,\"checksum\":%llu}\n",
+                n_threads, median(bw), median(i8), vnni_gmac_s, median(f32), reps,
+                static_cast<unsigned long long>(checksum & 0xffff));
   } else {
     std::printf("threads %d, median of %d passes\n", n_threads, reps);
     std::printf("  read bandwidth      %7.2f GB/s   (%zu MiB buffer)\n", median(bw), bytes >> 20);
-    std::printf("  int8 vpmaddubsw     %7.1f GMAC/s (u8 x s8 multiply-adds)\n", median(i8));
+    std::printf("  int8 vpmaddubsw     %7.1f GMAC/s (u8 x s8 multiply-adds, 256-bit)\n", median(i8));
+    if (has_vnni) std::printf("  int8 vpdpbusd       %7.1f GMAC/s (u8 x s8 multiply-adds, 512-bit VNNI)\n", vnni_gmac_s);
+    else std::printf("  int8 vpdpbusd           n/a (no AVX-512 VNNI)\n");
     std::printf("  fp32 FMA            %7.1f GMAC/s (%.1f GFLOP/s)\n", median(f32), 2 * median(f32));
   }
   return 0;

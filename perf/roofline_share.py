@@ -12,7 +12,9 @@ per-token work from the GGUF's matmul weights:
 
   batch-1 decode:        tok/s x bytes per token / read bandwidth
   prefill, batched decode: tok/s x MACs per token / int8 multiply-add peak
-(the int8 peak: spate and llama.cpp run these matmuls on 8-bit activations).
+(the int8 peak: spate and llama.cpp run these matmuls on 8-bit activations; it
+is the higher of the probe's 256-bit vpmaddubsw and, where the CPU has it,
+512-bit VNNI vpdpbusd figures, the instructions spate's kernels use).
 
 Usage: roofline_share.py --model GGUF --probe PROBE.json [--tg128 T] [--pp512 P] [--bd16 B]
        [--label NAME] (figures in tok/s; prints one line per figure, and a JSON line)
@@ -59,14 +61,15 @@ def main():
     probe = json.load(open(a.probe))
     w = work_per_token(a.model)
     attn = lambda ctx: 2 * w["n_layer"] * w["q_dim"] * ctx  # QK^T and PV multiply-adds per token
+    int8_peak = max(probe["int8_maddubs_gmac_s"], probe.get("int8_vnni_gmac_s", -1.0)) * 1e9
     shares = {}
     if a.tg128:  # decode from an empty cache to 128: mean context 64
         shares["tg128_bandwidth"] = a.tg128 * w["bytes"] / (probe["read_gb_s"] * 1e9)
     if a.pp512:  # one 512-token prompt: mean context 256; logits (the output projection) for its last token only
         per_token = w["layer_macs"] + attn(256) + w["out_macs"] / 512
-        shares["pp512_compute"] = a.pp512 * per_token / (probe["int8_maddubs_gmac_s"] * 1e9)
+        shares["pp512_compute"] = a.pp512 * per_token / int8_peak
     if a.bd16:  # 16 sequences, 32 prompt + 64 generated: mean context 64
-        shares["bd16_compute"] = a.bd16 * (w["macs"] + attn(64)) / (probe["int8_maddubs_gmac_s"] * 1e9)
+        shares["bd16_compute"] = a.bd16 * (w["macs"] + attn(64)) / int8_peak
     for k, v in shares.items():
         print(f"{a.label or w['arch']:>16} {k:18s} {100 * v:6.1f}% of the roofline")
     print(f"{a.label or w['arch']:>16} {'per token':18s} {w['bytes'] / 1e6:.1f} MB read, {w['macs'] / 1e6:.1f} M MACs (matmuls)")

@@ -115,6 +115,7 @@ inline engine_config small_config() {
 struct kv_shape {
   int32_t n_blocks = 64;
   int32_t block_size = 4;
+  int32_t kv_window = 0;  // the fake model's sliding window (0: reads everything)
 };
 
 // A fake executor, the tiny tokenizer and an engine over them. The destructor
@@ -122,7 +123,7 @@ struct kv_shape {
 // parked while the engine joins it.
 struct harness {
   explicit harness(const engine_config& cfg = small_config(), kv_shape kv = {}, int32_t eos_at_length = 0)
-      : tok(tiny_vocab()), exec(tok.n_vocab(), kv.n_blocks, kv.block_size, eos_at_length),
+      : tok(tiny_vocab()), exec(tok.n_vocab(), kv.n_blocks, kv.block_size, eos_at_length, kv.kv_window),
         eng(std::make_unique<engine>(exec, tok, cfg)) {}
   ~harness() {
     exec.gate().open();

@@ -87,11 +87,16 @@ inline int32_t fake_next_token(std::span<const int32_t> context, int32_t eos_at_
 }
 
 // What greedy decoding of the fake model gives for prompt without any engine:
-// up to max_tokens tokens, ending early with (and including) EOS.
-inline std::vector<int32_t> expected_tokens(std::vector<int32_t> prompt, int32_t max_tokens, int32_t eos_at_length = 0) {
+// up to max_tokens tokens, ending early with (and including) EOS. kv_window >
+// 0: the model reads only the last kv_window tokens (see fake_executor).
+inline std::vector<int32_t> expected_tokens(std::vector<int32_t> prompt, int32_t max_tokens, int32_t eos_at_length = 0,
+                                            int32_t kv_window = 0) {
   std::vector<int32_t> out;
   while (static_cast<int32_t>(out.size()) < max_tokens) {
-    const int32_t t = fake_next_token(prompt, eos_at_length);
+    std::span<const int32_t> context(prompt);
+    if (kv_window > 0 && context.size() > static_cast<size_t>(kv_window)) context = context.last(static_cast<size_t>(kv_window));
+    const bool eos = eos_at_length > 0 && static_cast<int32_t>(prompt.size()) == eos_at_length;
+    const int32_t t = eos ? k_eos : fake_next_token(context, 0);
     out.push_back(t);
     prompt.push_back(t);
     if (t == k_eos) break;
@@ -149,8 +154,12 @@ class forward_gate {
 class fake_executor final : public forward_executor {
  public:
   // eos_at_length: see fake_next_token (0: the model never emits EOS).
-  fake_executor(int32_t n_vocab, int32_t n_kv_blocks, int32_t block_size, int32_t eos_at_length = 0)
+  // kv_window > 0: a sliding-window fake; the next token hashes only the last
+  // kv_window tokens of the context, and only those positions are read back.
+  fake_executor(int32_t n_vocab, int32_t n_kv_blocks, int32_t block_size, int32_t eos_at_length = 0,
+                int32_t kv_window = 0)
       : n_vocab_(n_vocab), n_kv_blocks_(n_kv_blocks), block_size_(block_size), eos_at_length_(eos_at_length),
+        kv_window_(kv_window),
         kv_(static_cast<size_t>(n_kv_blocks) * static_cast<size_t>(block_size), -1) {}
 
   int32_t n_vocab() const override { return n_vocab_; }
@@ -159,6 +168,7 @@ class fake_executor final : public forward_executor {
   // Hidden rows: {token, position, 1, 0} (fake_hidden_row), so that pooling is checkable.
   int32_t n_embd() const override { return k_fake_n_embd; }
   static constexpr int32_t k_fake_n_embd = 4;
+  int32_t kv_window() const override { return kv_window_; }
 
   void reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) override {
     std::lock_guard lk(mu_);
@@ -281,13 +291,16 @@ class fake_executor final : public forward_executor {
       const int64_t n_total = s.n_past + static_cast<int64_t>(s.tokens.size());
       for (int64_t last = n_total - s.n_logits; last < n_total; ++last) {
         context.clear();
-        for (int64_t pos = 0; pos <= last; ++pos) {
+        const int64_t first = kv_window_ > 0 ? std::max<int64_t>(0, last + 1 - kv_window_) : 0;
+        for (int64_t pos = first; pos <= last; ++pos) {
           const int32_t t = kv_[slot(s.block_table, pos)];
           if (t < 0) ++n_unwritten_reads;  // warmup's dummy decodes do this on purpose
           context.push_back(t < 0 ? k_unk : t);
         }
         std::fill(row, row + n_vocab_, 0.0f);
-        row[fake_next_token(context, eos_at_length_)] = 1.0f;
+        // eos_at_length counts the whole context, read or not.
+        const bool eos = eos_at_length_ > 0 && last + 1 == eos_at_length_;
+        row[eos ? k_eos : fake_next_token(context, 0)] = 1.0f;
         row += n_vocab_;
       }
     }
@@ -303,7 +316,7 @@ class fake_executor final : public forward_executor {
     n_unwritten_reads_ += n_unwritten_reads;
   }
 
-  const int32_t n_vocab_, n_kv_blocks_, block_size_, eos_at_length_;
+  const int32_t n_vocab_, n_kv_blocks_, block_size_, eos_at_length_, kv_window_;
   std::vector<int32_t> kv_;  // token id per KV slot, -1 never written; forward's thread only
   forward_gate gate_;
 

@@ -44,6 +44,31 @@ TEST(BlockPool, BlockTableReleasesOnDestruction) {
   EXPECT_EQ(p.n_free(), 8);
 }
 
+TEST(BlockPool, ReleaseFrontLeavesHolesAndKeepsTheRestInPlace) {
+  block_pool p(8);
+  {
+    block_table t(p);
+    ASSERT_TRUE(t.grow_to(64, 16));
+    const std::vector<int32_t> before = t.ids();
+    t.release_front(2);
+    EXPECT_EQ(t.n_blocks(), 4);  // still covers 64 positions
+    EXPECT_EQ(t.n_released(), 2);
+    EXPECT_EQ(p.n_free(), 6);
+    EXPECT_EQ(t.ids(), (std::vector<int32_t>{k_no_block, k_no_block, before[2], before[3]}));
+    t.release_front(1);  // at or below n_released: nothing
+    t.release_front(99);  // clamped to the table
+    EXPECT_EQ(t.n_released(), 4);
+    EXPECT_EQ(p.n_free(), 8);
+    ASSERT_TRUE(t.grow_to(80, 16));  // grows at the end as before
+    EXPECT_EQ(t.n_blocks(), 5);
+    EXPECT_NE(t.ids().back(), k_no_block);
+    block_table moved(std::move(t));
+    EXPECT_EQ(moved.n_released(), 4);
+    EXPECT_EQ(t.n_released(), 0);
+  }
+  EXPECT_EQ(p.n_free(), 8);  // holes are skipped, the rest released once
+}
+
 TEST(KvBlockManager, ReusesTheLongestCachedPrefix) {
   kv_block_manager m(16, 4, true);
   const auto a = iota_tokens(10);

@@ -164,6 +164,46 @@ TEST_P(ReferenceRandom, FinalLogitSoftCapping) {
   EXPECT_LE(*std::max_element(logits.begin(), logits.end()), 5.0f);
 }
 
+// Sliding-window attention in the paged cache: with every layer sliding (the
+// gemma3 model's config with its one global layer made sliding), decoding
+// with the blocks behind each query's window released (k_no_block, as the
+// scheduler leaves them) gives bitwise the logits of decoding with every
+// block held, so no layer reads outside its window. With the real config,
+// whose layer 5 reads everything, a released block is refused.
+TEST_P(ReferenceRandom, SlidingLayersNeverReadBehindTheirWindow) {
+  if (GetParam() != "gemma3") GTEST_SKIP() << "gemma3 has the sliding layers";
+  runner_env env(model(), 64, 16);
+  model_config all_swa = env.model.config;
+  all_swa.layer_swa.assign(static_cast<size_t>(all_swa.n_layer), 1);
+  model_runner runner(all_swa, env.model.weights, env.kv, env.pool);
+  const int32_t V = all_swa.n_vocab, W = all_swa.n_swa, n = static_cast<int32_t>(fixture_.tokens.size());
+  ASSERT_GE(n, 3 * W);  // the window moves past several blocks
+  auto decode = [&](bool release) {
+    block_table bt(env.blocks);
+    EXPECT_TRUE(bt.grow_to(n, 16));
+    std::vector<float> logits(static_cast<size_t>(n) * V);
+    for (int32_t i = 0; i < n; ++i) {
+      if (release) bt.release_front(std::max(0, i + 1 - W) / 16);
+      forward_batch b;
+      b.seqs.push_back({std::span<const int32_t>(&fixture_.tokens[static_cast<size_t>(i)], 1), i, bt.ids(), 1});
+      runner.forward(b, logits.data() + static_cast<size_t>(i) * V);
+    }
+    EXPECT_EQ(bt.n_released(), release ? (n - W) / 16 : 0);
+    return logits;
+  };
+  const auto held = decode(false);
+  const auto released = decode(true);
+  EXPECT_EQ(0, std::memcmp(held.data(), released.data(), held.size() * sizeof(float)));
+
+  block_table bt(env.blocks);
+  ASSERT_TRUE(bt.grow_to(n, 16));
+  bt.release_front(1);
+  forward_batch b;
+  b.seqs.push_back({std::span<const int32_t>(&fixture_.tokens[static_cast<size_t>(n - 1)], 1), n - 1, bt.ids(), 1});
+  std::vector<float> logits(static_cast<size_t>(V));
+  EXPECT_THROW(env.runner.forward(b, logits.data()), std::invalid_argument);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom, ::testing::Values("qwen3", "gemma3", "phi3"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
