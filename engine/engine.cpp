@@ -262,7 +262,7 @@ void engine::impl::step() {
     exec_.forward(batch, logits_.data(), hidden_.data());
   } catch (const std::exception& e) {
     spdlog::error("forward failed: {}", e.what());
-    for (const auto& q : out.seqs) fail_request(*live_.at(q.seq->id), std::string("internal error: ") + e.what());
+    for (const auto& q : out.seqs) fail_request(*live_.at(q.id), std::string("internal error: ") + e.what());
     return;
   }
   ++local_stats_.n_steps;
@@ -277,8 +277,8 @@ void engine::impl::pool_embeddings(const scheduler_output& out) {
   const float* row = hidden_.data();
   std::vector<request_state*> done;
   for (const auto& q : out.seqs) {
-    if (!q.seq->hidden) continue;
-    request_state& r = *live_.at(q.seq->id);
+    if (!q.hidden) continue;
+    request_state& r = *live_.at(q.id);
     if (q.n_past == 0) r.pooled.assign(D, 0.0f);  // the first chunk, or a recompute after preemption
     for (int32_t i = 0; i < q.n_new; ++i, row += D) {
       const int32_t pos = q.n_past + i;
@@ -314,7 +314,7 @@ void engine::impl::count_step_tokens(int64_t n_tokens) {
 void engine::impl::note_first_scheduled(const scheduler_output& out) {
   const auto now = clock_type::now();
   for (const auto& q : out.seqs) {
-    auto& r = *live_.at(q.seq->id);
+    auto& r = *live_.at(q.id);
     if (!r.scheduled_once) {
       r.scheduled_once = true;
       r.first_scheduled = now;
@@ -341,7 +341,7 @@ void engine::impl::sample_and_deliver(const scheduler_output& out) {
   std::vector<row_sample> rows;
   rows.reserve(out.seqs.size());
   for (const auto& q : out.seqs) {
-    if (q.samples && !q.seq->hidden) rows.push_back({live_.at(q.seq->id).get(), {}, {}, {}});
+    if (q.samples && !q.hidden) rows.push_back({live_.at(q.id).get(), {}, {}, {}});
   }
   exec_.run_tasks(static_cast<int64_t>(rows.size()), [&](int64_t i) {
     row_sample& s = rows[static_cast<size_t>(i)];

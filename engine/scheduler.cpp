@@ -53,6 +53,8 @@ void scheduler::add(sched_seq& s) {
 void scheduler::push(scheduler_output& out, sched_seq& s, int32_t n_new) {
   scheduled_seq q;
   q.seq = &s;
+  q.id = s.id;
+  q.hidden = s.hidden;
   q.n_past = s.n_cached;
   q.n_new = n_new;
   q.samples = s.n_cached + n_new == s.n_tokens();

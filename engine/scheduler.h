@@ -58,8 +58,13 @@ struct sched_seq {
   int32_t n_tokens() const { return static_cast<int32_t>(tokens->size()); }
 };
 
+// seq is valid until its request finishes; after the forward, when pooling
+// may already have finished an embedding request of this step, use id and
+// hidden (copies) instead of dereferencing seq.
 struct scheduled_seq {
   sched_seq* seq = nullptr;
+  int64_t id = 0;       // seq->id
+  bool hidden = false;  // seq->hidden
   int32_t n_past = 0;   // positions already cached before this step
   int32_t n_new = 0;    // tokens computed this step
   bool samples = false; // the step reaches the last token: sample the next one
@@ -77,12 +82,12 @@ struct scheduler_output {
   int64_t n_padding_tokens = 0;
   int32_t n_logit_rows() const {
     int32_t n = 0;
-    for (const auto& s : seqs) n += s.samples && !s.seq->hidden;
+    for (const auto& s : seqs) n += s.samples && !s.hidden;
     return n;
   }
   int64_t n_hidden_rows() const {
     int64_t n = 0;
-    for (const auto& s : seqs) n += s.seq->hidden ? s.n_new : 0;
+    for (const auto& s : seqs) n += s.hidden ? s.n_new : 0;
     return n;
   }
   // The forward batch for the model runner; spans point into the sequences.

@@ -150,9 +150,9 @@ void expect_all_blocks_free(engine& e) {
 
 // Runs the given requests submitted together; returns outcomes in order.
 std::vector<outcome> run_together(const test_config& cfg, const std::vector<test_request>& reqs, engine_stats* stats = nullptr) {
+  collector col;  // outlives the engine, whose destructor may still deliver events
   model_engine e(cfg);
   e.start();
-  collector col;
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto sr = e.submit(make(reqs[i], col.callback(i)));
     EXPECT_TRUE(sr.ok()) << sr.error;
@@ -228,9 +228,9 @@ TEST(Engine, PrefixCacheHitsMatchAloneAndCachingOff) {
   for (bool caching : {true, false}) {
     auto cfg = base_config(256);
     cfg.enable_prefix_caching = caching;
+    collector col;  // outlives the engine, whose destructor may still deliver events
     model_engine e(cfg);
     e.start();
-    collector col;
     // One at a time, so later requests find the shared system prompt cached.
     const auto& reqs = requests();
     for (size_t i = 0; i < reqs.size(); ++i) {
@@ -288,9 +288,9 @@ TEST(Engine, AdmissionRejectsWhatCanNeverFit) {
   auto cfg = base_config(2);
   cfg.sched.max_model_len = 64;
   cfg.max_queued_requests = 2;
+  collector col;  // outlives the engine, whose destructor may still deliver events
   model_engine e(cfg);
   e.start();
-  collector col;
   test_request too_long{std::vector<int32_t>(60, 42), 10};
   auto r1 = e.submit(make(too_long, col.callback(0)));
   EXPECT_FALSE(r1.ok());
@@ -312,9 +312,9 @@ TEST(Engine, AdmissionRejectsWhatCanNeverFit) {
 TEST(Engine, CancelFreesBlocks) {
   auto cfg = base_config(64);
   cfg.sched.max_num_seqs = 1;
+  collector col;  // outlives the engine, whose destructor may still deliver events
   model_engine e(cfg);
   e.start();
-  collector col;
   test_request long_one{requests()[1].prompt, 400};
   long_one.prompt.resize(40);
   test_request waiting_one{requests()[0].prompt, 400};
@@ -341,9 +341,9 @@ TEST(Engine, SubmitAndCancelFromManyThreads) {
   auto cfg = base_config(24);
   cfg.sched.enable_chunked_prefill = true;
   cfg.sched.max_num_batched_tokens = 24;
+  collector col;  // outlives the engine, whose destructor may still deliver events
   model_engine e(cfg);
   e.start();
-  collector col;
   std::vector<std::thread> threads;
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&, t] {
@@ -376,8 +376,8 @@ TEST(Engine, SubmitAndCancelFromManyThreads) {
 TEST(Engine, FullInboxRejects) {
   auto cfg = base_config(64);
   cfg.max_queued_requests = 2;
+  collector col;  // outlives the engine, whose destructor may still deliver events
   model_engine e(cfg);  // not started: nothing leaves the inbox
-  collector col;
   EXPECT_TRUE(e.submit(make(requests()[4], col.callback(0))).ok());
   EXPECT_TRUE(e.submit(make(requests()[4], col.callback(1))).ok());
   auto r = e.submit(make(requests()[4], col.callback(2)));
@@ -387,9 +387,9 @@ TEST(Engine, FullInboxRejects) {
 
 TEST(Engine, StopAbortsRequestsInFlight) {
   auto cfg = base_config(64);
+  collector col;  // outlives the engine, whose destructor may still deliver events
   model_engine e(cfg);
   e.start();
-  collector col;
   test_request long_one{requests()[0].prompt, 400};
   ASSERT_TRUE(e.submit(make(long_one, col.callback(0))).ok());
   col.wait_tokens(0, 1);

@@ -17,9 +17,15 @@
 // 16-position window) agrees within 0.13; its cause in the real model (Q5_0
 // weights, head_dim 256, llama.cpp's f16 GELU table) was not isolated.
 // Greedy tokens must be identical, step for step, as long as llama.cpp's
-//     margin between its best and second-best logit exceeds k_tie_margin;
-//     at a closer near-tie either choice is a correct greedy decode of the same
-//     model, and the two continuations legitimately diverge from there.
+//     margin between its best and second-best logit exceeds the model's tie
+//     margin; at a closer near-tie either choice is a correct greedy decode of
+//     the same model, and the two continuations legitimately diverge from there.
+//     The tie margin follows the logit tolerance: 0.5 for SmolLM2; 1.0 for
+//     Gemma 3, whose errors reach 1.55. With 0.5, Gemma's number_sequence step
+//     10 (llama.cpp margin 0.66) picked the runner-up on an AVX-512 machine
+//     (whose attention kernel sums in another order than AVX2's) and llama.cpp's
+//     token on an AVX2 one, with the logit errors within tolerance on both. At
+//     1.0, 724 of Gemma's 896 steps are still checked (796 at 0.5).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -33,7 +39,6 @@ namespace {
 
 namespace json = boost::json;
 
-constexpr float k_tie_margin = 0.5f;  // llama.cpp margins at or below this are near-ties
 
 struct ref_step {
   int32_t token;
@@ -54,12 +59,13 @@ struct model_case {
   std::string (*path)();
   const char* fetch_hint;
   double max_median, max_p99, max_error;  // logit tolerances (header)
+  float tie_margin;                       // llama.cpp margins at or below this are near-ties (header)
 };
 void PrintTo(const model_case& m, std::ostream* os) { *os << m.name; }
 std::string smollm2_path() { return model_path(); }
 const model_case k_models[] = {
-    {"smollm2", "smollm2_q4_1_greedy.json", smollm2_path, "scripts/fetch-model.sh", 0.20, 0.75, 1.50},
-    {"gemma3", "gemma3_270m_q4_k_m_greedy.json", gemma_model_path, "scripts/fetch-model.sh gemma3-270m", 0.25, 1.20, 2.00},
+    {"smollm2", "smollm2_q4_1_greedy.json", smollm2_path, "scripts/fetch-model.sh", 0.20, 0.75, 1.50, 0.5f},
+    {"gemma3", "gemma3_270m_q4_k_m_greedy.json", gemma_model_path, "scripts/fetch-model.sh gemma3-270m", 0.25, 1.20, 2.00, 1.0f},
 };
 
 std::vector<ref_case> load_cases(const model_case& mc) {
@@ -147,7 +153,7 @@ TEST_P(ReferenceLlamaCpp, LogitsWithinToleranceTeacherForced) {
             case_worst = std::max(case_worst, d);
             errs.push_back(d);
           }
-          if (st.margin > k_tie_margin) {
+          if (st.margin > GetParam().tie_margin) {
             EXPECT_EQ(argmax(logits, n_vocab), st.token) << c.name << " step " << i;
           }
         });
@@ -177,7 +183,7 @@ TEST_P(ReferenceLlamaCpp, GreedyTokensIdentical) {
         [](int, const float*) {});
     int matched = 0;
     for (size_t i = 0; i < c.generated.size(); ++i) {
-      if (c.steps[i].margin <= k_tie_margin) tie_seen = true;
+      if (c.steps[i].margin <= GetParam().tie_margin) tie_seen = true;
       if (ours[i] != c.generated[i]) {
         EXPECT_TRUE(tie_seen) << c.name << ": diverged at step " << i << " with llama.cpp margin " << c.steps[i].margin;
         break;
