@@ -87,11 +87,13 @@ class sampler {
   sample_result sample(std::span<float> logits, std::span<const int32_t> prompt,
                        std::span<const int32_t> generated, const eos_set& eog);
 
+  // Index of the first maximum; 0 when all are -inf. Precondition: no NaN.
+  // Vectorized; any thread.
+  static int32_t argmax(std::span<const float> logits);
+
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt,
                        std::span<const int32_t> generated);
-  // Index of the first maximum; 0 when all are -inf.
-  static int32_t argmax(std::span<const float> logits);
   // log(sum(exp(logits))) computed stably; -inf when all are -inf.
   static double log_sum_exp(std::span<const float> logits, float max);
   void fill_top_logprobs(std::span<const float> logits, double lse, sample_result& out) const;
