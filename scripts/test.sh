@@ -4,8 +4,12 @@
 # the wrong way), a Release build with -Werror, the C++ tests (ctest) and the
 # Python integration tests (pytest) that drive the real binary, then every
 # libFuzzer target for 30 s (scripts/fuzz.sh; its clang build shares ccache
-# between clones). The sanitizer runs stay a separate command
-# (scripts/sanitize.sh asan|tsan): see README.md, "Hardening".
+# between clones), then the ASan + UBSan run (scripts/sanitize.sh asan) on a
+# subset that fits CI's time: every C++ test but the slow real-model suites
+# (the llama.cpp reference, the real-model engine tests, one long grammar
+# walk; all of them run unsanitized above), and the server's HTTP hardening
+# and failure-injection tests against the sanitized binary. The full
+# sanitizer runs are `scripts/sanitize.sh asan|tsan`: see README.md, "Hardening".
 # SPATE_REQUIRE_TESTDATA=1: tests that need ../shared/testdata fail, instead
 # of skipping, when it is missing.
 set -euo pipefail
@@ -24,4 +28,5 @@ export SPATE_REQUIRE_TESTDATA=1
 (cd build && ctest --output-on-failure -j 2 --timeout 1200)
 python3 -m pytest -q tests/integration
 bash scripts/fuzz.sh all 30
-
+SANITIZE_CTEST_ARGS='-E ^(Models/ReferenceLlamaCpp|Engine\.|VocabTrie\.CachedMasksAlongADocumentEqualTheWalk)' \
+  bash scripts/sanitize.sh asan tests/integration/test_http_hardening.py tests/integration/test_failure_injection.py
