@@ -86,13 +86,26 @@ def detokenize(s, ids):
     return json.loads(urllib.request.urlopen(req, timeout=60).read())["prompt"]
 
 
+# A divergence from llama.cpp is allowed only where llama.cpp's margin is at
+# most this (Gemma's logit errors reach 1.55; see test_reference_llamacpp.cpp,
+# where number_sequence step 10, margin 0.66, flipped on an AVX-512 machine).
+DIVERGE_MARGIN = 1.0
+
+
 @pytest.mark.parametrize("case", CLEAR, ids=lambda c: c["name"])
 def test_greedy_completion_matches_llama_cpp(server, case):
     n = clear_prefix(case)
     r = client(server).completions.create(model=server.model_name, prompt=case["prompt_ids"], max_tokens=n, temperature=0)
     assert r.usage.prompt_tokens == len(case["prompt_ids"])
     assert r.usage.completion_tokens == n
-    assert r.choices[0].text == detokenize(server, case["generated_ids"][:n])
+    text = r.choices[0].text
+    if text == detokenize(server, case["generated_ids"][:n]):
+        return
+    # The first step whose llama.cpp prefix is no longer a prefix of ours (a
+    # token ending mid-character may not be, so the last prefix that is counts).
+    matched = max([k for k in range(n + 1) if text.startswith(detokenize(server, case["generated_ids"][:k]))])
+    margin = case["steps"][matched][2]
+    assert margin <= DIVERGE_MARGIN, f"diverged at step {matched} with llama.cpp margin {margin}: {text!r}"
 
 
 def test_most_cases_are_checked():
