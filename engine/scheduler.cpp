@@ -13,8 +13,8 @@ forward_batch scheduler_output::to_batch() const {
     f.tokens = std::span<const int32_t>(*s.seq->tokens).subspan(static_cast<size_t>(s.n_past), static_cast<size_t>(s.n_new));
     f.n_past = s.n_past;
     f.block_table = s.seq->blocks.ids();
-    f.n_logits = s.samples && !s.seq->hidden ? 1 : 0;
-    f.hidden = s.seq->hidden;
+    f.n_logits = s.samples && !s.hidden ? 1 : 0;
+    f.hidden = s.hidden;
     b.seqs.push_back(f);
   }
   return b;

@@ -55,6 +55,9 @@ struct model_config {
     for (uint8_t s : layer_swa) if (!s) return false;
     return true;
   }
+  // Positions every layer reads back from a query (n_swa when every layer
+  // slides), 0 when some layer reads the whole context.
+  int32_t kv_window() const { return all_layers_swa() ? n_swa : 0; }
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   int32_t n_group() const { return n_head / n_head_kv; }

@@ -38,7 +38,7 @@ void model_executor::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t
 void model_executor::forward(const forward_batch& batch, float* logits, float* hidden) { runner_.forward(batch, logits, hidden); }
 
 int32_t model_executor::n_embd() const { return model_.config.n_embd; }
-int32_t model_executor::kv_window() const { return model_.config.all_layers_swa() ? model_.config.n_swa : 0; }
+int32_t model_executor::kv_window() const { return model_.config.kv_window(); }
 
 void model_executor::run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
   if (n_tasks <= 1) {  // nothing to share: skip waking the workers

@@ -55,6 +55,7 @@ void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t m
 }
 
 void model_runner::validate(const forward_batch& batch) const {
+  const int32_t window = cfg_.kv_window();
   for (size_t s = 0; s < batch.seqs.size(); ++s) {
     const forward_seq& q = batch.seqs[s];
     const std::string where = "forward: sequence " + std::to_string(s) + ": ";
@@ -74,7 +75,7 @@ void model_runner::validate(const forward_batch& batch) const {
     const int64_t used_blocks = (need + kv_.block_size() - 1) / kv_.block_size();
     // When every layer slides, blocks wholly before the first query's window
     // are never read and may have been released (k_no_block).
-    const int64_t first_read = cfg_.all_layers_swa() ? std::max<int64_t>(0, q.n_past + 1 - cfg_.n_swa) : 0;
+    const int64_t first_read = window > 0 ? std::max<int64_t>(0, q.n_past + 1 - window) : 0;
     for (int64_t b = first_read / kv_.block_size(); b < used_blocks; ++b) {
       const int32_t id = q.block_table[static_cast<size_t>(b)];
       if (id < 0 || id >= kv_.n_blocks()) throw std::invalid_argument(where + "block id " + std::to_string(id) + " out of range");
