@@ -94,12 +94,14 @@ TEST(EngineEmbeddings, PreemptedMidPromptStartsOver) {
   c.sched.enable_chunked_prefill = true;
   c.sched.max_num_batched_tokens = 4;
   harness h(c, kv_shape{6, 4});  // 24 positions: two long requests cannot both fit
-  h.start();
   const auto long_gen = words("abcdefghijkl");
   const auto prompt = words("mnopqrstuvwx");
+  // Both are queued before the loop starts: otherwise the generation can
+  // finish before the embedding arrives and nothing is preempted.
   const int64_t g = h.submit_ok(long_gen, 10);
   const submit_result e = h.submit_embed(prompt, pooling_type::mean);
   ASSERT_TRUE(e.ok());
+  h.start();
   h.eng->wait_idle();
   EXPECT_EQ(h.log.get(g).tokens, expected_tokens(long_gen, 10));
   const request_log r = h.log.get(e.id);
