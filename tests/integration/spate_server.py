@@ -52,6 +52,11 @@ class SpateServer:
         if api_key:
             cmd += ["--api-key", api_key]
         full_env = dict(os.environ)
+        if os.environ.get("SPATE_SANITIZER") == "1":
+            # A sanitized server warms up for minutes (TSan: over 100 s on 2 cores);
+            # warmup runs every bucket through the same forward the tests drive,
+            # and the ctest step covers it (EngineLoop.WarmupRunsEveryBucketOnTheExecutor).
+            full_env.setdefault("SPATE_SKIP_WARMUP", "1")
         full_env.update(env or {})
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         self.scheme = "https" if tls else "http"
