@@ -125,6 +125,15 @@ void block_table::release_front(int32_t n_front) {
   }
 }
 
+void block_table::shrink_to(int32_t n_keep) {
+  n_keep = std::max(n_keep, 0);
+  while (n_blocks() > n_keep) {
+    if (ids_.back() != k_no_block) pool_->release(ids_.back());
+    ids_.pop_back();
+  }
+  n_released_ = std::min(n_released_, n_blocks());
+}
+
 void block_table::clear() {
   // Last block first: with prefix caching the tail of a sequence is the least
   // likely to be shared, so it becomes the first to be evicted.

@@ -105,6 +105,10 @@ class block_table {
   // stay cached) and marks them k_no_block. n_front is clamped to n_blocks();
   // at or below n_released() it does nothing.
   void release_front(int32_t n_front);
+  // Releases trailing entries until at most n_keep remain (speculative
+  // decoding gives back the blocks grown for rejected draft tokens). The
+  // entries kept do not move.
+  void shrink_to(int32_t n_keep);
   void clear();
 
  private:

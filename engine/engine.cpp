@@ -7,13 +7,11 @@
 #include <stdexcept>
 
 #include "engine/engine_impl.h"
+#include "engine/ngram_proposer.h"
 
 namespace spate {
 namespace {
 
-int64_t us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
-}
 
 uint64_t mix_seed(uint64_t base, uint64_t index) {
   uint64_t z = base + 0x9e3779b97f4a7c15ull * (index + 1);
@@ -21,6 +19,41 @@ uint64_t mix_seed(uint64_t base, uint64_t index) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+
+// The scheduler's configuration: the user's, plus what the engine derives
+// (the executor's KV window, the speculative settings).
+scheduler_config scheduler_config_of(const engine_config& cfg, int32_t kv_window) {
+  scheduler_config c = cfg.sched;
+  c.kv_window = kv_window;
+  if (cfg.speculative.enabled()) {
+    c.num_speculative_tokens = cfg.speculative.num_speculative_tokens;
+    c.speculative_disable_by_batch_size = cfg.speculative.disable_by_batch_size;
+  }
+  return c;
+}
+
+// Checks the speculative settings (std::invalid_argument naming the key) and
+// returns the proposer: the configured one, or an ngram_proposer.
+std::shared_ptr<draft_proposer> make_proposer(const speculative_config& c) {
+  if (!c.enabled()) return nullptr;
+  auto fail = [](const std::string& what) { throw std::invalid_argument("speculative_config: " + what); };
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > k_max_speculative_tokens) {
+    fail("num_speculative_tokens must be in [1, " + std::to_string(k_max_speculative_tokens) + "], got " +
+         std::to_string(c.num_speculative_tokens));
+  }
+  if (c.disable_by_batch_size < 0) fail("disable_by_batch_size must be >= 0, got " + std::to_string(c.disable_by_batch_size));
+  if (c.proposer) return c.proposer;
+  if (c.kind != speculative_config::method::ngram) fail("the draft model was not loaded");
+  if (c.prompt_lookup_min < 1) fail("prompt_lookup_min must be >= 1, got " + std::to_string(c.prompt_lookup_min));
+  if (c.prompt_lookup_max < c.prompt_lookup_min) {
+    fail("prompt_lookup_max (" + std::to_string(c.prompt_lookup_max) + ") must be >= prompt_lookup_min (" +
+         std::to_string(c.prompt_lookup_min) + ")");
+  }
+  return std::make_shared<ngram_proposer>(c.prompt_lookup_min, c.prompt_lookup_max);
+}
+
+}  // namespace
 
 void deliver(const event_callback& cb, const engine_event& ev) {
   try {
@@ -32,16 +65,10 @@ void deliver(const event_callback& cb, const engine_event& ev) {
   }
 }
 
-scheduler_config with_kv_window(scheduler_config c, int32_t kv_window) {
-  c.kv_window = kv_window;
-  return c;
-}
-
-}  // namespace
-
 engine::impl::impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg)
-    : exec_(exec), tok_(tok), cfg_(cfg), n_blocks_(exec.n_kv_blocks()),
-      blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching), sched_(with_kv_window(cfg.sched, exec.kv_window()), blocks_) {
+    : exec_(exec), tok_(tok), cfg_(cfg), n_blocks_(exec.n_kv_blocks()), proposer_(make_proposer(cfg.speculative)),
+      blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching),
+      sched_(scheduler_config_of(cfg, exec.kv_window()), blocks_, proposer_.get()) {
   for (auto [r, name] : {std::pair{&cfg_.buckets.prompt_bs, "prompt bs"}, {&cfg_.buckets.prompt_seq, "prompt seq"},
                          {&cfg_.buckets.decode_bs, "decode bs"}, {&cfg_.buckets.decode_block, "decode block"}}) {
     if (auto err = validate(*r, name); !err.empty()) throw std::invalid_argument("bucket config: " + err);
@@ -103,6 +130,8 @@ submit_result engine::impl::submit(engine_request r) {
   st->submitted = clock_type::now();
   st->embed = r.embed;
   st->ss.hidden = r.embed != pooling_type::none;
+  st->ss.max_len = n_prompt + *r.params.max_tokens;
+  st->ss.speculate = r.params.speculative && !st->ss.hidden;
   std::lock_guard lk(mu_);
   if (stop_) {
     res.error = "the engine is stopped";
@@ -272,37 +301,6 @@ void engine::impl::step() {
   sample_and_deliver(out);
 }
 
-void engine::impl::pool_embeddings(const scheduler_output& out) {
-  const auto D = static_cast<size_t>(exec_.n_embd());
-  const float* row = hidden_.data();
-  std::vector<request_state*> done;
-  for (const auto& q : out.seqs) {
-    if (!q.hidden) continue;
-    request_state& r = *live_.at(q.id);
-    if (q.n_past == 0) r.pooled.assign(D, 0.0f);  // the first chunk, or a recompute after preemption
-    for (int32_t i = 0; i < q.n_new; ++i, row += D) {
-      const int32_t pos = q.n_past + i;
-      if (r.embed == pooling_type::mean) {
-        for (size_t d = 0; d < D; ++d) r.pooled[d] += row[d];
-      } else if ((r.embed == pooling_type::cls && pos == 0) || (r.embed == pooling_type::last && pos == r.seq.n_prompt() - 1)) {
-        std::copy(row, row + D, r.pooled.begin());
-      }
-    }
-    if (q.samples) done.push_back(&r);  // the step reached the prompt's last token
-  }
-  for (request_state* r : done) {
-    if (r->embed == pooling_type::mean) {
-      for (float& v : r->pooled) v /= static_cast<float>(r->seq.n_prompt());
-    }
-    double norm = 0.0;
-    for (float v : r->pooled) norm += static_cast<double>(v) * v;
-    const float inv = norm > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
-    for (float& v : r->pooled) v *= inv;
-    r->metrics.ttft_us = us_between(r->submitted, clock_type::now());
-    finish_request(*r, finish_reason::stop);
-  }
-}
-
 void engine::impl::count_step_tokens(int64_t n_tokens) {
   const auto& b = k_step_token_bounds;
   const size_t i = static_cast<size_t>(std::lower_bound(b.begin(), b.end(), n_tokens) - b.begin());
@@ -322,61 +320,6 @@ void engine::impl::note_first_scheduled(const scheduler_output& out) {
       r.usage.cached_prompt_tokens = std::min(q.n_past, r.seq.n_prompt());
     }
   }
-}
-
-// Samples one token per logit row, then (in batch order) sends each request
-// its tokens event and finishes the requests that are done. Masking and
-// sampling run on the executor's threads, a task per row: each touches only
-// its own sequence (its sampler, stop matcher, detokenizer and constraint;
-// constraints that share a grammar share a mask cache, which locks), so the
-// result is the same whichever thread runs it.
-void engine::impl::sample_and_deliver(const scheduler_output& out) {
-  const size_t n_vocab = static_cast<size_t>(exec_.n_vocab());
-  struct row_sample {
-    request_state* r = nullptr;
-    sample_result res;
-    std::string delta;
-    std::string error;  // sampling threw (out of memory): the request fails, the rest go on
-  };
-  std::vector<row_sample> rows;
-  rows.reserve(out.seqs.size());
-  for (const auto& q : out.seqs) {
-    if (q.samples && !q.hidden) rows.push_back({live_.at(q.id).get(), {}, {}, {}});
-  }
-  exec_.run_tasks(static_cast<int64_t>(rows.size()), [&](int64_t i) {
-    row_sample& s = rows[static_cast<size_t>(i)];
-    try {
-      s.res = s.r->seq.sample_next(std::span<float>(logits_.data() + static_cast<size_t>(i) * n_vocab, n_vocab), s.delta);
-    } catch (const std::exception& e) {
-      s.error = e.what();
-    }
-  });
-  const auto now = clock_type::now();
-  std::vector<request_state*> done;
-  for (auto& s : rows) {
-    request_state& r = *s.r;
-    if (!s.error.empty()) {
-      fail_request(r, "internal error while sampling: " + s.error);
-      continue;
-    }
-    ++local_stats_.generated_tokens;
-    if (r.seq.n_generated() == 1) {
-      r.metrics.ttft_us = us_between(r.submitted, now);
-    } else {
-      r.metrics.itl_us.push_back(us_between(r.last_token, now));
-    }
-    r.last_token = now;
-    if (!r.seq.finished() && r.seq.n_tokens() >= cfg_.sched.max_model_len) r.seq.finish_with(finish_reason::length);
-    engine_event ev;
-    ev.type = engine_event::kind::tokens;
-    ev.request_id = r.seq.id();
-    ev.token_ids.push_back(s.res.token);
-    if (r.seq.params().logprobs) ev.logprobs.push_back({s.res.token, s.res.logprob, std::move(s.res.top_logprobs)});
-    ev.text = std::move(s.delta);
-    deliver(r.on_event, ev);
-    if (r.seq.finished()) done.push_back(&r);
-  }
-  for (auto* r : done) finish_request(*r, r->seq.finish());
 }
 
 void engine::impl::finish_request(request_state& r, finish_reason why) {

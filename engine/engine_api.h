@@ -113,6 +113,9 @@ struct sampling_params {
   std::optional<int32_t> logprobs;
   // Constrained decoding; null means unconstrained.
   std::shared_ptr<const constraint_spec> constraint;
+  // May use speculative decoding when the engine has it on (the output is the
+  // same either way; false opts out, e.g. to compare speeds).
+  bool speculative = true;
 };
 
 // Upper bound on sampling_params::logprobs (OpenAI's limit).
@@ -214,6 +217,13 @@ struct engine_stats {
   // bucket of k_step_token_bounds (not cumulative; the last is +Inf) and the sum.
   std::array<int64_t, k_step_token_bounds.size() + 1> step_tokens_buckets{};
   int64_t step_tokens_sum = 0;
+  // Speculative decoding (vLLM's spec_decode counters): decodes that carried
+  // drafts, draft tokens proposed, drafts accepted, and accepted per draft
+  // position (index 0: the first draft of a decode).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::array<int64_t, 16> spec_accepted_per_pos{};
 };
 
 class engine {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "engine/buckets.h"
 
@@ -21,10 +22,37 @@ struct scheduler_config {
   // inter-token p99 of 2 (one prefill step instead of two between tokens) at
   // the same tokens/s and no worse TTFT.
   int32_t max_prefill_steps_in_row = 1;
+  // Speculative decoding (copied from engine_config::speculative by the
+  // engine): draft tokens per decode (0: off), and the running-request count
+  // above which no drafts are proposed (0: never turned off).
+  int32_t num_speculative_tokens = 0;
+  int32_t speculative_disable_by_batch_size = 0;
   // Positions a query reads back (forward_executor::kv_window(); set by the
   // engine, not a user option). > 0: after each step a sequence releases its
   // leading blocks that no later query reads. 0: blocks stay until the end.
   int32_t kv_window = 0;
+};
+
+class draft_proposer;
+
+// Upper bound on speculative_config::num_speculative_tokens.
+inline constexpr int32_t k_max_speculative_tokens = 16;
+
+// Speculative decoding (--speculative-config, vLLM's keys). Every decode of a
+// request that allows it carries up to num_speculative_tokens draft tokens,
+// verified by the target model in the same forward; the output is exactly
+// what plain decoding gives (engine.cpp, verify_drafts).
+struct speculative_config {
+  enum class method { none, ngram, draft_model };
+  method kind = method::none;
+  int32_t num_speculative_tokens = 0;  // k in [1, k_max_speculative_tokens] when on
+  int32_t prompt_lookup_min = 5;       // ngram: shortest suffix searched for, >= 1
+  int32_t prompt_lookup_max = 5;       // ngram: longest suffix, >= prompt_lookup_min
+  int32_t disable_by_batch_size = 0;   // no drafts while more requests than this run (0: never)
+  // The draft_model proposer (built by the command line), or a test's own;
+  // null with method ngram: the engine builds an ngram_proposer.
+  std::shared_ptr<draft_proposer> proposer;
+  bool enabled() const { return kind != method::none; }
 };
 
 struct engine_config {
@@ -32,6 +60,7 @@ struct engine_config {
   bool enable_prefix_caching = true;
   int32_t max_queued_requests = 1024;    // submitted but not yet running; submit() rejects beyond
   bucket_config buckets;
+  speculative_config speculative;
   bool skip_warmup = false;              // no dummy forward per bucket before serving
   uint64_t seed = 0;                     // base of per-request seeds for requests without one
   // Liveness hook (e.g. the systemd watchdog): called on the engine thread

@@ -1,6 +1,8 @@
 // The engine's implementation class (internal to the engine library; the
 // public face is engine/engine_api.h). engine.cpp holds the request
-// bookkeeping and the loop, engine_warmup.cpp the bucket logging and warmup.
+// bookkeeping and the loop, engine_warmup.cpp the bucket logging and warmup,
+// engine_deliver.cpp what follows a forward (pooling, sampling, verifying
+// drafts, delivering events).
 //
 // Thread-safety: engine-thread state is touched only by the engine thread
 // (and by the constructor and warmup, before that thread starts); the shared
@@ -27,6 +29,13 @@
 #include "model/forward_executor.h"
 
 namespace spate {
+
+inline int64_t us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
+}
+
+// Calls cb(ev); a throw is logged and swallowed (callbacks must not throw).
+void deliver(const event_callback& cb, const engine_event& ev);
 
 class engine::impl {
  public:
@@ -59,7 +68,9 @@ class engine::impl {
   void drain_inbox();
   void step();
   void note_first_scheduled(const scheduler_output& out);
+  // engine_deliver.cpp. Engine thread, after the forward.
   void sample_and_deliver(const scheduler_output& out);
+  void count_speculation(const scheduled_seq& q, int32_t n_accepted);
   // Pools the step's hidden rows into each embedding request; finishes those whose prompt is done.
   void pool_embeddings(const scheduler_output& out);
   void count_step_tokens(int64_t n_tokens);
@@ -72,6 +83,7 @@ class engine::impl {
   const tokenizer& tok_;
   engine_config cfg_;
   int32_t n_blocks_ = 0;  // KV blocks in the pool
+  std::shared_ptr<draft_proposer> proposer_;  // null: no speculative decoding
   kv_block_manager blocks_;
   scheduler sched_;
   std::vector<bucket> prompt_buckets_, decode_buckets_;

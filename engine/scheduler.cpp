@@ -10,17 +10,22 @@ forward_batch scheduler_output::to_batch() const {
   b.seqs.reserve(seqs.size());
   for (const auto& s : seqs) {
     forward_seq f;
-    f.tokens = std::span<const int32_t>(*s.seq->tokens).subspan(static_cast<size_t>(s.n_past), static_cast<size_t>(s.n_new));
+    if (s.n_draft > 0) {
+      f.tokens = std::span<const int32_t>(s.seq->spec_tokens).first(static_cast<size_t>(s.n_new));
+    } else {
+      f.tokens = std::span<const int32_t>(*s.seq->tokens).subspan(static_cast<size_t>(s.n_past), static_cast<size_t>(s.n_new));
+    }
     f.n_past = s.n_past;
     f.block_table = s.seq->blocks.ids();
-    f.n_logits = s.samples && !s.hidden ? 1 : 0;
+    f.n_logits = s.samples && !s.hidden ? 1 + s.n_draft : 0;
     f.hidden = s.hidden;
     b.seqs.push_back(f);
   }
   return b;
 }
 
-scheduler::scheduler(const scheduler_config& cfg, kv_block_manager& kv) : cfg_(cfg), kv_(kv) {
+scheduler::scheduler(const scheduler_config& cfg, kv_block_manager& kv, draft_proposer* proposer)
+    : cfg_(cfg), kv_(kv), proposer_(proposer) {
   if (cfg_.max_num_seqs < 1) throw std::invalid_argument("max_num_seqs must be >= 1");
   if (cfg_.max_num_batched_tokens < 1) throw std::invalid_argument("max_num_batched_tokens must be >= 1");
   if (cfg_.max_model_len < 2) throw std::invalid_argument("max_model_len must be >= 2");
@@ -73,6 +78,37 @@ void scheduler::preempt(sched_seq& s) {
   ++n_preemptions_;
   s.where = sched_seq::state::waiting;
   waiting_.push_front(&s);
+}
+
+int32_t scheduler::plan_drafts(sched_seq& s, int64_t budget) {
+  const int32_t max_len = s.max_len > 0 ? std::min(s.max_len, cfg_.max_model_len) : cfg_.max_model_len;
+  // The step writes positions n_cached (the last token) .. n_cached + n_draft;
+  // the request never needs a position at or beyond max_len - 1.
+  const int64_t bs = kv_.block_size();
+  const int64_t room = (static_cast<int64_t>(s.blocks.n_blocks()) + kv_.n_free_blocks()) * bs - (s.n_cached + 1);
+  const int64_t limit = std::min<int64_t>({cfg_.num_speculative_tokens, budget, max_len - 1 - s.n_tokens(), room});
+  if (limit <= 0) return 0;
+  s.spec_tokens.assign(1, s.tokens->back());
+  int32_t n = proposer_->propose(s.id, *s.tokens, static_cast<int32_t>(limit), s.spec_tokens);
+  n = std::clamp<int32_t>(n, 0, static_cast<int32_t>(limit));
+  s.spec_tokens.resize(static_cast<size_t>(1 + n));
+  if (n > 0 && !kv_.grow(s.blocks, static_cast<int64_t>(s.n_cached) + 1 + n)) return 0;  // room said it fits
+  return n;
+}
+
+void scheduler::add_drafts(scheduler_output& out, int64_t& budget) {
+  const bool speculating = proposer_ && cfg_.num_speculative_tokens > 0 &&
+                           (cfg_.speculative_disable_by_batch_size <= 0 ||
+                            static_cast<int32_t>(running_.size()) <= cfg_.speculative_disable_by_batch_size);
+  if (!speculating) return;
+  for (scheduled_seq& q : out.seqs) {
+    if (budget <= 0) break;
+    if (q.n_new != 1 || !q.samples || q.hidden || !q.seq->speculate) continue;
+    q.n_draft = plan_drafts(*q.seq, budget);
+    q.n_new += q.n_draft;
+    out.n_tokens += q.n_draft;
+    budget -= q.n_draft;
+  }
 }
 
 void scheduler::schedule_running(scheduler_output& out, int64_t& budget, bool chunked) {
@@ -134,6 +170,7 @@ scheduler_output scheduler::schedule() {
   int64_t budget = cfg_.max_num_batched_tokens;
   if (cfg_.enable_chunked_prefill) {
     schedule_running(out, budget, true);
+    add_drafts(out, budget);
     if (out.n_preempted == 0) admit_waiting(out, budget, true);
     return out;
   }
@@ -149,17 +186,29 @@ scheduler_output scheduler::schedule() {
   }
   prefill_in_row_ = 0;
   schedule_running(out, budget, false);  // every running sequence decodes
+  add_drafts(out, budget);
   return out;
 }
 
 void scheduler::on_step_done(const scheduler_output& out) {
   for (const auto& q : out.seqs) {
     sched_seq& s = *q.seq;
-    if (s.where != sched_seq::state::running) continue;
+    if (s.where != sched_seq::state::running || q.n_draft > 0) continue;
     s.n_cached = q.n_past + q.n_new;
-    kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix);
-    release_outside_window(s);  // after commit: just-completed blocks are registered first
+    commit_cached(s);
   }
+}
+
+void scheduler::on_verified(const scheduled_seq& q, int32_t n_accepted) {
+  sched_seq& s = *q.seq;
+  s.n_cached = q.n_past + 1 + std::clamp(n_accepted, 0, q.n_draft);
+  s.blocks.shrink_to(static_cast<int32_t>(kv_block_manager::blocks_for(s.n_cached, kv_.block_size())));
+  commit_cached(s);
+}
+
+void scheduler::commit_cached(sched_seq& s) {
+  kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix);
+  release_outside_window(s);  // after commit: just-completed blocks are registered first
 }
 
 void scheduler::release_outside_window(sched_seq& s) {

@@ -20,6 +20,16 @@
 // carries at most budget + n_running tokens.
 // A prompt longer than the budget still runs when it is alone in its step.
 //
+// Speculative decoding (num_speculative_tokens > 0 and a proposer): a decode
+// of a request that allows it brings its last token plus up to k draft tokens
+// from the proposer, which count against the budget. Drafts are added after
+// every running request got its tokens, from what budget and free blocks are
+// left (they never cause a preemption), and never reach past the request's
+// max_len; none are proposed while more than speculative_disable_by_batch_size
+// requests run. After the forward the engine verifies the drafts and calls
+// on_verified(), which keeps the KV of the accepted ones and shrinks the
+// block table at its end.
+//
 // A request joins at the first step after it is added; preempted requests
 // return to the front of the waiting queue with their blocks freed and are
 // recomputed later (their tokens, prompt and generated, are prefilled again;
@@ -38,6 +48,7 @@
 #include "engine/buckets.h"
 #include "engine/engine_config.h"
 #include "model/forward_batch.h"
+#include "engine/draft_proposer.h"
 #include "engine/kv_block_manager.h"
 
 namespace spate {
@@ -53,6 +64,9 @@ struct sched_seq {
   prefix_state prefix;
   int32_t n_preemptions = 0;
   bool hidden = false;     // an embedding request: every position's hidden state, no prefix reuse, no logits
+  int32_t max_len = 0;     // prompt + max_tokens: positions stay below max_len - 1 (0: max_model_len)
+  bool speculate = false;  // decodes may carry draft tokens
+  std::vector<int32_t> spec_tokens;  // the step's last token, then its drafts (a decode with drafts)
   enum class state { none, waiting, running, finished } where = state::none;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens->size()); }
@@ -68,6 +82,7 @@ struct scheduled_seq {
   int32_t n_past = 0;   // positions already cached before this step
   int32_t n_new = 0;    // tokens computed this step
   bool samples = false; // the step reaches the last token: sample the next one
+  int32_t n_draft = 0;  // draft tokens after the last one (seq->spec_tokens); n_new == 1 + n_draft
 };
 
 struct scheduler_output {
@@ -82,7 +97,7 @@ struct scheduler_output {
   int64_t n_padding_tokens = 0;
   int32_t n_logit_rows() const {
     int32_t n = 0;
-    for (const auto& s : seqs) n += s.samples && !s.hidden;
+    for (const auto& s : seqs) n += s.samples && !s.hidden ? 1 + s.n_draft : 0;
     return n;
   }
   int64_t n_hidden_rows() const {
@@ -96,7 +111,9 @@ struct scheduler_output {
 
 class scheduler {
  public:
-  scheduler(const scheduler_config& cfg, kv_block_manager& kv);
+  // proposer: where draft tokens come from (null: no speculation); must
+  // outlive the scheduler.
+  scheduler(const scheduler_config& cfg, kv_block_manager& kv, draft_proposer* proposer = nullptr);
 
   const scheduler_config& config() const { return cfg_; }
 
@@ -115,7 +132,14 @@ class scheduler {
   // full blocks in the prefix cache and, with a kv_window, releases each
   // sequence's leading blocks that no later query reads. Call before
   // sampling appends.
+  // Sequences with drafts (n_draft > 0) are skipped: see on_verified.
   void on_step_done(const scheduler_output& out);
+
+  // After the engine verified q's drafts and appended the tokens it keeps:
+  // positions up to the last token and the n_accepted drafts that matched
+  // stay cached; the blocks grown for the rest are released (the table
+  // shrinks at its end). Precondition: q.n_draft > 0, q.seq still running.
+  void on_verified(const scheduled_seq& q, int32_t n_accepted);
 
   // Removes s from its queue and frees its blocks (cached blocks stay
   // reusable). Idempotent.
@@ -134,9 +158,18 @@ class scheduler {
   void admit_waiting(scheduler_output& out, int64_t& budget, bool chunked);
   void schedule_running(scheduler_output& out, int64_t& budget, bool chunked);
   void push(scheduler_output& out, sched_seq& s, int32_t n_new);
+  // After the running requests got their tokens (so drafts only take blocks
+  // and budget nobody else in the step needs): adds drafts to the step's
+  // decodes, in order, while budget remains.
+  void add_drafts(scheduler_output& out, int64_t& budget);
+  // Asks the proposer for s's drafts (into s.spec_tokens) and grows s's table
+  // for them while free blocks allow; returns how many drafts run.
+  int32_t plan_drafts(sched_seq& s, int64_t budget);
+  void commit_cached(sched_seq& s);
 
   scheduler_config cfg_;
   kv_block_manager& kv_;
+  draft_proposer* proposer_;
   std::deque<sched_seq*> waiting_;
   std::vector<sched_seq*> running_;  // admission order; preemption takes from the back
   int32_t prefill_in_row_ = 0;

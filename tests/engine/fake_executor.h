@@ -104,6 +104,21 @@ inline std::vector<int32_t> expected_tokens(std::vector<int32_t> prompt, int32_t
   return out;
 }
 
+// The soft fake's logits after context (fake_executor::set_soft_logits): a
+// spread distribution over the whole vocabulary, a different one per context,
+// with logits in [0, 4).
+inline void fake_soft_logits(std::span<const int32_t> context, std::span<float> row) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : context) {
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(t));
+    h *= 1099511628211ull;
+  }
+  for (size_t i = 0; i < row.size(); ++i) {
+    const uint64_t x = (h ^ (0x9e3779b97f4a7c15ull * (i + 1))) * 0xbf58476d1ce4e5b9ull;
+    row[i] = static_cast<float>((x >> 40) % 1000) / 250.0f;
+  }
+}
+
 // Parks forward calls while closed. Calls arriving at a closed gate take a
 // ticket in arrival order and wait until released. Any thread.
 class forward_gate {
@@ -200,6 +215,10 @@ class fake_executor final : public forward_executor {
   }
 
   forward_gate& gate() { return gate_; }
+
+  // On: every logit row is fake_soft_logits of its context (for sampling
+  // tests) instead of one-hot on fake_next_token. Before start().
+  void set_soft_logits(bool on) { soft_logits_ = on; }
 
   // Forward call number n (1-based, counting every call including warmup's)
   // throws std::runtime_error.
@@ -300,7 +319,11 @@ class fake_executor final : public forward_executor {
         std::fill(row, row + n_vocab_, 0.0f);
         // eos_at_length counts the whole context, read or not.
         const bool eos = eos_at_length_ > 0 && last + 1 == eos_at_length_;
-        row[eos ? k_eos : fake_next_token(context, 0)] = 1.0f;
+        if (soft_logits_) {
+          fake_soft_logits(context, std::span<float>(row, static_cast<size_t>(n_vocab_)));
+        } else {
+          row[eos ? k_eos : fake_next_token(context, 0)] = 1.0f;
+        }
         row += n_vocab_;
       }
     }
@@ -318,6 +341,7 @@ class fake_executor final : public forward_executor {
 
   const int32_t n_vocab_, n_kv_blocks_, block_size_, eos_at_length_, kv_window_;
   std::vector<int32_t> kv_;  // token id per KV slot, -1 never written; forward's thread only
+  bool soft_logits_ = false;
   forward_gate gate_;
 
   mutable std::mutex mu_;  // guards the members below
