@@ -9,6 +9,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/spdlog.h>
 
+#include "cli/speculative_options.h"
 #include "util/byte_size.h"
 #include "model/model_loader.h"
 #include "model/model_paths.h"
@@ -145,7 +146,10 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
       ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill), "split long prompts into chunks that share steps with decodes")
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
-      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(1024), "requests waiting to run at most; more are rejected");
+      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(1024), "requests waiting to run at most; more are rejected")
+      ("speculative-config", po::value(&o.speculative_config_json),
+       "speculative decoding, a JSON object as in vLLM: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+       "\"prompt_lookup_max\": 4} or {\"model\": \"draft.gguf\", \"num_speculative_tokens\": 4}");
 }
 
 std::string finish_engine_options(engine_options& o) {
@@ -159,6 +163,12 @@ std::string finish_engine_options(engine_options& o) {
     return "--enable-prefix-caching and --no-enable-prefix-caching are mutually exclusive";
   }
   o.enable_prefix_caching = !o.no_enable_prefix_caching_flag;
+  if (auto err = parse_speculative_config(o.speculative_config_json, o.speculative, o.draft_model_path); !err.empty()) {
+    return err;
+  }
+  if (o.speculative.kind == speculative_config::method::draft_model) {
+    return "--speculative-config: draft-model speculation is not available yet; use {\"method\": \"ngram\", ...}";
+  }
   for (auto [prefix, range] : {std::pair{"SPATE_PROMPT_BS_BUCKET", &o.buckets.prompt_bs},
                                {"SPATE_PROMPT_SEQ_BUCKET", &o.buckets.prompt_seq},
                                {"SPATE_DECODE_BS_BUCKET", &o.buckets.decode_bs},
@@ -180,6 +190,7 @@ engine_config make_engine_config(const model_options& mo, const engine_options& 
   c.max_queued_requests = eo.max_queued_requests;
   c.buckets = eo.buckets;
   c.skip_warmup = eo.skip_warmup;
+  c.speculative = eo.speculative;  // a draft model's proposer is added by the caller that loads it
   return c;
 }
 

@@ -59,7 +59,10 @@ struct engine_options {
   bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
   bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
   int32_t max_queued_requests = 1024;     // --max-queued-requests
+  std::string speculative_config_json;    // --speculative-config (cli/speculative_options.h)
   // Filled by finish_engine_options():
+  speculative_config speculative;
+  std::string draft_model_path;           // "model" of --speculative-config
   bool enable_prefix_caching = true;
   bucket_config buckets;
   bool skip_warmup = false;

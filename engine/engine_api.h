@@ -198,6 +198,9 @@ struct submit_result {
 // engine_stats (vLLM's spate:iteration_tokens_total); a last bucket is +Inf.
 inline constexpr std::array<int64_t, 13> k_step_token_bounds = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
 
+// Upper bound on speculative decoding's draft tokens per decode.
+inline constexpr int32_t k_max_speculative_tokens = 16;
+
 struct engine_stats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;            // in the scheduler's waiting queue or the inbox
@@ -223,7 +226,7 @@ struct engine_stats {
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
-  std::array<int64_t, 16> spec_accepted_per_pos{};
+  std::array<int64_t, k_max_speculative_tokens> spec_accepted_per_pos{};
 };
 
 class engine {

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "engine/buckets.h"
+#include "engine/engine_api.h"  // k_max_speculative_tokens
 
 namespace spate {
 
@@ -34,9 +35,6 @@ struct scheduler_config {
 };
 
 class draft_proposer;
-
-// Upper bound on speculative_config::num_speculative_tokens.
-inline constexpr int32_t k_max_speculative_tokens = 16;
 
 // Speculative decoding (--speculative-config, vLLM's keys). Every decode of a
 // request that allows it carries up to num_speculative_tokens draft tokens,

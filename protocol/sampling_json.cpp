@@ -13,10 +13,10 @@ namespace {
 
 namespace json = boost::json;
 
-constexpr std::array<std::string_view, 17> k_fields = {
+constexpr std::array<std::string_view, 18> k_fields = {
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
     "repetition_penalty", "presence_penalty", "frequency_penalty", "seed", "stop", "stop_token_ids",
-    "ignore_eos", "min_tokens", "logit_bias", "logprobs", "top_logprobs"};
+    "ignore_eos", "min_tokens", "logit_bias", "logprobs", "top_logprobs", "speculative_decoding"};
 
 constexpr int64_t k_i32_min = std::numeric_limits<int32_t>::min();
 constexpr int64_t k_i32_max = std::numeric_limits<int32_t>::max();
@@ -236,9 +236,9 @@ void read_field(reader& r, std::string_view key, const json::value& v, sampling_
   else if (key == "stop") read_stop(r, key, v, p);
   else if (key == "stop_token_ids") read_stop_token_ids(r, key, v, p);
   else if (key == "logit_bias") read_logit_bias(r, key, v, p);
-  else if (key == "ignore_eos") {
+  else if (key == "ignore_eos" || key == "speculative_decoding") {
     if (!v.is_bool()) r.type_error(key, "a boolean", v);
-    else p.ignore_eos = v.get_bool();
+    else (key == "ignore_eos" ? p.ignore_eos : p.speculative) = v.get_bool();
   } else if (key == "top_k" || key == "min_tokens") {
     if (auto i = r.i32(key, v)) (key == "top_k" ? p.top_k : p.min_tokens) = *i;
   } else if (auto f = r.number(key, v)) {

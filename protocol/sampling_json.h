@@ -17,7 +17,8 @@ namespace spate {
 // Fields understood here: max_tokens, max_completion_tokens, temperature, top_p,
 // top_k, min_p, repetition_penalty, presence_penalty, frequency_penalty, seed,
 // stop, stop_token_ids, ignore_eos, min_tokens, logit_bias, logprobs,
-// top_logprobs. An explicit null means "absent". Returns "" on success or a
+// top_logprobs, speculative_decoding (a spate extension: false opts the request
+// out of speculative decoding). An explicit null means "absent". Returns "" on success or a
 // message naming the field and what is wrong with its type (or with a value
 // that cannot be represented, e.g. an integer beyond int32); when bad_field is
 // given it receives the offending request field ("max_tokens", "stop",

@@ -214,6 +214,9 @@ struct server_metrics::state {
   std::array<std::atomic<uint64_t>, k_step_token_bounds.size() + 1> step_tokens{};
   std::atomic<uint64_t> step_tokens_sum{0};
   std::vector<std::pair<std::string, std::string>> cache_config;  // set once before serving
+  int32_t n_spec_tokens = 0;                                       // set once before serving
+  std::atomic<uint64_t> spec_drafts{0}, spec_draft_tokens{0}, spec_accepted{0};
+  std::array<std::atomic<uint64_t>, k_max_speculative_tokens> spec_accepted_per_pos{};
 };
 
 server_metrics::server_metrics(std::string model_name)
@@ -232,6 +235,14 @@ void server_metrics::update_from_engine(const engine_stats& st) {
   raise_to(s_->steps, st.n_steps);
   for (size_t i = 0; i < st.step_tokens_buckets.size(); ++i) raise_to(s_->step_tokens[i], st.step_tokens_buckets[i]);
   raise_to(s_->step_tokens_sum, st.step_tokens_sum);
+  raise_to(s_->spec_drafts, st.spec_num_drafts);
+  raise_to(s_->spec_draft_tokens, st.spec_num_draft_tokens);
+  raise_to(s_->spec_accepted, st.spec_num_accepted_tokens);
+  for (size_t i = 0; i < st.spec_accepted_per_pos.size(); ++i) raise_to(s_->spec_accepted_per_pos[i], st.spec_accepted_per_pos[i]);
+}
+
+void server_metrics::set_num_speculative_tokens(int32_t k) {
+  s_->n_spec_tokens = std::clamp<int32_t>(k, 0, static_cast<int32_t>(s_->spec_accepted_per_pos.size()));
 }
 
 void server_metrics::set_cache_config(std::vector<std::pair<std::string, std::string>> labels) {
@@ -319,6 +330,15 @@ std::string server_metrics::render_prometheus() const {
   w.hist("spate:request_generation_tokens", "Generated tokens of finished requests.", s.generation_len);
   w.counts_hist("spate:iteration_tokens_total", "Tokens per engine step.", k_step_token_bounds, s.step_tokens,
                  static_cast<double>(s.step_tokens_sum.load(k_relaxed)));
+  if (s.n_spec_tokens > 0) {
+    w.counter("spate:spec_decode_num_drafts_total", "Decodes that carried speculative draft tokens.", s.spec_drafts.load(k_relaxed));
+    w.counter("spate:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", s.spec_draft_tokens.load(k_relaxed));
+    w.counter("spate:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", s.spec_accepted.load(k_relaxed));
+    w.family("spate:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Draft tokens accepted, by position in the draft.");
+    for (int32_t i = 0; i < s.n_spec_tokens; ++i)
+      w.sample("spate:spec_decode_num_accepted_tokens_per_pos_total", {{"position", std::to_string(i)}},
+               std::to_string(s.spec_accepted_per_pos[static_cast<size_t>(i)].load(k_relaxed)));
+  }
   if (!s.cache_config.empty()) {
     w.family("spate:cache_config_info", "gauge", "Information of the KV cache configuration.");
     labels l;

@@ -32,6 +32,12 @@
 //     spate:request_prompt_tokens, spate:request_generation_tokens (tokens)
 //   histogram from engine_stats (update_from_engine):
 //     spate:iteration_tokens_total (tokens per engine step)
+//   speculative decoding counters from engine_stats (update_from_engine),
+//   rendered when set_num_speculative_tokens(k > 0) was called:
+//     spate:spec_decode_num_drafts_total (decodes that carried drafts),
+//     spate:spec_decode_num_draft_tokens_total,
+//     spate:spec_decode_num_accepted_tokens_total,
+//     spate:spec_decode_num_accepted_tokens_per_pos_total{position="0".."k-1"}
 //   info gauge (set_cache_config, value 1):
 //     spate:cache_config_info{block_size, cache_dtype, enable_prefix_caching,
 //                             num_cpu_blocks, num_gpu_blocks, kv_cache_memory_bytes}
@@ -109,6 +115,8 @@ class server_metrics {
   // The KV cache configuration shown as spate:cache_config_info's labels
   // (label name, value), in order. Call once, before serving.
   void set_cache_config(std::vector<std::pair<std::string, std::string>> labels);
+  // Speculative decoding's k (0: off, no spec_decode series). Call once, before serving.
+  void set_num_speculative_tokens(int32_t k);
 
   // The text exposition format, one family per # HELP / # TYPE block.
   std::string render_prometheus() const;

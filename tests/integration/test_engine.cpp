@@ -269,6 +269,43 @@ TEST(Engine, PreemptionUnderATinyKvBudgetMatchesAlone) {
   }
 }
 
+// Speculative decoding (prompt lookup) on the real model: every request's
+// tokens are the alone ones, greedy and seeded-sampled, batched, chunked and
+// preempted; an input-grounded prompt gets drafts accepted and the same
+// tokens as with speculation off.
+test_config with_ngram(test_config c) {
+  c.speculative.kind = speculative_config::method::ngram;
+  c.speculative.num_speculative_tokens = 4;
+  c.speculative.prompt_lookup_min = 1;
+  c.speculative.prompt_lookup_max = 3;
+  return c;
+}
+
+TEST(Engine, SpeculativeNgramMatchesAlone) {
+  engine_stats st;
+  expect_same_as_alone(run_together(with_ngram(base_config(256)), requests(), &st), "speculative");
+  EXPECT_GT(st.spec_num_drafts, 0);
+  auto chunked = with_ngram(base_config(256));
+  chunked.sched.enable_chunked_prefill = true;
+  chunked.sched.max_num_batched_tokens = 13;
+  expect_same_as_alone(run_together(chunked, requests()), "speculative, chunked");
+  auto tiny = with_ngram(base_config(12));
+  expect_same_as_alone(run_together(tiny, requests(), &st), "speculative, preempted");
+  EXPECT_GT(st.n_preemptions, 0);
+
+  const tokenizer& tok = *shared_model().tok;
+  const test_request grounded(
+      tok.encode("<|im_start|>user\nRepeat this text exactly: The quick brown fox jumps over the lazy dog while the "
+                 "cat sleeps on the warm mat by the door.<|im_end|>\n<|im_start|>assistant\n", true), 40);
+  const auto plain = run_together(base_config(256), {grounded})[0];
+  for (const auto& cfg : {with_ngram(base_config(256)), tiny}) {
+    const auto got = run_together(cfg, {grounded, requests()[0], requests()[6]}, &st);
+    EXPECT_EQ(got[0].tokens, plain.tokens);
+    EXPECT_EQ(got[0].text, plain.text);
+    EXPECT_GT(st.spec_num_accepted_tokens, 0);
+  }
+}
+
 TEST(Engine, ManyRequestsWithATinyKvBudgetAllFinish) {
   auto cfg = base_config(8, 8);  // 64 positions
   std::vector<test_request> many;
