@@ -86,6 +86,7 @@ std::string parse_speculative_config(const std::string& text, speculative_config
     return bad("\"prompt_lookup_max\" (" + std::to_string(out.prompt_lookup_max) + ") must be >= \"prompt_lookup_min\" (" +
                std::to_string(out.prompt_lookup_min) + ")");
   }
+  if (!has_disable) out.disable_by_batch_size = k_default_disable_by_batch_size;
   if (out.disable_by_batch_size < 0) {
     return bad("\"disable_by_batch_size\" must be >= 0, got " + std::to_string(out.disable_by_batch_size));
   }

@@ -30,7 +30,9 @@ BIN="$PREFIX/bin"
 SDIST_DIR="$HOME/.cache/spate/sdist"
 SRC="$PREFIX/src/llama.cpp"
 BUILD="$PREFIX/build"
-TARGETS=(llama-bench llama-batched-bench llama-server llama-quantize)
+# llama-lookup: prompt-lookup decoding, the counterpart of --speculative-config ngram
+# (perf/bench_speculative.sh).
+TARGETS=(llama-bench llama-batched-bench llama-server llama-quantize llama-lookup)
 
 log() { echo "[build_llama_cpp] $*" >&2; }
 
@@ -75,7 +77,7 @@ cmake -S "$SRC" -B "$BUILD" \
   -DLLAMA_CURL=OFF \
   -DBUILD_SHARED_LIBS=OFF \
   -DLLAMA_BUILD_TESTS=OFF \
-  -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_EXAMPLES=ON \
   -DLLAMA_BUILD_TOOLS=ON \
   -DLLAMA_BUILD_SERVER=ON >&2
 log "building ${TARGETS[*]} with -j$JOBS"
