@@ -166,9 +166,6 @@ std::string finish_engine_options(engine_options& o) {
   if (auto err = parse_speculative_config(o.speculative_config_json, o.speculative, o.draft_model_path); !err.empty()) {
     return err;
   }
-  if (o.speculative.kind == speculative_config::method::draft_model) {
-    return "--speculative-config: draft-model speculation is not available yet; use {\"method\": \"ngram\", ...}";
-  }
   for (auto [prefix, range] : {std::pair{"SPATE_PROMPT_BS_BUCKET", &o.buckets.prompt_bs},
                                {"SPATE_PROMPT_SEQ_BUCKET", &o.buckets.prompt_seq},
                                {"SPATE_DECODE_BS_BUCKET", &o.buckets.decode_bs},

@@ -24,6 +24,7 @@
 #include "protocol/constraint_compiler.h"
 #include "protocol/openai_request.h"
 #include "protocol/output_constraint.h"
+#include "cli/draft_model.h"
 #include "protocol/sampling_json.h"
 #include "tokenizer/tokenizer.h"
 #include "util/utf8.h"
@@ -159,14 +160,16 @@ int read_requests(const loaded_model& m, int32_t max_model_len, std::vector<offl
 
 // Runs every request through one engine (all queued at once) and collects
 // their events into results. Returns 0, or 1 after printing why.
-int run_requests(const loaded_model& m, const executor_config& xc, engine_config ec, std::vector<offline_request>& requests,
-                 std::vector<offline_result>& results) {
+int run_requests(const loaded_model& m, const executor_config& xc, engine_config ec, draft_model& draft,
+                 std::vector<offline_request>& requests, std::vector<offline_result>& results) {
   ec.max_queued_requests = std::max<int32_t>(ec.max_queued_requests, static_cast<int32_t>(requests.size()));
   results.assign(requests.size(), offline_result{});
   std::mutex mu;
   std::condition_variable cv;
   size_t n_done = 0;
   model_executor exec(m, xc);
+  std::unique_ptr<model_executor> draft_exec;
+  if (draft.model) draft_exec = attach_draft_model(draft, xc, exec, ec);
   engine eng(exec, *m.tok, ec);
   for (size_t i = 0; i < requests.size(); ++i) {
     auto& req = requests[i];
@@ -267,11 +270,18 @@ int run_generate(int argc, char** argv) {
   std::unique_ptr<loaded_model> model;
   int32_t max_model_len = 0;
   if (const int rc = load_model_for_command("generate", mo, model, max_model_len); rc != 0) return rc;
+  draft_model draft;  // declared before the engine that uses it (run_requests)
+  if (eo.speculative.kind == speculative_config::method::draft_model) {
+    if (auto err = load_draft_model(eo.draft_model_path, *model, draft); !err.empty()) {
+      std::cerr << "spate generate: --speculative-config: " << err << "\n";
+      return 2;
+    }
+  }
   std::vector<offline_request> requests;
   if (const int rc = read_requests(*model, max_model_len, requests); rc != 0) return rc;
   std::vector<offline_result> results;
   try {
-    const int rc = run_requests(*model, make_executor_config(mo), make_engine_config(mo, eo, max_model_len), requests, results);
+    const int rc = run_requests(*model, make_executor_config(mo), make_engine_config(mo, eo, max_model_len), draft, requests, results);
     if (rc != 0) return rc;
   } catch (const std::exception& e) {
     const std::string msg = flag_names(e.what());

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/draft_model.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "engine/engine_api.h"
@@ -150,6 +151,7 @@ struct serve_inputs {
   std::unique_ptr<chat_template> tmpl;  // null when there is none or it is unusable
   std::string tmpl_error;               // why the model's template is unusable, or ""
   std::string served_name;              // --served-model-name, or the model file's stem
+  draft_model draft;                    // --speculative-config's draft model, when it names one
 };
 
 // Compiles --chat-template FILE, or else the model's template (if any), into in.tmpl. A bad
@@ -186,6 +188,13 @@ std::optional<int> load_serve_inputs(const serve_command_options& opts, service_
   }
   notifier.status("loading model " + opts.model.model_path);
   if (const int rc = load_model_for_command("serve", opts.model, in.model, in.max_model_len); rc != 0) return rc;
+  if (opts.engine.speculative.kind == speculative_config::method::draft_model) {
+    notifier.status("loading draft model " + opts.engine.draft_model_path);
+    if (auto err = load_draft_model(opts.engine.draft_model_path, *in.model, in.draft); !err.empty()) {
+      std::cerr << "spate serve: --speculative-config: " << err << "\n";
+      return 2;
+    }
+  }
   if (!load_chat_template(opts.serve, in)) return 2;
   in.served_name = opts.serve.served_model_name;
   if (in.served_name.empty()) in.served_name = std::filesystem::path(opts.model.model_path).stem().string();
@@ -294,6 +303,8 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   const serve_options& so = opts.serve;
   engine_config ecfg = serving_engine_config(opts, in.max_model_len, notifier);
   model_executor model_exec(*in.model, make_executor_config(opts.model));
+  std::unique_ptr<model_executor> draft_exec;  // runs on model_exec's threads; outlives the engine
+  if (in.draft.model) draft_exec = attach_draft_model(in.draft, make_executor_config(opts.model), model_exec, ecfg);
   fault_injecting_executor exec(model_exec, opts.debug_fail_forward_at);
   engine eng(exec, *in.model->tok, ecfg);
   server_metrics metrics(in.served_name);

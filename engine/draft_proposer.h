@@ -25,6 +25,8 @@ class draft_proposer {
   // (0: no proposal). Must not throw.
   virtual int32_t propose(int64_t request_id, std::span<const int32_t> tokens, int32_t max_k,
                           std::vector<int32_t>& out) = 0;
+  // The request finished: drop whatever is kept for it. Must not throw.
+  virtual void release(int64_t request_id) {}
 };
 
 }  // namespace spate

@@ -227,6 +227,7 @@ void scheduler::finish(sched_seq& s) {
   }
   kv_.free(s.blocks, s.prefix);
   s.where = sched_seq::state::finished;
+  if (proposer_) proposer_->release(s.id);
 }
 
 }  // namespace spate

@@ -25,7 +25,12 @@ int32_t kv_block_count(const model_config& c, const executor_config& cfg) {
 }  // namespace
 
 model_executor::model_executor(const loaded_model& m, const executor_config& cfg)
-    : model_(m), cfg_(cfg), n_blocks_(kv_block_count(m.config, cfg)), pool_(cfg.n_threads),
+    : model_(m), cfg_(cfg), n_blocks_(kv_block_count(m.config, cfg)), own_pool_(std::make_unique<thread_pool>(cfg.n_threads)),
+      pool_(*own_pool_), kv_(std::make_unique<kv_cache>(m.config, n_blocks_, cfg.block_size, cfg.kv_dtype)),
+      runner_(m.config, m.weights, *kv_, pool_) {}
+
+model_executor::model_executor(const loaded_model& m, const executor_config& cfg, model_executor& share_threads_with)
+    : model_(m), cfg_(cfg), n_blocks_(kv_block_count(m.config, cfg)), pool_(share_threads_with.pool_),
       kv_(std::make_unique<kv_cache>(m.config, n_blocks_, cfg.block_size, cfg.kv_dtype)),
       runner_(m.config, m.weights, *kv_, pool_) {}
 

@@ -31,6 +31,12 @@ class model_executor final : public forward_executor {
   // block_size < 1 or kv_cache_bytes is smaller than one block. The model must
   // outlive the executor.
   model_executor(const loaded_model& m, const executor_config& cfg);
+  // Runs on share_threads_with's thread pool instead of starting its own
+  // (cfg.n_threads is ignored): for a draft model driven by the same engine
+  // thread as the target, so no second set of workers spins while the other
+  // model runs. The two executors must never be used concurrently, and
+  // share_threads_with must outlive this one.
+  model_executor(const loaded_model& m, const executor_config& cfg, model_executor& share_threads_with);
 
   int32_t n_vocab() const override;
   int32_t n_kv_blocks() const override { return n_blocks_; }
@@ -46,7 +52,8 @@ class model_executor final : public forward_executor {
   const loaded_model& model_;
   executor_config cfg_;
   int32_t n_blocks_ = 0;
-  thread_pool pool_;
+  std::unique_ptr<thread_pool> own_pool_;  // null when sharing another executor's
+  thread_pool& pool_;
   std::unique_ptr<kv_cache> kv_;
   model_runner runner_;
 };

@@ -140,11 +140,9 @@ TEST(EngineSpeculative, DraftsCountAgainstTheBudget) {
   h.expect_drained();
 }
 
-TEST(EngineSpeculative, OptOutAndDisableByBatchSizeProposeNothing) {
+TEST(EngineSpeculative, OptedOutRequestsGetNoDrafts) {
   auto oracle = std::make_shared<oracle_proposer>();
-  engine_config c = spec_config(oracle, 4);
-  c.speculative.disable_by_batch_size = 2;
-  harness h(c);
+  harness h(spec_config(oracle, 4));
   sampling_params plain;
   plain.temperature = 0.0f;
   plain.speculative = false;
@@ -155,10 +153,20 @@ TEST(EngineSpeculative, OptOutAndDisableByBatchSizeProposeNothing) {
   EXPECT_TRUE(oracle->asked_ids.empty());
   EXPECT_EQ(h.eng->stats().spec_num_drafts, 0);
 
-  // Three running requests, above disable_by_batch_size 2: no drafts until one finishes.
+  h.expect_drained();
+}
+
+TEST(EngineSpeculative, DisableByBatchSizeProposesNothingAboveIt) {
+  auto oracle = std::make_shared<oracle_proposer>();
+  engine_config c = spec_config(oracle, 4);
+  c.speculative.disable_by_batch_size = 2;
+  harness h(c);
+  // Three running requests (queued before the loop starts, so they run
+  // together), above disable_by_batch_size 2: no drafts until one finishes.
   const int64_t a = h.submit_ok(words("abc"), 4);
   const int64_t b = h.submit_ok(words("def"), 12);
   const int64_t d = h.submit_ok(words("ghi"), 12);
+  h.start();
   h.eng->wait_idle();
   EXPECT_EQ(h.log.get(a).tokens, expected_tokens(words("abc"), 4));
   EXPECT_EQ(h.log.get(b).tokens, expected_tokens(words("def"), 12));
