@@ -142,8 +142,13 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
   desc.add_options()
       ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(256), "sequences scheduled together per step")
       ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(0),
-       "prompt tokens per step, whole prompts or (with --enable-chunked-prefill) chunks; the running sequences' decodes come on top (0 = auto: 128, or 24 with chunked prefill)")
-      ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill), "split long prompts into chunks that share steps with decodes")
+       "prompt tokens per step: chunks, or whole prompts with --no-enable-chunked-prefill; the running sequences' decodes "
+       "come on top (0 = auto: with chunked prefill, measured after warmup so a chunk costs about one decode step, "
+       "24 when warmup is skipped; 128 without)")
+      ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill_flag),
+       "split prompts into chunks that share steps with decodes (default)")
+      ("no-enable-chunked-prefill", po::bool_switch(&o.no_enable_chunked_prefill_flag),
+       "prefill whole prompts in steps of their own, alternating with decode steps")
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
       ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(1024), "requests waiting to run at most; more are rejected")
@@ -155,7 +160,12 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
 std::string finish_engine_options(engine_options& o) {
   if (o.max_num_seqs < 1) return "--max-num-seqs must be >= 1";
   if (o.max_num_batched_tokens < 0) return "--max-num-batched-tokens must be >= 1 (or 0 for the default)";
+  if (o.enable_chunked_prefill_flag && o.no_enable_chunked_prefill_flag) {
+    return "--enable-chunked-prefill and --no-enable-chunked-prefill are mutually exclusive";
+  }
+  o.enable_chunked_prefill = !o.no_enable_chunked_prefill_flag;
   if (o.max_num_batched_tokens == 0) {
+    o.auto_prefill_budget = o.enable_chunked_prefill;
     o.max_num_batched_tokens = o.enable_chunked_prefill ? k_default_chunked_batched_tokens : k_default_batched_tokens;
   }
   if (o.max_queued_requests < 1) return "--max-queued-requests must be >= 1";
@@ -183,6 +193,9 @@ engine_config make_engine_config(const model_options& mo, const engine_options& 
   c.sched.max_num_seqs = eo.max_num_seqs;
   c.sched.max_num_batched_tokens = eo.max_num_batched_tokens;
   c.sched.enable_chunked_prefill = eo.enable_chunked_prefill;
+  // With nothing decoding, a step may take a whole burst's first prompts (as without chunking).
+  if (eo.auto_prefill_budget) c.sched.idle_prefill_budget = k_default_batched_tokens;
+  c.auto_prefill_budget = eo.auto_prefill_budget;
   c.enable_prefix_caching = eo.enable_prefix_caching;
   c.max_queued_requests = eo.max_queued_requests;
   c.buckets = eo.buckets;

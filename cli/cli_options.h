@@ -55,12 +55,15 @@ struct engine_options {
   // pp256 are within noise of each other); a prompt longer than the budget
   // still runs, alone in its step.
   int32_t max_num_batched_tokens = 0;
-  bool enable_chunked_prefill = false;    // --enable-chunked-prefill
+  bool enable_chunked_prefill_flag = false;     // --enable-chunked-prefill (the default)
+  bool no_enable_chunked_prefill_flag = false;  // --no-enable-chunked-prefill
   bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
   bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
   int32_t max_queued_requests = 1024;     // --max-queued-requests
   std::string speculative_config_json;    // --speculative-config (cli/speculative_options.h)
   // Filled by finish_engine_options():
+  bool enable_chunked_prefill = true;
+  bool auto_prefill_budget = false;       // chunked and --max-num-batched-tokens 0: measured after warmup
   speculative_config speculative;
   std::string draft_model_path;           // "model" of --speculative-config
   bool enable_prefix_caching = true;

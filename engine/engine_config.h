@@ -17,6 +17,10 @@ struct scheduler_config {
   int32_t max_num_batched_tokens = 8192;  // prompt tokens per step (decodes come on top)
   int32_t max_model_len = 2048;           // prompt + max_tokens at most
   bool enable_chunked_prefill = false;
+  // Chunked prefill: the prompt-token budget of a step in which no running
+  // request is decoding (nobody's tokens wait on it), when above
+  // max_num_batched_tokens. 0: max_num_batched_tokens always.
+  int32_t idle_prefill_budget = 0;
   // Prefill steps that may delay running decodes. 1 (default): while both
   // have work, prefill and decode steps alternate; measured on the serving
   // throughput workload (perf/engine_serving_bench) this roughly halved the
@@ -60,6 +64,12 @@ struct engine_config {
   bucket_config buckets;
   speculative_config speculative;
   bool skip_warmup = false;              // no dummy forward per bucket before serving
+  // Chunked prefill: after warmup, time a decode step and two prefill steps
+  // and set sched.max_num_batched_tokens so that a step's prompt chunk costs
+  // about one decode step (a mixed step then takes about twice a decode step,
+  // bounding inter-token latency); sched.max_num_batched_tokens stays as
+  // given when warmup is skipped. Logged as "Chunked prefill budget: ...".
+  bool auto_prefill_budget = false;
   uint64_t seed = 0;                     // base of per-request seeds for requests without one
   // Liveness hook (e.g. the systemd watchdog): called on the engine thread
   // after every loop iteration, and at least every heartbeat_interval_us while

@@ -2,6 +2,7 @@
 // before serving, so the executor's workspaces are sized once and first
 // requests do not pay for it.
 #include <algorithm>
+#include <cmath>
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_impl.h"
@@ -50,6 +51,31 @@ void engine::impl::warmup() {
   spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets; resident set {})",
                std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size(),
                format_bytes(resident_bytes()));
+}
+
+int32_t engine::impl::measure_prefill_budget() {
+  std::vector<float> logits;
+  auto best_of_3 = [&](int32_t n_new) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = clock_type::now();
+      run_warmup_step(1, 0, n_new, logits);
+      best = std::min(best, std::chrono::duration<double>(clock_type::now() - t0).count());
+    }
+    return best;
+  };
+  // A step costs about fixed + per_token * tokens: fixed from a 1-token step
+  // (reading every weight once), per_token from the slope between 64 and 256
+  // prompt tokens (clamped to the model length).
+  const int32_t lo = std::min(64, cfg_.sched.max_model_len / 2), hi = std::min(256, cfg_.sched.max_model_len);
+  const double fixed_s = best_of_3(1);
+  const double t_lo = best_of_3(lo), t_hi = best_of_3(hi);
+  const double per_token_s = hi > lo ? std::max(1e-9, (t_hi - t_lo) / (hi - lo)) : std::max(1e-9, t_hi / hi);
+  // The chunk whose compute equals the fixed cost, in multiples of 8, within [16, 512].
+  const auto budget = static_cast<int32_t>(std::clamp(std::round(fixed_s / per_token_s / 8.0) * 8.0, 16.0, 512.0));
+  spdlog::info("Chunked prefill budget: {} prompt tokens per step (auto: a 1-token step takes {:.2f} ms, a prompt "
+               "token {:.3f} ms more)", budget, fixed_s * 1e3, per_token_s * 1e3);
+  return budget;
 }
 
 void engine::impl::run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits) {

@@ -32,6 +32,11 @@ scheduler::scheduler(const scheduler_config& cfg, kv_block_manager& kv, draft_pr
   cfg_.max_prefill_steps_in_row = std::max(1, cfg_.max_prefill_steps_in_row);
 }
 
+void scheduler::set_max_num_batched_tokens(int32_t n) {
+  if (n < 1) throw std::invalid_argument("max_num_batched_tokens must be >= 1");
+  cfg_.max_num_batched_tokens = n;
+}
+
 std::string scheduler::check_admissible(int32_t n_prompt, int32_t max_tokens) const {
   if (n_prompt < 1) return "the prompt is empty";
   if (max_tokens < 1) return "max_tokens must be >= 1";
@@ -169,6 +174,9 @@ scheduler_output scheduler::schedule() {
   scheduler_output out;
   int64_t budget = cfg_.max_num_batched_tokens;
   if (cfg_.enable_chunked_prefill) {
+    const bool decoding = std::any_of(running_.begin(), running_.end(),
+                                      [](const sched_seq* s) { return s->n_tokens() - s->n_cached == 1; });
+    if (!decoding) budget = std::max<int64_t>(budget, cfg_.idle_prefill_budget);
     schedule_running(out, budget, true);
     add_drafts(out, budget);
     if (out.n_preempted == 0) admit_waiting(out, budget, true);

@@ -116,6 +116,8 @@ class scheduler {
   scheduler(const scheduler_config& cfg, kv_block_manager& kv, draft_proposer* proposer = nullptr);
 
   const scheduler_config& config() const { return cfg_; }
+  // Sets max_num_batched_tokens (>= 1). Before scheduling starts (engine start-up).
+  void set_max_num_batched_tokens(int32_t n);
 
   // "" when a request of n_prompt tokens generating up to max_tokens can ever
   // run (fits max_model_len and the whole KV cache), else the reason.
