@@ -143,7 +143,7 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
       ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(256), "sequences scheduled together per step")
       ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(0),
        "prompt tokens per step: chunks, or whole prompts with --no-enable-chunked-prefill; the running sequences' decodes "
-       "come on top (0 = auto: with chunked prefill, measured after warmup so a chunk costs about one decode step, "
+       "come on top (0 = auto: with chunked prefill, measured after warmup so a chunk costs about four 1-token steps, "
        "24 when warmup is skipped; 128 without)")
       ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill_flag),
        "split prompts into chunks that share steps with decodes (default)")

@@ -64,11 +64,12 @@ struct engine_config {
   bucket_config buckets;
   speculative_config speculative;
   bool skip_warmup = false;              // no dummy forward per bucket before serving
-  // Chunked prefill: after warmup, time a decode step and two prefill steps
+  // Chunked prefill: after warmup, time a 1-token step and two prefill steps
   // and set sched.max_num_batched_tokens so that a step's prompt chunk costs
-  // about one decode step (a mixed step then takes about twice a decode step,
-  // bounding inter-token latency); sched.max_num_batched_tokens stays as
-  // given when warmup is skipped. Logged as "Chunked prefill budget: ...".
+  // about four 1-token steps (about a decode step of a dozen streams, so a
+  // mixed step stays within a few decode steps, bounding inter-token
+  // latency); sched.max_num_batched_tokens stays as given when warmup is
+  // skipped. Logged as "Chunked prefill budget: ...".
   bool auto_prefill_budget = false;
   uint64_t seed = 0;                     // base of per-request seeds for requests without one
   // Liveness hook (e.g. the systemd watchdog): called on the engine thread

@@ -61,8 +61,8 @@ class engine::impl {
   // positions each, clamped to max_model_len and the free blocks (skipped
   // when not even one sequence fits); its blocks are freed again.
   void run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits);
-  // Times decode and prefill steps (best of 3) and returns the prompt-token
-  // budget whose compute costs about one decode step (engine_config::auto_prefill_budget).
+  // Times 1-token and prefill steps (best of 5) and returns the prompt-token
+  // budget whose compute costs about four 1-token steps (engine_config::auto_prefill_budget).
   int32_t measure_prefill_budget();
 
   // engine.cpp. Engine thread.
