@@ -17,6 +17,8 @@ Workloads (chat completions, temperature 0, the server's chat template):
             code snippet given in the prompt (prompt lookup finds the output
             in the input);
   chat      open-ended questions (little to look up).
+acceptance: accepted / proposed draft tokens over the "on" runs (spate's
+spec_decode counters).
 Per request: decode tok/s = (completion tokens - 1) / (last content chunk -
 first content chunk), from the SSE stream. Per rep and mode: the mean over the
 concurrent streams. Reported: the median over reps of that, for "on" and
@@ -99,6 +101,18 @@ def stream_one(url, model, prompt, max_tokens, speculative, result):
     result["decode_tps"] = (result["tokens"] - 1) / span if span > 0 else 0.0
 
 
+def spec_counters(url):
+    """(draft tokens, accepted tokens) from spate's /metrics."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
+    got = {}
+    for line in text.splitlines():
+        for name in ("spate:spec_decode_num_draft_tokens_total", "spate:spec_decode_num_accepted_tokens_total"):
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                got[name] = float(line.rsplit(" ", 1)[1])
+    return (got.get("spate:spec_decode_num_draft_tokens_total", 0.0),
+            got.get("spate:spec_decode_num_accepted_tokens_total", 0.0))
+
+
 def run_batch(url, model, prompts, max_tokens, speculative):
     results = [dict() for _ in prompts]
     threads = [threading.Thread(target=stream_one, args=(url, model, p, max_tokens, speculative, r))
@@ -162,6 +176,7 @@ def main():
         for n in map(int, a.streams.split(",")):
             per_mode = {"on": [], "off": []}
             same = True
+            before = None if a.plain_only else spec_counters(a.url)
             for rep in range(a.reps):
                 prompts = [pool[(rep * n + i) % len(pool)] for i in range(n)]
                 modes = [None] if a.plain_only else (["off", "on"] if rep % 2 == 0 else ["on", "off"])
@@ -178,6 +193,9 @@ def main():
                 out["on_decode_tps"] = round(statistics.median(per_mode["on"]), 2)
                 out["speedup"] = round(out["on_decode_tps"] / out["off_decode_tps"], 3)
                 out["identical_text"] = same
+                after = spec_counters(a.url)
+                drafted = after[0] - before[0]
+                out["acceptance"] = round((after[1] - before[1]) / drafted, 3) if drafted else None
             print(json.dumps(out), flush=True)
 
 
