@@ -12,14 +12,12 @@
 namespace spate {
 namespace {
 
-
 uint64_t mix_seed(uint64_t base, uint64_t index) {
   uint64_t z = base + 0x9e3779b97f4a7c15ull * (index + 1);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-
 
 // The scheduler's configuration: the user's, plus what the engine derives
 // (the executor's KV window, the speculative settings).
