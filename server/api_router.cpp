@@ -10,6 +10,8 @@
 #include "server/api_tokenize.h"
 #include "server/api_embeddings.h"
 #include "server/metrics.h"
+#include "server/ui_assets.h"
+#include "server/ws_subprotocol.h"
 
 namespace spate {
 
@@ -86,6 +88,20 @@ http::response<http::string_body> make_error_response(http::status st, std::stri
   return res;
 }
 
+namespace {
+
+// Constant time in the keys' content; the length check leaks only the length.
+bool key_accepted(const std::vector<std::string>& keys, std::string_view v) {
+  bool ok = false;
+  for (const auto& key : keys) {
+    const bool same = v.size() == key.size() && CRYPTO_memcmp(v.data(), key.data(), key.size()) == 0;
+    ok = ok || same;
+  }
+  return ok;
+}
+
+}  // namespace
+
 bool authorized(const server_context& ctx, const http::request<http::string_body>& req) {
   const auto keys = ctx.api_keys();
   if (keys->empty()) return true;
@@ -99,13 +115,15 @@ bool authorized(const server_context& ctx, const http::request<http::string_body
     return false;
   }
   v.remove_prefix(bearer.size());
-  bool ok = false;
-  for (const auto& key : *keys) {
-    // Constant time in the key's content; the length check leaks only the length.
-    const bool same = v.size() == key.size() && CRYPTO_memcmp(v.data(), key.data(), key.size()) == 0;
-    ok = ok || same;
-  }
-  return ok;
+  return key_accepted(*keys, v);
+}
+
+bool authorized_ws(const server_context& ctx, const http::request<http::string_body>& req) {
+  if (authorized(ctx, req)) return true;
+  const auto it = req.find(http::field::sec_websocket_protocol);
+  if (it == req.end()) return false;
+  const auto key = subprotocol_api_key(it->value());
+  return key && key_accepted(*ctx.api_keys(), *key);
 }
 
 bool is_sane_request_id(std::string_view v) {
@@ -133,7 +151,7 @@ std::optional<http::response<http::string_body>> check_ws_upgrade(server_context
   if (path_of(ex.req.target()) != "/v1/responses") {
     return make_error_response(http::status::not_found, "WebSocket is served on GET /v1/responses only", "", v);
   }
-  if (!authorized(ctx, ex.req)) return make_error_response(http::status::unauthorized, "missing or invalid API key", "invalid_api_key", v);
+  if (!authorized_ws(ctx, ex.req)) return make_error_response(http::status::unauthorized, "missing or invalid API key", "invalid_api_key", v);
   if (ctx.draining.load()) return make_error_response(http::status::service_unavailable, "the server is shutting down", "", v);
   return std::nullopt;
 }
@@ -153,6 +171,13 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
     co_await io.write_response(ex, std::move(res));
     co_return;
   }
+  auto only = [&](http::verb want) { return method == want; };
+  // The chat page is public (like /health): it asks for the API key itself.
+  if (!ctx.opts.disable_ui && ui::is_ui_path(path)) {
+    if (!only(http::verb::get)) goto wrong_method;
+    co_await io.write_response(ex, ui::ui_response(path, v));
+    co_return;
+  }
   if (requires_auth(path) && !authorized(ctx, ex.req)) {
     co_await io.write_response(ex, make_error_response(http::status::unauthorized, "missing or invalid API key", "invalid_api_key", v));
     co_return;
@@ -163,7 +188,6 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
     co_await io.write_response(ex, make_error_response(http::status::service_unavailable, "the server is shutting down", "", v));
     co_return;
   }
-  auto only = [&](http::verb want) { return method == want; };
   if (path == "/health") {
     if (!only(http::verb::get) && !only(http::verb::head)) goto wrong_method;
     co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ok\"}", v));

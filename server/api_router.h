@@ -32,6 +32,10 @@ http::response<http::string_body> make_json_response(http::status st, std::strin
 // comparison), or no key is configured.
 bool authorized(const server_context& ctx, const http::request<http::string_body>& req);
 
+// authorized(), or the key a browser passes in Sec-WebSocket-Protocol
+// (ws_subprotocol.h) is one of the API keys. For WebSocket upgrades only.
+bool authorized_ws(const server_context& ctx, const http::request<http::string_body>& req);
+
 // X-Request-Id values we echo: 1..128 printable ASCII characters.
 bool is_sane_request_id(std::string_view v);
 

@@ -27,6 +27,7 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("allowed-methods", po::value(&o.allowed_methods_json)->default_value(o.allowed_methods_json), "CORS: allowed methods, a JSON list")
       ("allowed-headers", po::value(&o.allowed_headers_json)->default_value(o.allowed_headers_json), "CORS: allowed request headers, a JSON list")
       ("allow-credentials", po::bool_switch(&o.allow_credentials), "CORS: allow credentials (cookies, Authorization) from allowed origins")
+      ("disable-ui", po::bool_switch(&o.disable_ui), "serve no chat page at GET /")
       ("io-threads", po::value(&o.n_io_threads)->default_value(o.n_io_threads), "threads running the network I/O")
       ("max-body-bytes", po::value(&o.max_body_bytes)->default_value(o.max_body_bytes), "largest accepted request body (413 beyond)")
       ("max-ws-message-bytes", po::value(&o.max_ws_message_bytes)->default_value(o.max_ws_message_bytes), "largest accepted WebSocket message")

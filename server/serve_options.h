@@ -27,6 +27,7 @@ struct serve_options {
   // --enable-auto-tool-choice is accepted for vLLM command lines.
   std::string tool_call_parser;         // --tool-call-parser
   std::string pooling;                  // --pooling: mean, last or cls ("" = the GGUF's pooling_type, else last)
+  bool disable_ui = false;              // --disable-ui: no chat page at GET /
   bool enable_auto_tool_choice = true;  // --enable-auto-tool-choice (always true)
   // CORS, as vLLM takes it: JSON lists ("*" = any), parsed into cors.
   std::string allowed_origins_json = R"(["*"])";  // --allowed-origins

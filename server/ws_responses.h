@@ -31,6 +31,7 @@
 #include "server/http_io.h"
 #include "server/request_stream.h"
 #include "server/server_context.h"
+#include "server/ws_subprotocol.h"
 
 namespace spate {
 
@@ -118,9 +119,13 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
   ws.set_option(to);
   ws.read_message_max(ctx.opts.max_ws_message_bytes);
   const std::string rid = ex.request_id;
-  ws.set_option(websocket::stream_base::decorator([rid](websocket::response_type& res) {
+  std::string subprotocol;  // echoed to browsers that offered one (ws_subprotocol.h)
+  if (auto it = ex.req.find(http::field::sec_websocket_protocol); it != ex.req.end())
+    subprotocol = std::string(selected_subprotocol(it->value()));
+  ws.set_option(websocket::stream_base::decorator([rid, subprotocol](websocket::response_type& res) {
     res.set(http::field::server, "spate");
     res.set("X-Request-Id", rid);
+    if (!subprotocol.empty()) res.set(http::field::sec_websocket_protocol, subprotocol);
   }));
   boost::system::error_code ec;
   co_await ws.async_accept(ex.req, asio::redirect_error(asio::use_awaitable, ec));
