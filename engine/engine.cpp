@@ -8,6 +8,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/ngram_proposer.h"
+#include "util/trace.h"
 
 namespace spate {
 namespace {
@@ -184,6 +185,7 @@ void engine::impl::stop() {
 }
 
 void engine::impl::thread_main() {
+  trace::set_thread_name("engine");
   for (;;) {
     {
       std::unique_lock lk(mu_);
@@ -268,7 +270,14 @@ void engine::impl::account_padding(scheduler_output& out) {
 }
 
 void engine::impl::step() {
-  scheduler_output out = sched_.schedule();
+  // Profiler spans (util/trace.h): the step, and inside it schedule, forward
+  // (the runner adds layer groups and ops), sample and deliver.
+  trace::scoped_span step_span("step", "engine");
+  scheduler_output out;
+  {
+    trace::scoped_span span("schedule", "engine");
+    out = sched_.schedule();
+  }
   local_stats_.n_preemptions += out.n_preempted;
   if (out.seqs.empty()) {
     // With no preemption this means nothing runs and the head of the queue
@@ -282,11 +291,18 @@ void engine::impl::step() {
     return;
   }
   account_padding(out);
+  step_span.add("prefill", out.prefill_step ? 1 : 0);
+  step_span.add("batch_size", static_cast<int64_t>(out.seqs.size()));
+  step_span.add("tokens", out.n_tokens);
+  step_span.add("bucket_bs", out.padded_to ? out.padded_to->bs : 0);
+  step_span.add("bucket_len", out.padded_to ? out.padded_to->len : 0);
+  step_span.add("kv_blocks_used", blocks_.n_total_blocks() - blocks_.n_free_blocks());
   note_first_scheduled(out);
   const forward_batch batch = out.to_batch();
   logits_.resize(static_cast<size_t>(out.n_logit_rows()) * static_cast<size_t>(exec_.n_vocab()));
   hidden_.resize(static_cast<size_t>(out.n_hidden_rows()) * static_cast<size_t>(exec_.n_embd()));
   try {
+    trace::scoped_span span("forward", "engine");
     exec_.forward(batch, logits_.data(), hidden_.data());
   } catch (const std::exception& e) {
     spdlog::error("forward failed: {}", e.what());

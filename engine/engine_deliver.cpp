@@ -3,9 +3,11 @@
 // each request's events. The class is declared in engine_impl.h.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_impl.h"
+#include "util/trace.h"
 
 namespace spate {
 
@@ -75,6 +77,8 @@ void engine::impl::sample_and_deliver(const scheduler_output& out) {
   // sampler, stop matcher, detokenizer and constraint; constraints that share
   // a grammar share a mask cache, which locks), so the result is the same
   // whichever thread runs it.
+  std::optional<trace::scoped_span> span;
+  span.emplace("sample", "engine");
   exec_.run_tasks(static_cast<int64_t>(rows.size()), [&](int64_t i) {
     row_sample& s = rows[static_cast<size_t>(i)];
     sequence& seq = s.r->seq;
@@ -92,6 +96,7 @@ void engine::impl::sample_and_deliver(const scheduler_output& out) {
       s.error = e.what();
     }
   });
+  span.emplace("deliver", "engine");
   const auto now = clock_type::now();
   std::vector<request_state*> done;
   for (auto& s : rows) {

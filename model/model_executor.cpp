@@ -50,6 +50,7 @@ void model_executor::run_tasks(int64_t n_tasks, const std::function<void(int64_t
     if (n_tasks == 1) fn(0);
     return;
   }
+  pool_.set_trace_label("engine_tasks");
   pool_.parallel_for(n_tasks, [&fn](int64_t task, int) { fn(task); });
 }
 

@@ -1,5 +1,7 @@
 #include "model/model_runner.h"
 
+#include "model/op_timeline.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -186,6 +188,8 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
   const int32_t n_rot = cfg_.n_rot;
   float* rope = rope_.data();
   float* rope_swa = separate_swa_rope() ? rope_swa_.data() : rope;  // the sliding layers' angles
+  op_timeline timeline(pool_, cfg_.n_layer);
+  timeline.mark("embed");
   pool_.parallel_for(T, [&](int64_t t, int) {
     const auto& tr = tokens_[static_cast<size_t>(t)];
     const int32_t id = batch.seqs[static_cast<size_t>(tr.seq)].tokens[static_cast<size_t>(tr.pos - batch.seqs[static_cast<size_t>(tr.seq)].n_past)];
@@ -206,8 +210,12 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     const bool swa = cfg_.is_swa_layer(l);
     const float* rope_l = swa ? rope_swa : rope;
 
+    timeline.layer(l);
+    timeline.mark("attn_norm");
     pool_.parallel_for(T, [&](int64_t t, int) { ops.rms_norm(x + t * D, L.attn_norm.data(), xn + t * D, D, cfg_.rms_eps); });
+    timeline.mark("qkv_proj");
     project(xn, D, T, {{&L.wq, q_.data(), QD}, {&L.wk, k_.data(), KD}, {&L.wv, v_.data(), KD}});
+    timeline.mark("rope_kv_store");
 
     // Bias, RoPE and KV store, per token.
     pool_.parallel_for(T, [&](int64_t t, int) {
@@ -233,6 +241,7 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     });
 
     // Attention: one task per (token, kv head).
+    timeline.mark("attention");
     pool_.parallel_for(T * n_kv, [&](int64_t task, int tid) {
       const int64_t t = task / n_kv;
       const int32_t h = static_cast<int32_t>(task % n_kv);
@@ -243,17 +252,23 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
                     attn_.data() + t * QD + h * n_group * HD, scratch_.data() + tid * scratch_per_thread_);
     });
 
+    timeline.mark("o_proj");
     project(attn_.data(), QD, T, {{&L.wo, tmp_.data(), D}});
+    timeline.mark("residual_ffn_norm");
     pool_.parallel_for(T, [&](int64_t t, int) {
       float* out = tmp_.data() + t * D;
       if (!L.post_attn_norm.empty()) ops.rms_norm(out, L.post_attn_norm.data(), out, D, cfg_.rms_eps);
       ops.add(x + t * D, out, D);
       ops.rms_norm(x + t * D, L.ffn_norm.data(), xn + t * D, D, cfg_.rms_eps);
     });
+    timeline.mark("gate_up_proj");
     project(xn, D, T, {{&L.w_gate, gate_.data(), F}, {&L.w_up, up_.data(), F}});
+    timeline.mark("ffn_act");
     const auto act = cfg_.ffn_act == ffn_activation::gelu_tanh ? ops.geglu : ops.swiglu;
     pool_.parallel_for(T, [&](int64_t t, int) { act(gate_.data() + t * F, up_.data() + t * F, gate_.data() + t * F, F); });
+    timeline.mark("down_proj");
     project(gate_.data(), F, T, {{&L.w_down, tmp_.data(), D}});
+    timeline.mark("residual");
     pool_.parallel_for(T, [&](int64_t t, int) {
       float* out = tmp_.data() + t * D;
       if (!L.post_ffn_norm.empty()) ops.rms_norm(out, L.post_ffn_norm.data(), out, D, cfg_.rms_eps);
@@ -261,6 +276,8 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     });
   }
 
+  timeline.end_layers();
+  timeline.mark("output");
   // Final-normed hidden states of the hidden rows (embeddings).
   pool_.parallel_for(static_cast<int64_t>(hidden_rows_.size()), [&](int64_t r, int) {
     ops.rms_norm(x + hidden_rows_[static_cast<size_t>(r)] * D, w_.output_norm.data(), hidden + r * D, D, cfg_.rms_eps);

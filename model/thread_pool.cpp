@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <utility>
 
+#include "util/trace.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define SPATE_PAUSE() _mm_pause()
@@ -54,15 +56,25 @@ thread_pool::~thread_pool() {
 void thread_pool::drain(uint32_t gen, int tid) {
   const uint32_t g = gen & k_gen_mask;
   uint64_t c = claim_.load(std::memory_order_acquire);
+  // Profiler: a worker's share of a loop is one span on its track, from its
+  // first claimed task to its last (the caller's ops are traced by the runner).
+  const bool traced = tid != 0 && trace::enabled();
+  int64_t t0_us = 0, n_ran = 0;
+  const char* label = nullptr;
   for (;;) {
-    if (gen_of(c) != g || next_of(c) >= n_of(c)) return;
+    if (gen_of(c) != g || next_of(c) >= n_of(c)) break;
     if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // The task is ours: the loop cannot finish (nor fn_/ctx_ change) before we report it done.
+    if (traced && n_ran++ == 0) {
+      t0_us = trace::now_us();
+      label = label_;
+    }
     fn_(ctx_, offset_ + static_cast<int64_t>(next_of(c)), tid);
     const uint32_t done = n_done_.fetch_add(1, std::memory_order_seq_cst) + 1;
     if (done == n_of(c) && main_waiting_.load(std::memory_order_seq_cst)) futex_wake_all(n_done_);
     c = claim_.load(std::memory_order_acquire);
   }
+  if (n_ran > 0) trace::complete(label, "worker", t0_us, trace::now_us() - t0_us, {{"tasks", n_ran}});
 }
 
 void thread_pool::run(int64_t n_tasks, task_fn fn, void* ctx) {
@@ -102,6 +114,7 @@ void thread_pool::run_round(int64_t offset, int64_t n_tasks, task_fn fn, void* c
 }
 
 void thread_pool::worker_main(int tid) {
+  trace::set_thread_name("worker " + std::to_string(tid));
   // generation_ is 0 until the first run(); starting from it (not from a load
   // on this thread) means a loop published before this thread ran is not missed.
   uint32_t seen = 0;

@@ -43,6 +43,10 @@ class thread_pool {
 
   int n_threads() const { return n_threads_; }
 
+  // Names the following loops in the profiler's worker tracks (util/trace.h);
+  // label must be a static string. Same thread as parallel_for.
+  void set_trace_label(const char* label) { label_ = label; }
+
   // Runs fn(task, thread_id) for every task in [0, n_tasks). thread_id is in [0, n_threads()).
   template <typename Fn>
   void parallel_for(int64_t n_tasks, Fn&& fn) {
@@ -68,6 +72,7 @@ class thread_pool {
   task_fn fn_ = nullptr;
   void* ctx_ = nullptr;
   int64_t offset_ = 0;
+  const char* label_ = "tasks";
   alignas(64) std::atomic<uint64_t> claim_{0};
   alignas(64) std::atomic<uint32_t> n_done_{0};      // tasks of the current loop finished
   alignas(64) std::atomic<uint32_t> generation_{0};  // loop counter (low 24 bits used in claim_)

@@ -9,6 +9,7 @@
 #include "server/api_generate.h"
 #include "server/api_tokenize.h"
 #include "server/api_embeddings.h"
+#include "server/api_profile.h"
 #include "server/metrics.h"
 #include "server/ui_assets.h"
 #include "server/ws_subprotocol.h"
@@ -234,6 +235,11 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
   if (path == "/v1/embeddings") {
     if (!only(http::verb::post)) goto wrong_method;
     co_await handle_embeddings(ctx, ex, io);
+    co_return;
+  }
+  if (path == "/start_profile" || path == "/stop_profile") {
+    if (!only(http::verb::post)) goto wrong_method;
+    co_await handle_profile(ctx, ex, io, path == "/start_profile");
     co_return;
   }
   if (path == "/tokenize" || path == "/detokenize") {

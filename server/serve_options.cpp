@@ -2,6 +2,7 @@
 
 #include "protocol/tool_calls.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 #include <tuple>
@@ -64,6 +65,15 @@ std::string finish_serve_options(serve_options& o) {
     if (auto err = parse_json_string_list(*text, flag, *out); !err.empty()) return err;
   }
   o.cors.allow_credentials = o.allow_credentials;
+  if (const char* e = std::getenv("SPATE_PROFILER_ENABLED"); e && *e) {
+    const std::string v(e);
+    if (v == "1" || v == "true" || v == "True" || v == "TRUE") {
+      o.profiler_enabled = true;
+    } else if (v != "0" && v != "false" && v != "False" && v != "FALSE") {
+      return "SPATE_PROFILER_ENABLED must be true or false, got '" + v + "'";
+    }
+  }
+  if (const char* e = std::getenv("SPATE_PROFILER_DIR"); e && *e) o.profiler_dir = e;
   return "";
 }
 

@@ -47,6 +47,11 @@ struct serve_options {
   double write_timeout_s = 30.0;        // --write-timeout: one write to a client that does not read
   double sse_keepalive_s = 5.0;         // --sse-keepalive: comment line while no token was sent
   double shutdown_timeout_s = 30.0;     // --shutdown-timeout: drain before in-flight requests are cancelled
+  // The step profiler (POST /start_profile, /stop_profile), from the
+  // environment as in vLLM: SPATE_PROFILER_ENABLED=true turns the routes on;
+  // traces go to SPATE_PROFILER_DIR (default /tmp). Read by finish_serve_options.
+  bool profiler_enabled = false;
+  std::string profiler_dir = "/tmp";
 };
 
 void add_serve_options(boost::program_options::options_description& desc, serve_options& opts);

@@ -32,6 +32,21 @@ MODEL_NAME = "smollm2"
 START_TIMEOUT = 300  # seconds to reach /ready (load + warmup on a busy 2-core machine)
 
 
+SANITIZED = os.environ.get("SPATE_SANITIZER") == "1"
+
+
+def process_env(extra=None) -> dict:
+    """The environment of a spate process a test starts. A sanitized binary
+    (SPATE_SANITIZER=1) skips warmup: it warms up for minutes (TSan: over 100 s
+    on 2 cores); warmup runs every bucket through the same forward the tests
+    drive, and the ctest step covers it (EngineLoop.WarmupRunsEveryBucketOnTheExecutor)."""
+    env = dict(os.environ)
+    if SANITIZED:
+        env.setdefault("SPATE_SKIP_WARMUP", "1")
+    env.update(extra or {})
+    return env
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -51,14 +66,7 @@ class SpateServer:
             cmd += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
         if api_key:
             cmd += ["--api-key", api_key]
-        full_env = dict(os.environ)
-        if os.environ.get("SPATE_SANITIZER") == "1":
-            # A sanitized server warms up for minutes (TSan: over 100 s on 2 cores);
-            # warmup runs every bucket through the same forward the tests drive,
-            # and the ctest step covers it (EngineLoop.WarmupRunsEveryBucketOnTheExecutor).
-            full_env.setdefault("SPATE_SKIP_WARMUP", "1")
-        full_env.update(env or {})
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=process_env(env))
         self.scheme = "https" if tls else "http"
 
     @property

@@ -23,10 +23,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-TIMEOUT = 120  # seconds per spate invocation; a hang fails the test
+from spate_server import SANITIZED, SPATE_BIN, SPATE_MODEL, process_env  # noqa: E402  (shared with the server tests)
 
-
-from spate_server import SPATE_BIN, SPATE_MODEL  # noqa: E402  (shared with the server tests)
+TIMEOUT = 480 if SANITIZED else 120  # seconds per spate invocation; a hang fails the test
 
 N_VOCAB = 49152  # SmolLM2-135M
 
@@ -43,7 +42,7 @@ def run_spate(args, stdin: bytes | str = b"") -> subprocess.CompletedProcess:
         stdin = stdin.encode()
     try:
         return subprocess.run([str(SPATE_BIN), *map(str, args)], input=stdin, capture_output=True,
-                              timeout=TIMEOUT, check=False)
+                              timeout=TIMEOUT, check=False, env=process_env())
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"spate {' '.join(map(str, args))} did not finish within {TIMEOUT}s (hang?); "
                     f"stderr so far: {(e.stderr or b'')[-2000:]!r}")

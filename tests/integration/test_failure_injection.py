@@ -11,7 +11,7 @@ import subprocess
 import time
 import urllib.request
 
-from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, free_port, post_json
+from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, free_port, post_json, process_env
 
 EXIT_SIGBUS = 75  # cli/fault_injection.h
 
@@ -47,7 +47,7 @@ def start_on(model_path, stderr=None):
     port = free_port()
     proc = subprocess.Popen([str(SPATE_BIN), "serve", "--model", str(model_path), "--host", "127.0.0.1", "--port",
                              str(port), "--served-model-name", MODEL_NAME, "--threads", "2"],
-                            stdout=stderr or subprocess.PIPE, stderr=stderr or subprocess.STDOUT)
+                            stdout=stderr or subprocess.PIPE, stderr=stderr or subprocess.STDOUT, env=process_env())
 
     class handle:
         base_url = f"http://127.0.0.1:{port}"
