@@ -239,9 +239,10 @@ std::string flag_names(std::string msg) {
   return msg;
 }
 
-int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len) {
+int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
+                           const load_progress_fn& on_progress) {
   try {
-    model = load_model(mo.model_path, kernels::active_isa());
+    model = load_model(mo.model_path, kernels::active_isa(), on_progress);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
     std::cerr << "spate " << cmd << ": " << e.what() << "\n";

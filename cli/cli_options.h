@@ -11,6 +11,7 @@
 #include "engine/engine_config.h"
 #include "kernels/ops.h"
 #include "model/model_executor.h"
+#include "model/model_loader.h"
 
 namespace spate {
 struct loaded_model;
@@ -98,7 +99,8 @@ std::string finish_model_options(model_options& opts);
 // Loads mo.model_path and resolves --max-model-len (0 = the model's context;
 // beyond it is refused, as vLLM does). On failure prints "spate CMD: why" to
 // stderr and returns the exit code (1: the model, 2: the flag); 0 on success.
-int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len);
+int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
+                           const load_progress_fn& on_progress = {});
 
 kernels::kv_dtype parse_kv_dtype(const std::string& s);
 

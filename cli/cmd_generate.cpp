@@ -1,7 +1,10 @@
 // `spate generate`: offline batched inference, like vLLM's LLM.generate.
 // Reads JSONL requests from stdin, runs them together, writes one JSONL result
 // per input line, in input order, to stdout. Logs go to stderr.
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <boost/json.hpp>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -27,6 +30,7 @@
 #include "cli/draft_model.h"
 #include "protocol/sampling_json.h"
 #include "tokenizer/tokenizer.h"
+#include "util/progress.h"
 #include "util/utf8.h"
 
 namespace spate::cli {
@@ -167,6 +171,7 @@ int run_requests(const loaded_model& m, const executor_config& xc, engine_config
   std::mutex mu;
   std::condition_variable cv;
   size_t n_done = 0;
+  std::atomic<int64_t> n_tokens{0};  // generated so far (the progress bar's rate)
   model_executor exec(m, xc);
   std::unique_ptr<model_executor> draft_exec;
   if (draft.model) draft_exec = attach_draft_model(draft, xc, exec, ec);
@@ -179,8 +184,9 @@ int run_requests(const loaded_model& m, const executor_config& xc, engine_config
     er.prompt = std::move(req.prompt);
     er.params = req.params;
     // Runs on the engine thread; each request writes only its own slot.
-    er.on_event = [&out, &mu, &cv, &n_done](const engine_event& ev) {
+    er.on_event = [&out, &mu, &cv, &n_done, &n_tokens](const engine_event& ev) {
       out.acc.add(ev);
+      n_tokens.fetch_add(static_cast<int64_t>(ev.token_ids.size()), std::memory_order_relaxed);
       if (!out.acc.done) return;
       std::lock_guard lk(mu);
       ++n_done;
@@ -197,8 +203,17 @@ int run_requests(const loaded_model& m, const executor_config& xc, engine_config
   const auto t0 = std::chrono::steady_clock::now();
   eng.start();
   {
+    // A progress bar on stderr when it is a terminal: requests done, tok/s.
+    const bool bar = ::isatty(STDERR_FILENO) == 1;
     std::unique_lock lk(mu);
-    cv.wait(lk, [&] { return n_done == results.size(); });
+    while (!cv.wait_for(lk, std::chrono::milliseconds(250), [&] { return n_done == results.size(); })) {
+      if (!bar) continue;
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::cerr << "\r" << progress_bar(static_cast<int64_t>(n_done), static_cast<int64_t>(results.size()), "requests",
+                                       s > 0 ? static_cast<double>(n_tokens.load()) / s : 0.0, "tok/s")
+                << std::flush;
+    }
+    if (bar) std::cerr << "\r\033[K" << std::flush;  // the bar's line, cleared
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   eng.wait_idle();  // the snapshot after the last step

@@ -187,7 +187,10 @@ std::optional<int> load_serve_inputs(const serve_command_options& opts, service_
     return 2;
   }
   notifier.status("loading model " + opts.model.model_path);
-  if (const int rc = load_model_for_command("serve", opts.model, in.model, in.max_model_len); rc != 0) return rc;
+  auto on_load = [&notifier](int pct, const std::string& what) {
+    notifier.status("loading model: " + std::to_string(pct) + "% (" + what + ")");
+  };
+  if (const int rc = load_model_for_command("serve", opts.model, in.model, in.max_model_len, on_load); rc != 0) return rc;
   if (opts.engine.speculative.kind == speculative_config::method::draft_model) {
     notifier.status("loading draft model " + opts.engine.draft_model_path);
     if (auto err = load_draft_model(opts.engine.draft_model_path, *in.model, in.draft); !err.empty()) {
@@ -208,8 +211,8 @@ engine_config serving_engine_config(const serve_command_options& opts, int32_t m
   engine_config ecfg = make_engine_config(opts.model, opts.engine, max_model_len);
   ecfg.heartbeat_interval_us = notifier.heartbeat_interval_us();
   if (ecfg.heartbeat_interval_us > 0) ecfg.on_heartbeat = [&notifier] { notifier.watchdog(); };
-  ecfg.on_warmup_progress = [&notifier](int32_t done, int32_t total) {
-    notifier.status("warming up " + std::to_string(done) + "/" + std::to_string(total) + " buckets");
+  ecfg.on_warmup_progress = [&notifier](int32_t pct, int32_t done, int32_t total) {
+    notifier.status("warming up: " + std::to_string(pct) + "% (" + std::to_string(done) + "/" + std::to_string(total) + " buckets)");
   };
   return ecfg;
 }

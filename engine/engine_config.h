@@ -77,8 +77,9 @@ struct engine_config {
   // idle. A wedged engine stops calling it. Must not block. 0 / empty: off.
   int64_t heartbeat_interval_us = 0;
   std::function<void()> on_heartbeat;
-  // Warmup progress (calling thread of start()): (buckets done, buckets total).
-  std::function<void(int32_t, int32_t)> on_warmup_progress;
+  // Warmup progress (calling thread of start()), at every 10%: (percent,
+  // buckets done, buckets total).
+  std::function<void(int32_t, int32_t, int32_t)> on_warmup_progress;
 };
 
 }  // namespace spate

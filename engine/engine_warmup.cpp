@@ -8,6 +8,7 @@
 #include "engine/engine_impl.h"
 #include "model/model_loader.h"
 #include "util/byte_size.h"
+#include "util/progress.h"
 
 namespace spate {
 
@@ -34,11 +35,18 @@ void engine::impl::warmup() {
 
   std::vector<float> logits;
   const auto n_total = static_cast<int32_t>(prompt_buckets_.size() + decode_buckets_.size());
+  percent_steps steps(n_total);
+  auto progress = [&](int32_t done) {
+    const auto pct = steps.advance(done);
+    if (!pct) return;
+    spdlog::info("Warmup: {}% ({}/{} buckets)", *pct, done, n_total);
+    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(*pct, done, n_total);
+  };
   for (size_t i = 0; i < prompt_buckets_.size(); ++i) {
     const bucket& pb = prompt_buckets_[i];
     spdlog::info("[Warmup][Prompt][{}/{}] batch_size:{} seq_len:{}", i + 1, prompt_buckets_.size(), pb.bs, pb.len);
     run_warmup_step(pb.bs, 0, pb.len, logits);
-    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(i + 1), n_total);
+    progress(static_cast<int32_t>(i + 1));
   }
   const int32_t block_size = exec_.block_size();
   for (size_t i = 0; i < decode_buckets_.size(); ++i) {
@@ -46,7 +54,7 @@ void engine::impl::warmup() {
     spdlog::info("[Warmup][Decode][{}/{}] batch_size:{} num_blocks:{}", i + 1, decode_buckets_.size(), db.bs, db.len);
     const int32_t blocks_per_seq = std::max(1, db.len / db.bs);
     run_warmup_step(db.bs, blocks_per_seq * block_size - 1, 1, logits);
-    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1), n_total);
+    progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1));
   }
   spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets; resident set {})",
                std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size(),

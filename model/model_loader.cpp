@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
 #include <spdlog/spdlog.h>
 
 #include "util/byte_size.h"
+#include "util/progress.h"
 #include "model/tokenizer_gguf.h"
 
 namespace spate {
@@ -19,7 +21,7 @@ uint64_t resident_bytes() {
   return pages_resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level) {
+std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level, const load_progress_fn& on_progress) {
   const auto t0 = std::chrono::steady_clock::now();
   auto m = std::make_unique<loaded_model>();
   m->file = gguf_file::open(path);
@@ -41,7 +43,15 @@ std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_l
                      " tokens but the model's vocabulary is " + std::to_string(c.n_vocab));
   }
   m->chat_template = f.get_string("tokenizer.chat_template").value_or("");
-  m->weights = load_model_weights(f, c, level);
+  percent_steps steps(c.n_layer + 1);
+  m->weights = load_model_weights(f, c, level, [&](int32_t done, int32_t total) {
+    const auto pct = steps.advance(done);
+    if (!pct) return;
+    const std::string what = std::to_string(std::min(done, c.n_layer)) + "/" + std::to_string(c.n_layer) + " layers" +
+                             (done == total ? " and the output" : "");
+    spdlog::info("Loading weights: {}% ({})", *pct, what);
+    if (on_progress) on_progress(*pct, what);
+  });
   // Touch nothing here: the mapping is paged in on first use; report sizes.
   const auto t1 = std::chrono::steady_clock::now();
   m->load_seconds = std::chrono::duration<double>(t1 - t0).count();

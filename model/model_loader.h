@@ -2,6 +2,7 @@
 // and logs what it took the way vLLM and llama.cpp's servers do.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,7 +26,13 @@ struct loaded_model {
 // The process's resident set size in bytes (/proc/self/statm; 0 if unreadable).
 uint64_t resident_bytes();
 
-// Throws gguf_error / std::runtime_error with a message naming the file and problem.
-std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level);
+// Loading progress, reported at every 10%: percent and a description
+// ("12/31 layers"). Runs on the loading thread.
+using load_progress_fn = std::function<void(int percent, const std::string& what)>;
+
+// Throws gguf_error / std::runtime_error with a message naming the file and
+// problem. Logs "Loading weights: N% (...)" at every 10% and passes the same
+// to on_progress.
+std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level, const load_progress_fn& on_progress = {});
 
 }  // namespace spate

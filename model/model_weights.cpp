@@ -80,7 +80,8 @@ void model_weights::embed(int32_t id, float* out, int32_t n_embd) const {
                           out, n_embd);
 }
 
-model_weights load_model_weights(const gguf_file& f, const model_config& c, kernels::isa_level level) {
+model_weights load_model_weights(const gguf_file& f, const model_config& c, kernels::isa_level level,
+                                 const std::function<void(int32_t, int32_t)>& on_progress) {
   model_weights w;
   size_t& used = w.file_weight_bytes;
   size_t& owned = w.owned_bytes;
@@ -133,6 +134,7 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       L.post_attn_norm = vec_tensor(f, p + "post_attention_norm.weight", c.n_embd, used);
       L.post_ffn_norm = vec_tensor(f, p + "post_ffw_norm.weight", c.n_embd, used);
     }
+    if (on_progress) on_progress(l + 1, c.n_layer + 1);
   }
   w.output_norm = vec_tensor(f, "output_norm.weight", c.n_embd, used);
   if (f.find_tensor("output.weight")) {
@@ -146,6 +148,7 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       throw gguf_error("model '" + f.path() + "': tied output from 'token_embd.weight': " + e.what());
     }
   }
+  if (on_progress) on_progress(c.n_layer + 1, c.n_layer + 1);
   if (f.find_tensor("rope_freqs.weight")) w.rope_freqs = vec_tensor(f, "rope_freqs.weight", c.n_rot / 2, used);
   const bool has_long = f.find_tensor("rope_factors_long.weight") != nullptr;
   if (has_long != (f.find_tensor("rope_factors_short.weight") != nullptr)) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/model_config.h"
@@ -47,8 +48,10 @@ struct model_weights {
 };
 
 // Binds and validates every tensor; throws gguf_error naming the tensor whose
-// shape or type is wrong, missing, or unsupported.
-model_weights load_model_weights(const gguf_file& f, const model_config& c, kernels::isa_level level);
+// shape or type is wrong, missing, or unsupported. on_progress(done, total)
+// runs after each of the n_layer + 1 units (the layers, then the output).
+model_weights load_model_weights(const gguf_file& f, const model_config& c, kernels::isa_level level,
+                                 const std::function<void(int32_t, int32_t)>& on_progress = {});
 
 // LongRoPE (phi3): rope_freqs becomes the long factor set when sequences may
 // hold more than cfg.n_ctx_orig positions, else the short one (as llama.cpp

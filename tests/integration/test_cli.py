@@ -15,6 +15,7 @@ Run: python3 -m pytest -q tests/integration/test_cli.py
 
 import json
 import os
+import re
 import struct
 import subprocess
 from pathlib import Path
@@ -450,3 +451,37 @@ def test_tokenize_chat_markup_with_and_without_special():
 def test_tokenize_invalid_utf8_does_not_fail():
     ids = tokenize(b"ab\xff\xfe\xe2\x82cd")
     assert ids and all(0 <= t < N_VOCAB for t in ids)
+
+
+@needs_model
+def test_generate_draws_a_progress_bar_only_on_a_terminal():
+    import pty
+    import select
+    lines = "".join(json.dumps({"prompt": f"Story {i}:", "max_tokens": 96, "temperature": 0}) + "\n" for i in range(8))
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.run([str(SPATE_BIN), "generate", "--model", str(SPATE_MODEL), "--log-level", "warn"], input=lines.encode(),
+                           stdout=subprocess.PIPE, stderr=slave, timeout=TIMEOUT, env=process_env({"SPATE_SKIP_WARMUP": "1"}))
+        os.close(slave)
+        slave = None
+        data = b""
+        while select.select([master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        if slave is not None:
+            os.close(slave)
+        os.close(master)
+    assert p.returncode == 0
+    text = data.decode(errors="replace")
+    assert re.search(r"\[[#.]{30}\] \d/8 requests, \d+\.\d tok/s", text), text[-500:]
+    assert text.endswith("\r\x1b[K") or "\r\x1b[K" in text, "the bar's line is cleared at the end"
+    assert len(p.stdout.decode().splitlines()) == 8
+    # Not a terminal: no bar.
+    q = run_spate(["generate", "--model", SPATE_MODEL, "--log-level", "warn"], lines)
+    assert q.returncode == 0 and b"requests," not in q.stderr

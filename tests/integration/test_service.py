@@ -265,13 +265,19 @@ def test_sd_notify_status_ready_watchdog_stopping(tmp_path):
         lines = notify.lines()
         statuses = [(t, l[len("STATUS="):]) for t, l in lines if l.startswith("STATUS=")]
         assert any("loading" in s for _, s in statuses), statuses
-        warm = [(t, s, re.search(r"warming up (\d+)/(\d+)", s)) for t, s in statuses]
-        warm = [(t, int(m.group(1)), int(m.group(2))) for t, s, m in warm if m]
-        assert warm, f"no 'warming up i/N' STATUS: {statuses}"
-        n_total = warm[0][2]
-        assert n_total >= 2 and all(n == n_total for _, _, n in warm), warm
-        assert [i for _, i, _ in warm] == sorted(i for _, i, _ in warm), warm
-        t_last = max(t for t, i, _ in warm if i == n_total)
+        # Loading and warmup report at every 10%: "loading model: 40% (12/30 layers)",
+        # "warming up: 30% (6/20 buckets)".
+        loads = [int(m.group(1)) for _, s in statuses if (m := re.search(r"loading model: (\d+)% \(\d+/\d+ layers", s))]
+        assert loads == list(range(10, 101, 10)), statuses
+        warm = [(t, s, re.search(r"warming up: (\d+)% \((\d+)/(\d+) buckets\)", s)) for t, s in statuses]
+        warm = [(t, int(m.group(1)), int(m.group(2)), int(m.group(3))) for t, s, m in warm if m]
+        assert warm, f"no 'warming up: p% (i/N buckets)' STATUS: {statuses}"
+        n_total = warm[0][3]
+        assert n_total >= 2 and all(n == n_total for *_, n in warm), warm
+        pcts = [p for _, p, _, _ in warm]
+        assert pcts == sorted(set(pcts)) and pcts[-1] == 100 and all(p % 10 == 0 for p in pcts), warm
+        assert [i for _, _, i, _ in warm] == sorted(i for _, _, i, _ in warm), warm
+        t_last = max(t for t, _, i, _ in warm if i == n_total)
         assert t_last <= t_ready, "READY=1 came before the last warmup STATUS"
         first_loading = min(t for t, s in statuses if "loading" in s)
         assert first_loading <= warm[0][0]
