@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""The long-context sweep of the vLLM-vs-TGI comparison: spate and llama.cpp's
+llama-server, in the same run, on the same GGUF and threads.
+
+The prompt is "Once upon a time, there was a " + "very " * k, with k growing
+by --step until the server answers 400 (spate: context_length_exceeded;
+llama-server: its context-size error). For each k and server: TTFT and decode
+tok/s of a streamed /v1/completions request (temperature 0, --max-tokens
+tokens, ignore_eos), the median of --reps runs. Prefix caching is off on both
+(spate --no-enable-prefix-caching; llama-server "cache_prompt": false), so
+every run prefills its whole prompt.
+
+Servers run one at a time with the same context (--ctx, default the model's
+8192 for SmolLM2): spate serve --max-model-len CTX, and llama-server -c CTX
+--parallel 1. Output: JSON lines (--out), a PNG plot of TTFT and decode tok/s
+against prompt length (--png; needs matplotlib, perf/requirements.txt), and a
+summary line with the spate/llama-server ratios at the longest prompt both
+servers took.
+
+Usage: perf/long_context.py [--model GGUF] [--threads 2] [--step 512] [--reps 3]
+                            [--max-tokens 32] [--ctx 8192] [--out FILE.jsonl] [--png FILE.png]
+                            [--spate-bin PATH] [--peer-bin DIR] [--skip-peer]
+"""
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PREFIX = "Once upon a time, there was a "
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, path, proc, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    raise RuntimeError("server not ready in time")
+
+
+def stream_completion(port, body, timeout=900):
+    """POSTs a streamed completion. Returns (status, error JSON or None, ttft_s, decode tok/s, n_tokens)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    res = conn.getresponse()
+    if res.status != 200:
+        raw = res.read()
+        conn.close()
+        try:
+            return res.status, json.loads(raw), None, None, 0
+        except ValueError:
+            return res.status, {"error": {"message": raw.decode(errors="replace")}}, None, None, 0
+    times = []
+    buf = b""
+    while True:
+        chunk = res.read1(65536) if hasattr(res, "read1") else res.read(1)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            for line in event.split(b"\n"):
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    continue
+                try:
+                    obj = json.loads(data)
+                except ValueError:
+                    continue
+                choices = obj.get("choices") or []
+                if choices and choices[0].get("text"):
+                    times.append(time.perf_counter())
+    conn.close()
+    if not times:
+        return 200, None, None, None, 0
+    ttft = times[0] - t0
+    tps = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else None
+    return 200, None, ttft, tps, len(times)
+
+
+def n_prompt_tokens(spate_port, model, prompt):
+    req = urllib.request.Request(f"http://127.0.0.1:{spate_port}/tokenize", json.dumps({"model": model, "prompt": prompt}).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.load(r)["count"]
+
+
+def sweep(name, port, model, args, token_counts, out):
+    """Runs k = 0, step, 2 step, ... until a 400. Returns {k: record}."""
+    results = {}
+    k = 0
+    while True:
+        prompt = PREFIX + "very " * k
+        body = {"model": model, "prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0, "stream": True,
+                "ignore_eos": True, "cache_prompt": False}
+        ttfts, tpss, stop = [], [], None
+        for _ in range(args.reps):
+            status, err, ttft, tps, n = stream_completion(port, body)
+            if status != 200:
+                stop = {"status": status, "error": err}
+                break
+            ttfts.append(ttft)
+            if tps:
+                tpss.append(tps)
+        if stop:
+            rec = {"kind": "limit", "server": name, "k": k, "prompt_tokens": token_counts(prompt), **stop}
+            print(json.dumps(rec), file=out, flush=True)
+            print(f"# {name}: k={k} answered {stop['status']}: {json.dumps(stop['error'])[:200]}", file=sys.stderr)
+            return results
+        rec = {"kind": "sample", "server": name, "k": k, "prompt_tokens": token_counts(prompt), "reps": args.reps,
+               "ttft_s": statistics.median(ttfts), "decode_tok_s": statistics.median(tpss) if tpss else None,
+               "ttft_all_s": ttfts}
+        results[k] = rec
+        print(json.dumps(rec), file=out, flush=True)
+        print(f"# {name}: k={k} prompt_tokens={rec['prompt_tokens']} ttft={rec['ttft_s']:.3f}s "
+              f"decode={rec['decode_tok_s'] or 0:.1f} tok/s", file=sys.stderr)
+        k += args.step
+        if k > 10 * args.ctx:
+            raise RuntimeError(f"{name} never refused a prompt; is --ctx right?")
+
+
+def start_spate(args, port):
+    cmd = [args.spate_bin, "serve", "--model", args.model, "--host", "127.0.0.1", "--port", str(port), "--threads",
+           str(args.threads), "--max-model-len", str(args.ctx), "--no-enable-prefix-caching", "--served-model-name", "m"]
+    log = open(args.log_dir / "spate.log", "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), "/ready"
+
+
+def start_peer(args, port):
+    cmd = [str(Path(args.peer_bin) / "llama-server"), "-m", args.model, "--host", "127.0.0.1", "--port", str(port), "-t",
+           str(args.threads), "-tb", str(args.threads), "-c", str(args.ctx), "--parallel", "1", "--alias", "m"]
+    log = open(args.log_dir / "llama-server.log", "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), "/health"
+
+
+def plot(path, spate, peer):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, res, style in (("spate", spate, "o-"), ("llama-server", peer, "s--")):
+        if not res:
+            continue
+        xs = [r["prompt_tokens"] for r in res.values()]
+        a.plot(xs, [r["ttft_s"] for r in res.values()], style, label=name)
+        b.plot(xs, [r["decode_tok_s"] or 0 for r in res.values()], style, label=name)
+    a.set_xlabel("prompt tokens")
+    a.set_ylabel("TTFT (s)")
+    a.set_title("Time to first token")
+    b.set_xlabel("prompt tokens")
+    b.set_ylabel("decode tok/s")
+    b.set_title("Decode speed after the prompt")
+    for ax in (a, b):
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.suptitle('"Once upon a time, there was a " + "very " * k')
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=str(Path.home() / ".cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--step", type=int, default=512)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--ctx", type=int, default=8192)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    ap.add_argument("--out", default=str(Path.home() / f".cache/spate/bench/long-context-{stamp}.jsonl"))
+    ap.add_argument("--png", default=None, help="default: --out with .png")
+    ap.add_argument("--spate-bin", default=os.environ.get("SPATE_BIN") or str(REPO / "build" / "spate"))
+    ap.add_argument("--peer-bin", default=os.environ.get("PEER_BIN"))
+    ap.add_argument("--skip-peer", action="store_true")
+    args = ap.parse_args()
+    if args.step < 1 or args.reps < 1:
+        ap.error("--step and --reps must be >= 1")
+    if not args.skip_peer and not args.peer_bin:
+        args.peer_bin = subprocess.run(["bash", str(REPO / "perf/peer/build_llama_cpp.sh")], check=True, capture_output=True,
+                                       text=True).stdout.strip().splitlines()[-1]
+    out_path = Path(args.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    args.log_dir = out_path.with_suffix(".logs")
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    png = args.png or str(out_path.with_suffix(".png"))
+
+    counts = {}
+    results = {}
+    with open(out_path, "w") as out:
+        print(json.dumps({"kind": "config", "model": args.model, "threads": args.threads, "step": args.step, "reps": args.reps,
+                          "max_tokens": args.max_tokens, "ctx": args.ctx}), file=out, flush=True)
+        # spate first: its /tokenize gives the prompt lengths for both (same GGUF, same tokenizer).
+        for name, start in (("spate", start_spate), ("llama-server", start_peer)):
+            if name == "llama-server" and args.skip_peer:
+                continue
+            port = free_port()
+            proc, ready = start(args, port)
+            try:
+                wait_ready(port, ready, proc)
+                if name == "spate":
+                    def token_counts(p, port=port):
+                        if p not in counts:
+                            counts[p] = n_prompt_tokens(port, "m", p)
+                        return counts[p]
+                    # Count every length the peer may reach while spate runs.
+                    for k in range(0, args.ctx + args.step, args.step):
+                        token_counts(PREFIX + "very " * k)
+                tc = lambda p: counts.get(p)  # noqa: E731
+                results[name] = sweep(name, port, "m", args, token_counts if name == "spate" else tc, out)
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        spate, peer = results.get("spate", {}), results.get("llama-server", {})
+        both = sorted(set(spate) & set(peer))
+        summary = {"kind": "summary", "longest_k_spate": max(spate) if spate else None,
+                   "longest_k_peer": max(peer) if peer else None}
+        if both:
+            k = both[-1]
+            summary.update({"longest_common_k": k, "prompt_tokens": spate[k]["prompt_tokens"],
+                            "ttft_ratio_peer_over_spate": peer[k]["ttft_s"] / spate[k]["ttft_s"],
+                            "decode_ratio_spate_over_peer": (spate[k]["decode_tok_s"] or 0) / (peer[k]["decode_tok_s"] or 1),
+                            "spate_ttft_s": spate[k]["ttft_s"], "peer_ttft_s": peer[k]["ttft_s"],
+                            "spate_decode_tok_s": spate[k]["decode_tok_s"], "peer_decode_tok_s": peer[k]["decode_tok_s"]})
+        print(json.dumps(summary), file=out, flush=True)
+        print(json.dumps(summary))
+    try:
+        plot(png, spate, peer)
+        print(f"# plot: {png}", file=sys.stderr)
+    except ImportError:
+        print("# no plot: matplotlib is missing (pip install -r perf/requirements.txt)", file=sys.stderr)
+    print(f"# results: {out_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
