@@ -10,7 +10,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-jinja2 curl openssl dpkg-dev ccache
   clang libclang-rt-14-dev
-  chromium chromium-driver fonts-dejavu-core
+  chromium chromium-driver fonts-dejavu-core haproxy
 )
 
 missing=()
