@@ -54,14 +54,14 @@ def free_port() -> int:
 
 
 class SpateServer:
-    def __init__(self, *args, env=None, tls=None, api_key=None, model=None):
-        self.port = free_port()
+    def __init__(self, *args, env=None, tls=None, api_key=None, model=None, port=None, threads=2):
+        self.port = port or free_port()
         self.model_name = MODEL_NAME
         self.tls = tls  # (certfile, keyfile) or None
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix="spate-serve-", suffix=".log", delete=False)
         cmd = [str(SPATE_BIN), "serve", "--model", str(model or SPATE_MODEL), "--host", "127.0.0.1", "--port", str(self.port),
-               "--served-model-name", MODEL_NAME, "--threads", "2", *map(str, args)]
+               "--served-model-name", MODEL_NAME, "--threads", str(threads), *map(str, args)]
         if tls:
             cmd += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
         if api_key:
