@@ -3,8 +3,10 @@
 llama-server, in the same run, on the same GGUF and threads.
 
 The prompt is "Once upon a time, there was a " + "very " * k, with k growing
-by --step until the server answers 400 (spate: context_length_exceeded;
-llama-server: its context-size error). For each k and server: TTFT and decode
+by --step until the server answers 400 (spate: context_length_exceeded).
+llama-server (0.3.16's llama.cpp) never refuses: it truncates a prompt longer
+than its context, so its sweep stops one step past spate's limit (the record
+says so). For each k and server: TTFT and decode
 tok/s of a streamed /v1/completions request (temperature 0, --max-tokens
 tokens, ignore_eos), the median of --reps runs. Prefix caching is off on both
 (spate --no-enable-prefix-caching; llama-server "cache_prompt": false), so
@@ -109,11 +111,18 @@ def n_prompt_tokens(spate_port, model, prompt):
         return json.load(r)["count"]
 
 
-def sweep(name, port, model, args, token_counts, out):
-    """Runs k = 0, step, 2 step, ... until a 400. Returns {k: record}."""
+def sweep(name, port, model, args, token_counts, out, last_k=None):
+    """Runs k = 0, step, 2 step, ... until a 400, or past last_k. Returns {k: record}."""
     results = {}
     k = 0
     while True:
+        if last_k is not None and k > last_k:
+            # llama-server does not refuse an over-long prompt: it truncates it to
+            # its context (so TTFT drops). Past spate's limit there is nothing to compare.
+            rec = {"kind": "limit", "server": name, "k": k, "prompt_tokens": token_counts(PREFIX + "very " * k),
+                   "status": None, "error": f"not refused up to k={last_k}; stopped at the other server's limit"}
+            print(json.dumps(rec), file=out, flush=True)
+            return results
         prompt = PREFIX + "very " * k
         body = {"model": model, "prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0, "stream": True,
                 "ignore_eos": True, "cache_prompt": False}
@@ -230,7 +239,8 @@ def main():
                     for k in range(0, args.ctx + args.step, args.step):
                         token_counts(PREFIX + "very " * k)
                 tc = lambda p: counts.get(p)  # noqa: E731
-                results[name] = sweep(name, port, "m", args, token_counts if name == "spate" else tc, out)
+                last_k = None if name == "spate" or not results.get("spate") else max(results["spate"]) + args.step
+                results[name] = sweep(name, port, "m", args, token_counts if name == "spate" else tc, out, last_k)
             finally:
                 proc.terminate()
                 try:
