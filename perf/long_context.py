@@ -111,45 +111,25 @@ def n_prompt_tokens(spate_port, model, prompt):
         return json.load(r)["count"]
 
 
-def sweep(name, port, model, args, token_counts, out, last_k=None):
-    """Runs k = 0, step, 2 step, ... until a 400, or past last_k. Returns {k: record}."""
-    results = {}
-    k = 0
-    while True:
-        if last_k is not None and k > last_k:
-            # llama-server does not refuse an over-long prompt: it truncates it to
-            # its context (so TTFT drops). Past spate's limit there is nothing to compare.
-            rec = {"kind": "limit", "server": name, "k": k, "prompt_tokens": token_counts(PREFIX + "very " * k),
-                   "status": None, "error": f"not refused up to k={last_k}; stopped at the other server's limit"}
-            print(json.dumps(rec), file=out, flush=True)
-            return results
-        prompt = PREFIX + "very " * k
-        body = {"model": model, "prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0, "stream": True,
-                "ignore_eos": True, "cache_prompt": False}
-        ttfts, tpss, stop = [], [], None
-        for _ in range(args.reps):
-            status, err, ttft, tps, n = stream_completion(port, body)
-            if status != 200:
-                stop = {"status": status, "error": err}
-                break
-            ttfts.append(ttft)
-            if tps:
-                tpss.append(tps)
-        if stop:
-            rec = {"kind": "limit", "server": name, "k": k, "prompt_tokens": token_counts(prompt), **stop}
-            print(json.dumps(rec), file=out, flush=True)
-            print(f"# {name}: k={k} answered {stop['status']}: {json.dumps(stop['error'])[:200]}", file=sys.stderr)
-            return results
-        rec = {"kind": "sample", "server": name, "k": k, "prompt_tokens": token_counts(prompt), "reps": args.reps,
-               "ttft_s": statistics.median(ttfts), "decode_tok_s": statistics.median(tpss) if tpss else None,
-               "ttft_all_s": ttfts}
-        results[k] = rec
-        print(json.dumps(rec), file=out, flush=True)
-        print(f"# {name}: k={k} prompt_tokens={rec['prompt_tokens']} ttft={rec['ttft_s']:.3f}s "
-              f"decode={rec['decode_tok_s'] or 0:.1f} tok/s", file=sys.stderr)
-        k += args.step
-        if k > 10 * args.ctx:
-            raise RuntimeError(f"{name} never refused a prompt; is --ctx right?")
+def measure(name, port, model, args, k, prompt_tokens):
+    """One k on one server: a "sample" record, or a "limit" record on a refusal."""
+    prompt = PREFIX + "very " * k
+    body = {"model": model, "prompt": prompt, "max_tokens": args.max_tokens, "temperature": 0, "stream": True,
+            "ignore_eos": True, "cache_prompt": False}
+    ttfts, tpss = [], []
+    for _ in range(args.reps):
+        status, err, ttft, tps, n = stream_completion(port, body)
+        if status != 200:
+            print(f"# {name}: k={k} answered {status}: {json.dumps(err)[:200]}", file=sys.stderr)
+            return {"kind": "limit", "server": name, "k": k, "prompt_tokens": prompt_tokens, "status": status, "error": err}
+        ttfts.append(ttft)
+        if tps:
+            tpss.append(tps)
+    rec = {"kind": "sample", "server": name, "k": k, "prompt_tokens": prompt_tokens, "reps": args.reps,
+           "ttft_s": statistics.median(ttfts), "decode_tok_s": statistics.median(tpss) if tpss else None, "ttft_all_s": ttfts}
+    print(f"# {name}: k={k} prompt_tokens={prompt_tokens} ttft={rec['ttft_s']:.3f}s decode={rec['decode_tok_s'] or 0:.1f} tok/s",
+          file=sys.stderr)
+    return rec
 
 
 def start_spate(args, port):
@@ -217,31 +197,50 @@ def main():
     args.log_dir.mkdir(parents=True, exist_ok=True)
     png = args.png or str(out_path.with_suffix(".png"))
 
-    counts = {}
-    results = {}
+    results = {"spate": {}, "llama-server": {}}
+    procs = []
     with open(out_path, "w") as out:
         print(json.dumps({"kind": "config", "model": args.model, "threads": args.threads, "step": args.step, "reps": args.reps,
                           "max_tokens": args.max_tokens, "ctx": args.ctx}), file=out, flush=True)
-        # spate first: its /tokenize gives the prompt lengths for both (same GGUF, same tokenizer).
-        for name, start in (("spate", start_spate), ("llama-server", start_peer)):
-            if name == "llama-server" and args.skip_peer:
-                continue
-            port = free_port()
-            proc, ready = start(args, port)
-            try:
+        try:
+            # Both servers up at once (idle, neither burns CPU); each k runs on
+            # one then the other, the order alternating, so drift hits both.
+            ports = {}
+            for name, start in (("spate", start_spate), ("llama-server", start_peer)):
+                if name == "llama-server" and args.skip_peer:
+                    continue
+                port = free_port()
+                proc, ready = start(args, port)
+                procs.append(proc)
                 wait_ready(port, ready, proc)
-                if name == "spate":
-                    def token_counts(p, port=port):
-                        if p not in counts:
-                            counts[p] = n_prompt_tokens(port, "m", p)
-                        return counts[p]
-                    # Count every length the peer may reach while spate runs.
-                    for k in range(0, args.ctx + args.step, args.step):
-                        token_counts(PREFIX + "very " * k)
-                tc = lambda p: counts.get(p)  # noqa: E731
-                last_k = None if name == "spate" or not results.get("spate") else max(results["spate"]) + args.step
-                results[name] = sweep(name, port, "m", args, token_counts if name == "spate" else tc, out, last_k)
-            finally:
+                ports[name] = port
+            active = list(ports)
+            k, step_i, spate_limit = 0, 0, None
+            while active:
+                # The prompt's length by spate's tokenizer (the same GGUF as the peer's).
+                n_tok = n_prompt_tokens(ports["spate"], "m", PREFIX + "very " * k) if "spate" in ports else None
+                order = active if step_i % 2 == 0 else list(reversed(active))
+                for name in order:
+                    if name == "llama-server" and spate_limit is not None and k > spate_limit:
+                        # llama-server does not refuse an over-long prompt: it truncates
+                        # it to its context. Past spate's limit there is nothing to compare.
+                        rec = {"kind": "limit", "server": name, "k": k, "prompt_tokens": n_tok, "status": None,
+                               "error": f"not refused up to k={k - args.step}; stopped one step past spate's limit"}
+                    else:
+                        rec = measure(name, ports[name], "m", args, k, n_tok)
+                    print(json.dumps(rec), file=out, flush=True)
+                    if rec["kind"] == "limit":
+                        active.remove(name)
+                        if name == "spate":
+                            spate_limit = k
+                    else:
+                        results[name][k] = rec
+                k += args.step
+                step_i += 1
+                if k > 10 * args.ctx:
+                    raise RuntimeError("a server never refused a prompt; is --ctx right?")
+        finally:
+            for proc in procs:
                 proc.terminate()
                 try:
                     proc.wait(timeout=30)
