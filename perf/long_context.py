@@ -65,7 +65,7 @@ def stream_completion(port, body, timeout=900):
     """POSTs a streamed completion. Returns (status, error JSON or None, ttft_s, decode tok/s, n_tokens)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     t0 = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    conn.request("POST", "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
     res = conn.getresponse()
     if res.status != 200:
         raw = res.read()

@@ -39,7 +39,7 @@ def chat_stream(url, session, messages, max_tokens=24, headers=None):
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=HANG_S)
     body = {"model": MODEL_NAME, "messages": messages, "max_tokens": max_tokens, "temperature": 0, "stream": True}
     try:
-        conn.request("POST", "/v1/chat/completions", json.dumps(body),
+        conn.request("POST", "/v1/chat/completions", json.dumps(body).encode(),
                      {"Content-Type": "application/json", "X-Session-Id": session, **(headers or {})})
         res = conn.getresponse()
         o.status, o.replica = res.status, res.getheader("X-Spate-Replica")
@@ -88,7 +88,7 @@ def completion(url, session, prompt, max_tokens=16):
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=HANG_S)
     body = {"model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "user": session}
     try:
-        conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        conn.request("POST", "/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"})
         res = conn.getresponse()
         payload = res.read()
         o.status, o.replica = res.status, res.getheader("X-Spate-Replica")
