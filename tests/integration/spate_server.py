@@ -47,6 +47,15 @@ def process_env(extra=None) -> dict:
     return env
 
 
+def self_signed_cert(d: Path):
+    """Writes a self-signed RSA certificate for 127.0.0.1 and localhost into d; returns (cert, key) paths."""
+    key, crt = Path(d) / "key.pem", Path(d) / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
+                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return crt, key
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +24,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
-from spate_server import MODEL_NAME, REPO, SPATE_BIN, SPATE_MODEL, SpateServer
+from spate_server import MODEL_NAME, REPO, SPATE_BIN, SPATE_MODEL, SpateServer, self_signed_cert
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing", allow_module_level=True)
@@ -172,12 +171,7 @@ def test_chat_renders_code_blocks(browser, server):
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tls")
-    key, crt = d / "key.pem", d / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
-                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True, timeout=60)
-    return crt, key
+    return self_signed_cert(tmp_path_factory.mktemp("tls"))
 
 
 def test_chat_over_tls_with_sse_and_websocket(browser, cert):

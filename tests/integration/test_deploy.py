@@ -16,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from spate_server import REPO, SPATE_BIN, SPATE_MODEL, free_port, process_env
+from spate_server import REPO, SPATE_BIN, SPATE_MODEL, free_port, process_env, self_signed_cert
 
 K8S = REPO / "deploy" / "k8s"
 HAPROXY_CFG = REPO / "deploy" / "haproxy" / "haproxy.cfg"
@@ -85,9 +85,7 @@ def test_every_flag_and_config_key_starts_a_real_server(tmp_path):
     for a in c["args"][1:]:
         assert f"{a.split('=', 1)[0]} " in help_text, f"{a} is not a spate serve option"
 
-    key, crt = tmp_path / "tls.key", tmp_path / "tls.crt"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt), "-days", "2",
-                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    crt, key = self_signed_cert(tmp_path)
     (tmp_path / "api-keys").write_text("# test\nsk-deploy-test\n")
     (tmp_path / "spate.conf").write_text(ini.replace("/var/lib/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf", str(SPATE_MODEL)))
     paths = {"/etc/spate/spate.conf": str(tmp_path / "spate.conf"), "/etc/spate/tls/tls.crt": str(crt),

@@ -12,7 +12,7 @@ import openai
 import pytest
 import websockets.sync.client as ws_client
 
-from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer
+from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, self_signed_cert
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing", allow_module_level=True)
@@ -20,12 +20,7 @@ if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tls")
-    key, crt = d / "key.pem", d / "cert.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
-                    "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True, timeout=60)
-    return crt, key
+    return self_signed_cert(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture(scope="module")
