@@ -37,7 +37,7 @@ std::string parse_speculative_config(const std::string& text, speculative_config
   if (!doc.is_object()) return bad("must be a JSON object");
   const json::object& o = doc.as_object();
   static constexpr const char* k_keys[] = {"method", "model", "num_speculative_tokens", "prompt_lookup_min",
-                                           "prompt_lookup_max", "disable_by_batch_size"};
+                                           "prompt_lookup_max", "disable_by_batch_size", "adaptive_k"};
   for (const auto& kv : o) {
     bool known = false;
     for (const char* k : k_keys) known = known || kv.key() == k;
@@ -70,6 +70,10 @@ std::string parse_speculative_config(const std::string& text, speculative_config
                                      {"prompt_lookup_max", &out.prompt_lookup_max, &has_max},
                                      {"disable_by_batch_size", &out.disable_by_batch_size, &has_disable}}) {
     if (auto err = read_int(o, key, *field, *present); !err.empty()) return err;
+  }
+  if (const json::value* a = o.if_contains("adaptive_k")) {
+    if (!a->is_bool()) return bad("\"adaptive_k\" must be true or false");
+    out.adaptive_k = a->as_bool();
   }
   if (!has_k) return bad("needs \"num_speculative_tokens\"");
   if (out.num_speculative_tokens < 1 || out.num_speculative_tokens > k_max_speculative_tokens) {

@@ -28,6 +28,7 @@ scheduler_config scheduler_config_of(const engine_config& cfg, int32_t kv_window
   if (cfg.speculative.enabled()) {
     c.num_speculative_tokens = cfg.speculative.num_speculative_tokens;
     c.speculative_disable_by_batch_size = cfg.speculative.disable_by_batch_size;
+    c.speculative_adaptive_k = cfg.speculative.adaptive_k;
   }
   return c;
 }

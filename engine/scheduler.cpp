@@ -91,7 +91,8 @@ int32_t scheduler::plan_drafts(sched_seq& s, int64_t budget) {
   // the request never needs a position at or beyond max_len - 1.
   const int64_t bs = kv_.block_size();
   const int64_t room = (static_cast<int64_t>(s.blocks.n_blocks()) + kv_.n_free_blocks()) * bs - (s.n_cached + 1);
-  const int64_t limit = std::min<int64_t>({cfg_.num_speculative_tokens, budget, max_len - 1 - s.n_tokens(), room});
+  const int32_t k = cfg_.speculative_adaptive_k ? s.draft_len.next(cfg_.num_speculative_tokens) : cfg_.num_speculative_tokens;
+  const int64_t limit = std::min<int64_t>({k, budget, max_len - 1 - s.n_tokens(), room});
   if (limit <= 0) return 0;
   s.spec_tokens.assign(1, s.tokens->back());
   int32_t n = proposer_->propose(s.id, *s.tokens, static_cast<int32_t>(limit), s.spec_tokens);
@@ -209,6 +210,7 @@ void scheduler::on_step_done(const scheduler_output& out) {
 
 void scheduler::on_verified(const scheduled_seq& q, int32_t n_accepted) {
   sched_seq& s = *q.seq;
+  if (cfg_.speculative_adaptive_k) s.draft_len.on_verified(q.n_draft, n_accepted, cfg_.num_speculative_tokens);
   s.n_cached = q.n_past + 1 + std::clamp(n_accepted, 0, q.n_draft);
   s.blocks.shrink_to(static_cast<int32_t>(kv_block_manager::blocks_for(s.n_cached, kv_.block_size())));
   commit_cached(s);

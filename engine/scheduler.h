@@ -26,7 +26,8 @@
 // every running request got its tokens, from what budget and free blocks are
 // left (they never cause a preemption), and never reach past the request's
 // max_len; none are proposed while more than speculative_disable_by_batch_size
-// requests run. After the forward the engine verifies the drafts and calls
+// requests run. With speculative_adaptive_k, each request asks for fewer
+// drafts (or none for a while) after rejections (engine/draft_length.h). After the forward the engine verifies the drafts and calls
 // on_verified(), which keeps the KV of the accepted ones and shrinks the
 // block table at its end.
 //
@@ -48,6 +49,7 @@
 #include "engine/buckets.h"
 #include "engine/engine_config.h"
 #include "model/forward_batch.h"
+#include "engine/draft_length.h"
 #include "engine/draft_proposer.h"
 #include "engine/kv_block_manager.h"
 
@@ -67,6 +69,7 @@ struct sched_seq {
   int32_t max_len = 0;     // prompt + max_tokens: positions stay below max_len - 1 (0: max_model_len)
   bool speculate = false;  // decodes may carry draft tokens
   std::vector<int32_t> spec_tokens;  // the step's last token, then its drafts (a decode with drafts)
+  draft_length draft_len;            // how many drafts the next decode asks for (adaptive k)
   enum class state { none, waiting, running, finished } where = state::none;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens->size()); }

@@ -15,12 +15,15 @@
 #
 # Usage: perf/bench_speculative.sh [--mode ngram|draft] [--reps N] [--k K]
 #                                  [--max-tokens N] [--streams 1,4,16] [--skip-spate]
+#                                  [--adaptive-k true|false] [--skip-peer]
+#   --adaptive-k: spate's per-request draft length (default true, as served);
+#   false drafts k tokens at every decode.
 #   Env: SPATE_BIN (default build/spate), SPATE_MODEL (default: fetched
 #   SmolLM2), PEER_BIN (default: perf/peer/build_llama_cpp.sh's output).
 # Takes about 10 minutes per mode with the defaults on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode=ngram reps=3 k=4 max_tokens=128 streams=1,4,16 skip_spate=0
+mode=ngram reps=3 k=4 max_tokens=128 streams=1,4,16 skip_spate=0 skip_peer=0 adaptive=true
 while (($#)); do
   case "$1" in
     --mode) mode="$2"; shift 2 ;;
@@ -29,6 +32,8 @@ while (($#)); do
     --max-tokens) max_tokens="$2"; shift 2 ;;
     --streams) streams="$2"; shift 2 ;;
     --skip-spate) skip_spate=1; shift ;;
+    --skip-peer) skip_peer=1; shift ;;
+    --adaptive-k) adaptive="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,12 +52,12 @@ stop_server() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
 case "$mode" in
   ngram)
     target="$SPATE_MODEL"
-    spec="{\"method\": \"ngram\", \"num_speculative_tokens\": $k, \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3, \"disable_by_batch_size\": 0}" ;;
+    spec="{\"method\": \"ngram\", \"num_speculative_tokens\": $k, \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3, \"disable_by_batch_size\": 0, \"adaptive_k\": $adaptive}" ;;
   draft)
     PEER_BIN="$PEER_BIN" bash perf/make_variants.sh --model "$SPATE_MODEL" F16 >&2
     stem="$(basename "$SPATE_MODEL")"; stem="${stem%.gguf}"; stem="${stem%.*}"
     target="$HOME/.cache/spate/models/derived/$stem.F16.gguf"
-    spec="{\"model\": \"$SPATE_MODEL\", \"num_speculative_tokens\": $k, \"disable_by_batch_size\": 0}" ;;
+    spec="{\"model\": \"$SPATE_MODEL\", \"num_speculative_tokens\": $k, \"disable_by_batch_size\": 0, \"adaptive_k\": $adaptive}" ;;
   *) echo "--mode must be ngram or draft" >&2; exit 2 ;;
 esac
 
@@ -64,9 +69,10 @@ pid=$!
 wait_ready "http://127.0.0.1:$port/ready"
 echo "# spate $(basename "$target"), --speculative-config '$spec'" >&2
 python3 perf/bench_speculative.py --url "http://127.0.0.1:$port" --streams "$streams" --reps "$reps" \
-  --max-tokens "$max_tokens" --label "spate $mode"
+  --max-tokens "$max_tokens" --label "spate $mode adaptive_k=$adaptive"
 stop_server
 fi
+((skip_peer)) && exit 0
 
 if [[ "$mode" == ngram ]]; then
   echo "# llama.cpp llama-lookup --draft $k" >&2

@@ -140,6 +140,29 @@ TEST(EngineSpeculative, DraftsCountAgainstTheBudget) {
   h.expect_drained();
 }
 
+// Drafts that are always wrong: with adaptive k (the default) a request backs
+// off and drafts far fewer tokens than with a fixed k; the output is the same.
+TEST(EngineSpeculative, AdaptiveKBacksOffFromRejectedDraftsWithoutChangingTheOutput) {
+  int64_t n_draft_tokens[2] = {0, 0};
+  for (bool adaptive : {false, true}) {
+    SCOPED_TRACE(adaptive ? "adaptive" : "fixed k");
+    engine_config c = spec_config(std::make_shared<constant_proposer>(word('q')), 4);
+    c.speculative.adaptive_k = adaptive;
+    harness h(c);
+    const int64_t a = h.submit_ok(words("abc"), 40);
+    const int64_t b = h.submit_ok(words("hello"), 40);
+    h.start();
+    h.eng->wait_idle();
+    EXPECT_EQ(h.log.get(a).tokens, expected_tokens(words("abc"), 40));
+    EXPECT_EQ(h.log.get(b).tokens, expected_tokens(words("hello"), 40));
+    n_draft_tokens[adaptive] = h.eng->stats().spec_num_draft_tokens;
+    h.expect_drained();
+  }
+  EXPECT_GT(n_draft_tokens[0], 0);
+  EXPECT_GT(n_draft_tokens[1], 0);
+  EXPECT_LT(n_draft_tokens[1] * 4, n_draft_tokens[0]);
+}
+
 TEST(EngineSpeculative, OptedOutRequestsGetNoDrafts) {
   auto oracle = std::make_shared<oracle_proposer>();
   harness h(spec_config(oracle, 4));

@@ -33,6 +33,10 @@ START_TIMEOUT = 300  # seconds to reach /ready (load + warmup on a busy 2-core m
 
 
 SANITIZED = os.environ.get("SPATE_SANITIZER") == "1"
+# Wall-clock bounds in tests are multiplied by this: a sanitized binary runs 5 to
+# 15 times slower (TSan on 2 cores), so a bound that holds for the release build
+# would fail there for timing alone.
+SLOWDOWN = 15 if SANITIZED else 1
 
 
 def process_env(extra=None) -> dict:
@@ -114,6 +118,19 @@ class SpateServer:
                 name = re.sub(r'model_name="(?:[^"\\]|\\.)*",?', "", name).replace("{}", "")
             out[name] = float(value)
         return out
+
+    def wait_metric(self, predicate, timeout=30.0) -> dict:
+        """Polls /metrics until predicate(metrics) holds; returns those metrics.
+        Raises AssertionError after timeout seconds (scaled by SLOWDOWN)."""
+        deadline = time.time() + timeout * SLOWDOWN
+        while True:
+            m = self.metrics()
+            if predicate(m):
+                return m
+            if time.time() > deadline:
+                raise AssertionError(f"metrics never matched within {timeout * SLOWDOWN:.0f} s: "
+                                     f"{ {k: v for k, v in m.items() if 'num_requests' in k} }")
+            time.sleep(0.05)
 
     def stop(self, sig=signal.SIGTERM, timeout=60) -> int:
         if self.proc.poll() is None:

@@ -17,7 +17,7 @@ import openai
 import pytest
 import websockets.sync.client as ws_client
 
-from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, post_json
+from spate_server import MODEL_NAME, SLOWDOWN, SPATE_BIN, SPATE_MODEL, SpateServer, post_json
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing (set SPATE_BIN / SPATE_MODEL)", allow_module_level=True)
@@ -402,13 +402,13 @@ def test_queue_full_gets_429_before_stream():
         results = []
 
         def run():
-            results.append(post_json(s.base_url, "/v1/completions", body)[0])
+            results.append(post_json(s.base_url, "/v1/completions", body, timeout=120 * SLOWDOWN)[0])
 
         threads = [threading.Thread(target=run) for _ in range(2)]
-        for t in threads:
-            t.start()
-            time.sleep(0.3)
-        time.sleep(0.3)
+        threads[0].start()  # fills the one running slot ...
+        s.wait_metric(lambda m: m["spate:num_requests_running"] == 1)
+        threads[1].start()  # ... and this one the one queue slot
+        s.wait_metric(lambda m: m["spate:num_requests_waiting"] == 1)
         st, resp, hdrs = post_json(s.base_url, "/v1/completions", {**body, "stream": True})
         assert st == 429, resp
         assert hdrs.get("Retry-After")
@@ -459,7 +459,9 @@ def test_chat_template_override_and_template_error(tmp_path):
 
 
 def test_sse_keepalive_during_long_prefill(server):
-    body = json.dumps({"model": MODEL_NAME, "prompt": "word " * 3000, "max_tokens": 2, "stream": True})
+    # ~2 s of prefill in a release build; a sanitized build is far slower per token,
+    # so a shorter prompt still outlasts the 0.5 s keep-alive interval there.
+    body = json.dumps({"model": MODEL_NAME, "prompt": "word " * (3000 // SLOWDOWN), "max_tokens": 2, "stream": True})
     out = subprocess.run(["curl", "-sN", "--max-time", "300", "-H", "Content-Type: application/json", "-d", body,
                           server.base_url + "/v1/completions"], capture_output=True, timeout=320, check=True).stdout.decode()
     assert out.startswith(": keep-alive\n\n"), out[:200]

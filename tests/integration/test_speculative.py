@@ -89,6 +89,7 @@ def test_bad_per_request_field_is_400(client):
     ('{"method": "eagle", "num_speculative_tokens": 4}', 'unsupported method "eagle"'),
     ('{"method": "ngram", "num_speculative_tokens": 4, "k": 1}', 'unknown key "k"'),
     ('[1]', "must be a JSON object"),
+    ('{"method": "ngram", "num_speculative_tokens": 4, "adaptive_k": 1}', '"adaptive_k" must be true or false'),
 ])
 def test_bad_speculative_config_is_refused_at_start(config, needle):
     p = subprocess.run([str(SPATE_BIN), "serve", "--model", str(SPATE_MODEL), "--port", "1",
