@@ -7,8 +7,9 @@
 //
 // Optional in both: "disable_by_batch_size" (no drafts while more requests
 // run; default k_default_disable_by_batch_size, 0 = never off) and
-// "adaptive_k" (spate's own, default true: each request asks for fewer drafts
-// after rejections, engine/draft_length.h; false: always k). As in vLLM, prompt_lookup_min and _max default to each other, and to
+// "adaptive_k" (spate's own, default false: true makes each request ask for
+// fewer drafts after rejections, engine/draft_length.h; opt-in until
+// perf/bench_speculative.sh --adaptive-k true has measured it). As in vLLM, prompt_lookup_min and _max default to each other, and to
 // 5 when neither is given. Unknown keys and wrong types are errors.
 #pragma once
 

@@ -32,7 +32,7 @@ struct scheduler_config {
   // above which no drafts are proposed (0: never turned off).
   int32_t num_speculative_tokens = 0;
   int32_t speculative_disable_by_batch_size = 0;
-  bool speculative_adaptive_k = true;  // per-request draft length (engine/draft_length.h); false: always k
+  bool speculative_adaptive_k = false;  // per-request draft length (engine/draft_length.h); false: always k
   // Positions a query reads back (forward_executor::kv_window(); set by the
   // engine, not a user option). > 0: after each step a sequence releases its
   // leading blocks that no later query reads. 0: blocks stay until the end.
@@ -52,7 +52,7 @@ struct speculative_config {
   int32_t prompt_lookup_min = 5;       // ngram: shortest suffix searched for, >= 1
   int32_t prompt_lookup_max = 5;       // ngram: longest suffix, >= prompt_lookup_min
   int32_t disable_by_batch_size = 0;   // no drafts while more requests than this run (0: never)
-  bool adaptive_k = true;              // per-request draft length from its acceptance (engine/draft_length.h)
+  bool adaptive_k = false;             // per-request draft length from its acceptance (engine/draft_length.h); opt-in until measured
   // The draft_model proposer (built by the command line), or a test's own;
   // null with method ngram: the engine builds an ngram_proposer.
   std::shared_ptr<draft_proposer> proposer;

@@ -140,7 +140,7 @@ TEST(EngineSpeculative, DraftsCountAgainstTheBudget) {
   h.expect_drained();
 }
 
-// Drafts that are always wrong: with adaptive k (the default) a request backs
+// Drafts that are always wrong: with adaptive k ("adaptive_k") a request backs
 // off and drafts far fewer tokens than with a fixed k; the output is the same.
 TEST(EngineSpeculative, AdaptiveKBacksOffFromRejectedDraftsWithoutChangingTheOutput) {
   int64_t n_draft_tokens[2] = {0, 0};

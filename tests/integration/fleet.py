@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from spate_server import REPO, SpateServer, free_port, process_env
+from spate_server import REPO, SLOWDOWN, SpateServer, free_port, process_env
 
 HAPROXY_CFG = REPO / "deploy" / "haproxy" / "haproxy.cfg"
 
@@ -42,7 +42,7 @@ class Fleet:
         self.haproxy = subprocess.Popen(["haproxy", "-db", "-f", str(haproxy_cfg)], stdout=self.lb_log, stderr=subprocess.STDOUT,
                                         env=process_env(hap_env))
         # HAProxy starts every server UP; the absent ones go DOWN after their first checks.
-        self.wait_states({i: "UP" if i <= n else "DOWN" for i in range(1, 4)}, timeout=30)
+        self.wait_states({i: "UP" if i <= n else "DOWN" for i in range(1, 4)}, timeout=30 * SLOWDOWN)
 
     @property
     def url(self):
@@ -77,13 +77,13 @@ class Fleet:
         if sig == signal.SIGKILL:
             r.proc.wait(timeout=30)
         else:
-            assert r.proc.wait(timeout=120) == 0, r.log_text()[-3000:]
+            assert r.proc.wait(timeout=120 * SLOWDOWN) == 0, r.log_text()[-3000:]
 
     def restart(self, i):
         """Starts replica i again on its port; returns once HAProxy sees it UP."""
         self.replicas[i - 1] = SpateServer(*self.server_args, env=self.env, port=self.ports[i - 1], threads=self.threads)
         self.replicas[i - 1].wait_ready()
-        self.wait_states({i: "UP"}, timeout=30)
+        self.wait_states({i: "UP"}, timeout=30 * SLOWDOWN)
 
     def metric_sum(self, name):
         return sum(r.metrics().get(name, 0.0) for r in self.replicas[:self.n] if r and r.proc.poll() is None)

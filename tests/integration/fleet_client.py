@@ -11,9 +11,9 @@ from urllib.parse import urlparse
 
 import websockets.sync.client as ws_client
 
-from spate_server import MODEL_NAME
+from spate_server import MODEL_NAME, SLOWDOWN
 
-HANG_S = 90  # a request with no progress for this long counts as a hang
+HANG_S = 90 * SLOWDOWN  # a request with no progress for this long counts as a hang
 
 
 class Outcome:

@@ -18,6 +18,7 @@ import os
 import re
 import struct
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -456,27 +457,30 @@ def test_tokenize_invalid_utf8_does_not_fail():
 @needs_model
 def test_generate_draws_a_progress_bar_only_on_a_terminal():
     import pty
-    import select
     lines = "".join(json.dumps({"prompt": f"Story {i}:", "max_tokens": 96, "temperature": 0}) + "\n" for i in range(8))
     master, slave = pty.openpty()
-    try:
-        p = subprocess.run([str(SPATE_BIN), "generate", "--model", str(SPATE_MODEL), "--log-level", "warn"], input=lines.encode(),
-                           stdout=subprocess.PIPE, stderr=slave, timeout=TIMEOUT, env=process_env({"SPATE_SKIP_WARMUP": "1"}))
-        os.close(slave)
-        slave = None
-        data = b""
-        while select.select([master], [], [], 0.5)[0]:
+    chunks = []
+
+    def drain():  # read while spate runs: a full pty buffer would block its writes to stderr
+        while True:
             try:
                 chunk = os.read(master, 65536)
             except OSError:
-                break
+                return
             if not chunk:
-                break
-            data += chunk
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        p = subprocess.run([str(SPATE_BIN), "generate", "--model", str(SPATE_MODEL), "--log-level", "warn"], input=lines.encode(),
+                           stdout=subprocess.PIPE, stderr=slave, timeout=TIMEOUT, env=process_env({"SPATE_SKIP_WARMUP": "1"}))
     finally:
-        if slave is not None:
-            os.close(slave)
+        os.close(slave)
+        reader.join(timeout=10)
         os.close(master)
+    data = b"".join(chunks)
     assert p.returncode == 0
     text = data.decode(errors="replace")
     assert re.search(r"\[[#.]{30}\] \d/8 requests, \d+\.\d tok/s", text), text[-500:]

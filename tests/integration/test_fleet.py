@@ -16,13 +16,17 @@ import pytest
 
 from fleet import Fleet
 from fleet_client import Workload, chat_stream, completion
-from spate_server import SPATE_BIN, SPATE_MODEL
+from spate_server import SANITIZED, SPATE_BIN, SPATE_MODEL
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing", allow_module_level=True)
 
 ARGS = ["--shutdown-timeout", "20"]
 ENV = {"SPATE_SKIP_WARMUP": "1"}
+# A sanitized build (TSan: 10-50x slower at model work) serves far fewer
+# requests per second: observe longer and expect fewer.
+WINDOW = 6 if SANITIZED else 1   # multiplies the observation windows
+MIN_OK = 4 if SANITIZED else 20  # requests that must succeed in a workload
 
 
 @pytest.fixture
@@ -43,18 +47,18 @@ def summary(outcomes):
 
 def test_sigkill_fails_only_the_victims_requests_and_the_replica_rejoins(fleet):
     w = Workload(fleet.url, n_clients=4).start()
-    time.sleep(4)
+    time.sleep(4 * WINDOW)
     t_kill = time.monotonic()
     fleet.kill(2, signal.SIGKILL)
     time.sleep(3)
     fleet.restart(2)  # returns once HAProxy has it UP again (its /ready is 200)
     t_back = time.monotonic()
-    time.sleep(4)
+    time.sleep(4 * WINDOW)
     outcomes = w.stop()
     print("outcomes:", summary(outcomes), [o for o in outcomes if o.result != "ok"])
     assert not [o for o in outcomes if o.result == "hang"], "a request hung"
     failed = [o for o in outcomes if o.result != "ok"]
-    assert len(outcomes) - len(failed) >= 20, summary(outcomes)
+    assert len(outcomes) - len(failed) >= MIN_OK, summary(outcomes)
     for o in failed:
         # In flight when the replica died, and served by it when we know who served it.
         assert o.in_flight_at(t_kill), f"{o} failed but was not in flight at the kill ({t_kill:.2f})"
@@ -68,16 +72,16 @@ def test_sigkill_fails_only_the_victims_requests_and_the_replica_rejoins(fleet):
 
 def test_rolling_restart_loses_no_request(fleet):
     w = Workload(fleet.url, n_clients=4).start()
-    time.sleep(2)
+    time.sleep(2 * WINDOW)
     for i in (1, 2, 3):
         fleet.kill(i, signal.SIGTERM)  # drains: in-flight requests finish, /ready turns 503
         time.sleep(0.5)
         fleet.restart(i)
-        time.sleep(1)
+        time.sleep(1 * WINDOW)
     outcomes = w.stop()
     bad = [o for o in outcomes if o.result != "ok"]
     assert not bad, f"{len(bad)} of {len(outcomes)} requests failed: {bad[:5]}"
-    assert len(outcomes) >= 20
+    assert len(outcomes) >= MIN_OK
     served = {o.replica for o in outcomes if o.replica}
     assert served == {"spate1", "spate2", "spate3"}, served
 

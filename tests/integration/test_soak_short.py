@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spate_server import MODEL_NAME, SpateServer
+from spate_server import MODEL_NAME, SANITIZED, SpateServer
 
 SOAK = Path(__file__).resolve().parents[2] / "perf" / "soak.py"
 
@@ -28,7 +28,7 @@ def test_short_soak(tmp_path):
                            capture_output=True, text=True, timeout=300)
         summary = json.loads(out.read_text().splitlines()[-1])["summary"]
         assert r.returncode == 0, (summary, r.stderr[-2000:])
-        assert summary["requests"] > 50
+        assert summary["requests"] > (20 if SANITIZED else 50)  # a sanitized server is 10-50x slower at model work
         assert summary["status_5xx"] == 0 and not summary["unexpected"]
         assert summary["kv_usage_end"] == 0 and summary["running_end"] == 0
         for kind in ("chat_stream", "chat", "completion", "ws_response", "abort", "malformed", "oversized"):
