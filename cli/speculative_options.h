@@ -9,8 +9,9 @@
 // run; default k_default_disable_by_batch_size, 0 = never off) and
 // "adaptive_k" (spate's own, default false: true makes each request ask for
 // fewer drafts after rejections, engine/draft_length.h; opt-in until
-// perf/bench_speculative.sh --adaptive-k true has measured it). As in vLLM, prompt_lookup_min and _max default to each other, and to
-// 5 when neither is given. Unknown keys and wrong types are errors.
+// perf/bench_speculative.sh --adaptive-k true has measured it).
+// As in vLLM, prompt_lookup_min and _max default to each other, and to 5 when
+// neither is given. Unknown keys and wrong types are errors.
 #pragma once
 
 #include <string>
