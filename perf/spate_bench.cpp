@@ -22,6 +22,7 @@
 #include "model/thread_pool.h"
 #include "kernels/isa.h"
 #include "model/model_paths.h"
+#include "util/trace.h"
 
 namespace po = boost::program_options;
 using namespace spate;
@@ -55,12 +56,13 @@ void report(const char* metric, const std::vector<double>& tok_s, int threads) {
 int main(int argc, char** argv) {
   std::string model_path = default_model_path();
   int threads = 2, reps = 5, pp = 512, tg = 128, batch = 16, bd_prompt = 32, bd_gen = 64;
-  std::string only;
+  std::string only, trace_dir;
   bool force_reference = false;
   po::options_description desc("spate_bench");
   desc.add_options()("model", po::value(&model_path))("threads", po::value(&threads))("reps", po::value(&reps))(
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
-      "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")("reference", po::bool_switch(&force_reference));
+      "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")("reference", po::bool_switch(&force_reference))(
+      "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/op_breakdown.py)");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -78,6 +80,13 @@ int main(int argc, char** argv) {
   model_runner runner(cfg, w, kv, pool);
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab) * std::max(batch, 1));
   std::fprintf(stderr, "model %s, %d threads, kernels %s\n", model_path.c_str(), threads, kernels::isa_name(kernels::active_isa()));
+
+  if (!trace_dir.empty()) {
+    if (const std::string err = trace::start(trace_dir); !err.empty()) {
+      std::fprintf(stderr, "--trace-dir: %s\n", err.c_str());
+      return 2;
+    }
+  }
 
   // Deterministic pseudo-random prompt tokens.
   auto prompt_tokens = [&](int n, uint32_t salt) {
@@ -149,6 +158,15 @@ int main(int argc, char** argv) {
       if (i > 0) r.push_back(static_cast<double>(batch) * bd_gen / (now_s() - t0));
     }
     report(("bd" + std::to_string(batch)).c_str(), r, threads);
+  }
+  if (!trace_dir.empty()) {
+    const trace::session_result t = trace::stop();
+    if (!t.error.empty()) {
+      std::fprintf(stderr, "trace: %s\n", t.error.c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "trace: %s (%lld spans, %lld dropped)\n", t.path.c_str(), static_cast<long long>(t.n_events),
+                 static_cast<long long>(t.n_dropped));
   }
   return 0;
 }
