@@ -119,6 +119,19 @@ void model_runner::project(const float* x, int64_t ldx, int64_t n_rows, std::ini
   }
 }
 
+int64_t model_runner::target_matmul_tasks(const mm_job* jobs, int n_jobs, int64_t n_rows) const {
+  const int64_t n_threads = pool_.n_threads();
+  if (n_rows > k_stream_max_rows) return 8 * n_threads;  // compute-bound: many tasks balance the threads
+  int64_t bytes = 0;
+  for (int i = 0; i < n_jobs; ++i) {
+    const auto traits = kernels::traits_of(static_cast<uint32_t>(jobs[i].w->type()));
+    bytes += traits ? jobs[i].w->n_out() * kernels::row_bytes(*traits, jobs[i].w->n_in()) : 0;
+  }
+  const int64_t by_bytes = bytes / k_min_stream_task_bytes;
+  const int64_t per_thread = std::clamp<int64_t>((by_bytes + n_threads - 1) / n_threads, 1, 8);
+  return per_thread * n_threads;
+}
+
 void model_runner::matmuls(const mm_job* jobs, int n_jobs, int64_t n_rows) {
   // Split every weight's output columns into chunks (multiples of its granularity),
   // enough chunks for load balance; all chunks of all jobs form one parallel loop.
@@ -129,9 +142,9 @@ void model_runner::matmuls(const mm_job* jobs, int n_jobs, int64_t n_rows) {
   };
   chunk_plan plans[4];
   int64_t total = 0;
-  const int64_t target_tasks = 8 * pool_.n_threads();
   int64_t total_out = 0;
   for (int i = 0; i < n_jobs; ++i) total_out += jobs[i].w->n_out();
+  const int64_t target_tasks = target_matmul_tasks(jobs, n_jobs, n_rows);
   for (int i = 0; i < n_jobs; ++i) {
     const mm_job& j = jobs[i];
     const int64_t g = kernels::col_granularity(*j.w);
