@@ -128,9 +128,13 @@ struct dec_q6_k {
 // the next group's record, into L2. Measured on Zen 4 with a 1B-shaped Q4_0
 // model (perf/bench_1b.sh, tg64, three interleaved runs per setting): into L1
 // 4 groups ahead (the avx2 kernel's setting) 39-44 tok/s; into L2 4 ahead
-// 46-64; into L1 1 ahead 45-51; into L2 1 ahead 56-64.
+// 46-64; into L1 1 ahead 45-51; into L2 1 ahead 56-64. With fewer, larger
+// tasks per matmul and the first groups of a task prefetched up front
+// (2026-11-26, SmolLM2 / Gemma 3 270M / 1B Q4_0 tg128, interleaved runs):
+// 1 ahead 246 / 118 / 46 tok/s, 2 ahead 325 / 136 / 46, 3 ahead 331 / 146 /
+// 54, 4 ahead 332 / 137 / 52 (2 to 4 within this VM's noise); L1 hint 319 / 119.
 inline constexpr int k_prefetch_hint = 2;  // __builtin_prefetch locality 2: prefetcht1 (L2)
-inline constexpr int64_t k_prefetch_groups = 2;
+inline constexpr int64_t k_prefetch_groups = 3;
 
 // Row tile of the main loop (measured on Zen 4: 8 rows ~1.5x faster than 4 at
 // 16..512 rows), and int32 chains per row for a tile of R rows (two when few
