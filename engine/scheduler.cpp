@@ -91,7 +91,10 @@ int32_t scheduler::plan_drafts(sched_seq& s, int64_t budget) {
   // the request never needs a position at or beyond max_len - 1.
   const int64_t bs = kv_.block_size();
   const int64_t room = (static_cast<int64_t>(s.blocks.n_blocks()) + kv_.n_free_blocks()) * bs - (s.n_cached + 1);
-  const int32_t k = cfg_.speculative_adaptive_k ? s.draft_len.next(cfg_.num_speculative_tokens) : cfg_.num_speculative_tokens;
+  // A lone stream's step is bound by reading the weights, so its drafts are
+  // nearly free: the adaptive length only applies while several sequences run.
+  const bool adaptive = cfg_.speculative_adaptive_k && running_.size() > 1;
+  const int32_t k = adaptive ? s.draft_len.next(cfg_.num_speculative_tokens) : cfg_.num_speculative_tokens;
   const int64_t limit = std::min<int64_t>({k, budget, max_len - 1 - s.n_tokens(), room});
   if (limit <= 0) return 0;
   s.spec_tokens.assign(1, s.tokens->back());

@@ -163,6 +163,26 @@ TEST(EngineSpeculative, AdaptiveKBacksOffFromRejectedDraftsWithoutChangingTheOut
   EXPECT_LT(n_draft_tokens[1] * 4, n_draft_tokens[0]);
 }
 
+// Alone, a request's steps are bound by reading the weights: adaptive k then
+// drafts k at every decode, exactly as a fixed k does.
+TEST(EngineSpeculative, AdaptiveKDraftsFullLengthForALoneRequest) {
+  int64_t n_draft_tokens[2] = {0, 0};
+  for (bool adaptive : {false, true}) {
+    SCOPED_TRACE(adaptive ? "adaptive" : "fixed k");
+    engine_config c = spec_config(std::make_shared<constant_proposer>(word('q')), 4);
+    c.speculative.adaptive_k = adaptive;
+    harness h(c);
+    const int64_t a = h.submit_ok(words("abc"), 20);
+    h.start();
+    h.eng->wait_idle();
+    EXPECT_EQ(h.log.get(a).tokens, expected_tokens(words("abc"), 20));
+    n_draft_tokens[adaptive] = h.eng->stats().spec_num_draft_tokens;
+    h.expect_drained();
+  }
+  EXPECT_GT(n_draft_tokens[0], 0);
+  EXPECT_EQ(n_draft_tokens[1], n_draft_tokens[0]);
+}
+
 TEST(EngineSpeculative, OptedOutRequestsGetNoDrafts) {
   auto oracle = std::make_shared<oracle_proposer>();
   harness h(spec_config(oracle, 4));
