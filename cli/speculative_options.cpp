@@ -71,6 +71,7 @@ std::string parse_speculative_config(const std::string& text, speculative_config
                                      {"disable_by_batch_size", &out.disable_by_batch_size, &has_disable}}) {
     if (auto err = read_int(o, key, *field, *present); !err.empty()) return err;
   }
+  out.adaptive_k = k_default_adaptive_k;
   if (const json::value* a = o.if_contains("adaptive_k")) {
     if (!a->is_bool()) return bad("\"adaptive_k\" must be true or false");
     out.adaptive_k = a->as_bool();
@@ -90,7 +91,10 @@ std::string parse_speculative_config(const std::string& text, speculative_config
     return bad("\"prompt_lookup_max\" (" + std::to_string(out.prompt_lookup_max) + ") must be >= \"prompt_lookup_min\" (" +
                std::to_string(out.prompt_lookup_min) + ")");
   }
-  if (!has_disable) out.disable_by_batch_size = k_default_disable_by_batch_size;
+  if (!has_disable) {
+    out.disable_by_batch_size = out.kind == speculative_config::method::ngram ? k_default_disable_by_batch_size_ngram
+                                                                              : k_default_disable_by_batch_size_draft;
+  }
   if (out.disable_by_batch_size < 0) {
     return bad("\"disable_by_batch_size\" must be >= 0, got " + std::to_string(out.disable_by_batch_size));
   }

@@ -52,7 +52,7 @@ struct speculative_config {
   int32_t prompt_lookup_min = 5;       // ngram: shortest suffix searched for, >= 1
   int32_t prompt_lookup_max = 5;       // ngram: longest suffix, >= prompt_lookup_min
   int32_t disable_by_batch_size = 0;   // no drafts while more requests than this run (0: never)
-  bool adaptive_k = false;             // per-request draft length from its acceptance (engine/draft_length.h); opt-in until measured
+  bool adaptive_k = false;             // per-request draft length from its acceptance (engine/draft_length.h; `spate serve` defaults it on)
   // The draft_model proposer (built by the command line), or a test's own;
   // null with method ngram: the engine builds an ngram_proposer.
   std::shared_ptr<draft_proposer> proposer;

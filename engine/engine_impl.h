@@ -64,6 +64,7 @@ class engine::impl {
   // Times 1-token and prefill steps (best of 5) and returns the prompt-token
   // budget whose compute costs about four 1-token steps (engine_config::auto_prefill_budget).
   int32_t measure_prefill_budget();
+  static constexpr int32_t k_min_auto_prefill_budget = 40;
 
   // engine.cpp. Engine thread.
   void thread_main();

@@ -80,13 +80,20 @@ int32_t engine::impl::measure_prefill_budget() {
   const double t_lo = best_of_5(lo), t_hi = best_of_5(hi);
   const double per_token_s = hi > lo ? std::max(1e-9, (t_hi - t_lo) / (hi - lo)) : std::max(1e-9, t_hi / hi);
   // The chunk whose compute costs about four 1-token steps, in multiples of 8,
-  // within [16, 512]. Tuned on perf/bench_serving.sh --scenario throughput
+  // within [k_min_auto_prefill_budget, 512]. Tuned on perf/bench_serving.sh --scenario throughput
   // (SmolLM2, 2 threads, 2026-11-25: fixed 5 ms, 0.7 ms per prompt token):
   // chunks of 16 (one 1-token step) gave TTFT p50 1165 ms against 265 ms
   // without chunked prefill; 32 gave 264 ms with ITL p99 53 ms (p50 33 ms);
   // 48 and 64 gave ITL p99 72 and 76 ms.
   // Rounded up: TTFT suffers far more from a chunk too small than ITL from one too large.
-  const auto budget = static_cast<int32_t>(std::clamp(std::ceil(4.0 * fixed_s / per_token_s / 8.0) * 8.0, 16.0, 512.0));
+  // At least k_min_auto_prefill_budget (40): once batch-1 decode got faster
+  // (2026-11-26: fixed 2.5-3.3 ms, 0.55 ms per prompt token) the rule gave 24.
+  // perf/engine_serving_bench --reps 3, twice, same workload: 24 gave TTFT p50
+  // 430 ms over HTTP; 32: 488 tok/s, TTFT p50 158 ms, ITL p99 35 ms; 40: 499
+  // tok/s, 110 ms, 38 ms; 48: 498 tok/s, 149 ms, 42 ms; without chunked
+  // prefill 497 tok/s, 144 ms, 84 ms.
+  const auto budget = static_cast<int32_t>(std::clamp(std::ceil(4.0 * fixed_s / per_token_s / 8.0) * 8.0,
+                                                      static_cast<double>(k_min_auto_prefill_budget), 512.0));
   spdlog::info("Chunked prefill budget: {} prompt tokens per step (auto: a 1-token step takes {:.2f} ms, a prompt "
                "token {:.3f} ms more)", budget, fixed_s * 1e3, per_token_s * 1e3);
   return budget;
