@@ -140,47 +140,43 @@ TEST(EngineSpeculative, DraftsCountAgainstTheBudget) {
   h.expect_drained();
 }
 
-// Drafts that are always wrong: with adaptive k ("adaptive_k") a request backs
-// off and drafts far fewer tokens than with a fixed k; the output is the same.
-TEST(EngineSpeculative, AdaptiveKBacksOffFromRejectedDraftsWithoutChangingTheOutput) {
-  int64_t n_draft_tokens[2] = {0, 0};
-  for (bool adaptive : {false, true}) {
-    SCOPED_TRACE(adaptive ? "adaptive" : "fixed k");
-    engine_config c = spec_config(std::make_shared<constant_proposer>(word('q')), 4);
-    c.speculative.adaptive_k = adaptive;
-    harness h(c);
-    const int64_t a = h.submit_ok(words("abc"), 40);
-    const int64_t b = h.submit_ok(words("hello"), 40);
-    h.start();
-    h.eng->wait_idle();
-    EXPECT_EQ(h.log.get(a).tokens, expected_tokens(words("abc"), 40));
-    EXPECT_EQ(h.log.get(b).tokens, expected_tokens(words("hello"), 40));
-    n_draft_tokens[adaptive] = h.eng->stats().spec_num_draft_tokens;
-    h.expect_drained();
+// Runs the prompts together (max_tokens each) with always-wrong drafts, k 4,
+// adaptive k on or off; checks each output is plain decoding's and returns
+// the draft tokens proposed.
+int64_t wrong_draft_tokens(bool adaptive, const std::vector<const char*>& prompts, int32_t max_tokens) {
+  SCOPED_TRACE(adaptive ? "adaptive" : "fixed k");
+  engine_config c = spec_config(std::make_shared<constant_proposer>(word('q')), 4);
+  c.speculative.adaptive_k = adaptive;
+  harness h(c);
+  std::vector<int64_t> ids;
+  for (const char* p : prompts) ids.push_back(h.submit_ok(words(p), max_tokens));
+  h.start();
+  h.eng->wait_idle();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(h.log.get(ids[i]).tokens, expected_tokens(words(prompts[i]), max_tokens));
   }
-  EXPECT_GT(n_draft_tokens[0], 0);
-  EXPECT_GT(n_draft_tokens[1], 0);
-  EXPECT_LT(n_draft_tokens[1] * 4, n_draft_tokens[0]);
+  const int64_t n = h.eng->stats().spec_num_draft_tokens;
+  h.expect_drained();
+  return n;
+}
+
+// Drafts that are always wrong: with adaptive k ("adaptive_k") requests that
+// run together back off and draft far fewer tokens than with a fixed k; the
+// output is the same.
+TEST(EngineSpeculative, AdaptiveKBacksOffFromRejectedDraftsWithoutChangingTheOutput) {
+  const int64_t fixed = wrong_draft_tokens(false, {"abc", "hello"}, 40);
+  const int64_t adaptive = wrong_draft_tokens(true, {"abc", "hello"}, 40);
+  EXPECT_GT(fixed, 0);
+  EXPECT_GT(adaptive, 0);
+  EXPECT_LT(adaptive * 4, fixed);
 }
 
 // Alone, a request's steps are bound by reading the weights: adaptive k then
 // drafts k at every decode, exactly as a fixed k does.
 TEST(EngineSpeculative, AdaptiveKDraftsFullLengthForALoneRequest) {
-  int64_t n_draft_tokens[2] = {0, 0};
-  for (bool adaptive : {false, true}) {
-    SCOPED_TRACE(adaptive ? "adaptive" : "fixed k");
-    engine_config c = spec_config(std::make_shared<constant_proposer>(word('q')), 4);
-    c.speculative.adaptive_k = adaptive;
-    harness h(c);
-    const int64_t a = h.submit_ok(words("abc"), 20);
-    h.start();
-    h.eng->wait_idle();
-    EXPECT_EQ(h.log.get(a).tokens, expected_tokens(words("abc"), 20));
-    n_draft_tokens[adaptive] = h.eng->stats().spec_num_draft_tokens;
-    h.expect_drained();
-  }
-  EXPECT_GT(n_draft_tokens[0], 0);
-  EXPECT_EQ(n_draft_tokens[1], n_draft_tokens[0]);
+  const int64_t fixed = wrong_draft_tokens(false, {"abc"}, 20);
+  EXPECT_GT(fixed, 0);
+  EXPECT_EQ(wrong_draft_tokens(true, {"abc"}, 20), fixed);
 }
 
 TEST(EngineSpeculative, OptedOutRequestsGetNoDrafts) {
