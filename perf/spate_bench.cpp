@@ -56,13 +56,14 @@ void report(const char* metric, const std::vector<double>& tok_s, int threads) {
 int main(int argc, char** argv) {
   std::string model_path = default_model_path();
   int threads = 2, reps = 5, pp = 512, tg = 128, batch = 16, bd_prompt = 32, bd_gen = 64;
-  std::string only, trace_dir;
+  std::string only, trace_dir, weights_isa;
   bool force_reference = false;
   po::options_description desc("spate_bench");
   desc.add_options()("model", po::value(&model_path))("threads", po::value(&threads))("reps", po::value(&reps))(
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
       "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")("reference", po::bool_switch(&force_reference))(
-      "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/op_breakdown.py)");
+      "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/op_breakdown.py)")(
+      "weights-isa", po::value(&weights_isa), "avx2: run the matmuls on the AVX2 kernels on an AVX-512 CPU (other ops unchanged)");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
@@ -70,7 +71,14 @@ int main(int argc, char** argv) {
 
   auto file = gguf_file::open(model_path);
   const model_config cfg = read_model_config(*file);
-  const model_weights w = load_model_weights(*file, cfg, kernels::active_isa());
+  kernels::isa_level level = kernels::active_isa();
+  if (weights_isa == "avx2" && kernels::cpu_supports(kernels::isa_level::avx2)) {
+    level = kernels::isa_level::avx2;
+  } else if (!weights_isa.empty()) {
+    std::fprintf(stderr, "--weights-isa: only avx2 (on a CPU that has it) is supported\n");
+    return 2;
+  }
+  const model_weights w = load_model_weights(*file, cfg, level);
   const int32_t block_size = 16;
   const int32_t max_ctx = std::max(pp, tg) + std::max(bd_prompt + bd_gen, 0) + 16;
   const int32_t n_blocks = (max_ctx / block_size + 2) * std::max(batch, 1) + 64;
@@ -79,7 +87,8 @@ int main(int argc, char** argv) {
   block_pool blocks(n_blocks);
   model_runner runner(cfg, w, kv, pool);
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab) * std::max(batch, 1));
-  std::fprintf(stderr, "model %s, %d threads, kernels %s\n", model_path.c_str(), threads, kernels::isa_name(kernels::active_isa()));
+  std::fprintf(stderr, "model %s, %d threads, kernels %s, matmuls %s\n", model_path.c_str(), threads,
+               kernels::isa_name(kernels::active_isa()), kernels::isa_name(level));
 
   if (!trace_dir.empty()) {
     if (const std::string err = trace::start(trace_dir); !err.empty()) {
