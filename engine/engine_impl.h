@@ -62,7 +62,8 @@ class engine::impl {
   // when not even one sequence fits); its blocks are freed again.
   void run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits);
   // Times 1-token and prefill steps (best of 5) and returns the prompt-token
-  // budget whose compute costs about four 1-token steps (engine_config::auto_prefill_budget).
+  // budget whose compute costs about four 1-token steps, at least
+  // k_min_auto_prefill_budget prompt tokens (engine_config::auto_prefill_budget).
   int32_t measure_prefill_budget();
   static constexpr int32_t k_min_auto_prefill_budget = 40;
 

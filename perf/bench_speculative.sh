@@ -16,14 +16,14 @@
 # Usage: perf/bench_speculative.sh [--mode ngram|draft] [--reps N] [--k K]
 #                                  [--max-tokens N] [--streams 1,4,16] [--skip-spate]
 #                                  [--adaptive-k true|false] [--skip-peer]
-#   --adaptive-k: spate's per-request draft length (default false, as served:
-#   k drafts at every decode; true: engine/draft_length.h).
+#   --adaptive-k: spate's per-request draft length (default true, as served:
+#   engine/draft_length.h while several requests run; false: k drafts at every decode).
 #   Env: SPATE_BIN (default build/spate), SPATE_MODEL (default: fetched
 #   SmolLM2), PEER_BIN (default: perf/peer/build_llama_cpp.sh's output).
 # Takes about 10 minutes per mode with the defaults on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode=ngram reps=3 k=4 max_tokens=128 streams=1,4,16 skip_spate=0 skip_peer=0 adaptive=false
+mode=ngram reps=3 k=4 max_tokens=128 streams=1,4,16 skip_spate=0 skip_peer=0 adaptive=true
 while (($#)); do
   case "$1" in
     --mode) mode="$2"; shift 2 ;;
