@@ -69,6 +69,15 @@ struct ops_table {
 // computes them once per token and step and reuses them in every layer.
 void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_sin);
 
+// Issues software prefetches (no effect on results) for the K and V rows that
+// attention(..., kv_head, block_table, first, n_ctx, ...) will read, up to the
+// first k_prefetch_kv_blocks blocks of the window. Meant for the NEXT attention
+// call of a thread: a decode step's KV was written steps ago and has since been
+// evicted by the weight stream, and its blocks are scattered in the pool, so
+// the hardware prefetcher only finds each block once it is being read.
+inline constexpr int32_t k_prefetch_kv_blocks = 16;
+void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t first, int32_t n_ctx);
+
 // Floats of scratch that attention needs (same for every ISA level).
 int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx);
 

@@ -85,7 +85,8 @@ void model_runner::validate(const forward_batch& batch) const {
   }
 }
 
-void model_runner::quantize(const kernels::packed_weight& w, const float* x, int64_t ldx, int64_t n_rows) {
+void model_runner::quantize(const kernels::packed_weight& w, const float* x, int64_t ldx, int64_t n_rows,
+                            row_prologue pro) {
   // Chunks of rows; the activation format is per row, so any split gives the same bytes.
   const int64_t rows_per_task = std::max<int64_t>(1, n_rows / (4 * pool_.n_threads()));
   const int64_t n_tasks = (n_rows + rows_per_task - 1) / rows_per_task;
@@ -93,11 +94,13 @@ void model_runner::quantize(const kernels::packed_weight& w, const float* x, int
   pool_.parallel_for(n_tasks, [&](int64_t t, int) {
     const int64_t r0 = t * rows_per_task;
     const int64_t r1 = std::min(n_rows, r0 + rows_per_task);
+    if (pro.fn != nullptr) pro.fn(pro.ctx, r0, r1);
     kernels::quantize_act(w, x, ldx, r0, r1, act);
   });
 }
 
-void model_runner::project(const float* x, int64_t ldx, int64_t n_rows, std::initializer_list<mm_job> jobs) {
+void model_runner::project(const float* x, int64_t ldx, int64_t n_rows, std::initializer_list<mm_job> jobs,
+                           row_prologue pro) {
   // Weights that share an activation format share one quantized copy of x
   // (e.g. Q/K/V of the same type); a mixed-type file (Q4_K_M) gets one per format.
   mm_job group[4];
@@ -114,7 +117,8 @@ void model_runner::project(const float* x, int64_t ldx, int64_t n_rows, std::ini
         done[j] = true;
       }
     }
-    quantize(*all[i].w, x, ldx, n_rows);
+    quantize(*all[i].w, x, ldx, n_rows, pro);
+    pro = {};  // the rows are ready for the next format's quantization
     matmuls(group, n_group, n_rows);
   }
 }
@@ -217,6 +221,12 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     if (rope_swa != rope) kernels::rope_angles(n_rot, tr.pos, cfg_.rope_freq_base_swa, freq_factors, rope_swa + t * n_rot);
   });
 
+  // x += [post_ffn_norm] down-projection, for row t after layer L's FFN.
+  auto ffn_residual = [&](const layer_weights& L, int64_t t) {
+    float* out = tmp_.data() + t * D;
+    if (!L.post_ffn_norm.empty()) ops.rms_norm(out, L.post_ffn_norm.data(), out, D, cfg_.rms_eps);
+    ops.add(x + t * D, out, D);
+  };
   for (int32_t l = 0; l < cfg_.n_layer; ++l) {
     const layer_weights& L = w_.layers[static_cast<size_t>(l)];
     const kernels::paged_kv_view kv = kv_.layer_view(l);
@@ -224,10 +234,16 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     const float* rope_l = swa ? rope_swa : rope;
 
     timeline.layer(l);
-    timeline.mark("attn_norm");
-    pool_.parallel_for(T, [&](int64_t t, int) { ops.rms_norm(x + t * D, L.attn_norm.data(), xn + t * D, D, cfg_.rms_eps); });
     timeline.mark("qkv_proj");
-    project(xn, D, T, {{&L.wq, q_.data(), QD}, {&L.wk, k_.data(), KD}, {&L.wv, v_.data(), KD}});
+    // The previous layer's residual, then attn_norm, fused into the quantize loop.
+    const layer_weights* prev = l > 0 ? &w_.layers[static_cast<size_t>(l - 1)] : nullptr;
+    auto attn_in = [&](int64_t r0, int64_t r1) {
+      for (int64_t t = r0; t < r1; ++t) {
+        if (prev != nullptr) ffn_residual(*prev, t);
+        ops.rms_norm(x + t * D, L.attn_norm.data(), xn + t * D, D, cfg_.rms_eps);
+      }
+    };
+    project(xn, D, T, {{&L.wq, q_.data(), QD}, {&L.wk, k_.data(), KD}, {&L.wv, v_.data(), KD}}, prologue_of(attn_in));
     timeline.mark("rope_kv_store");
 
     // Bias, RoPE and KV store, per token.
@@ -253,41 +269,57 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
       for (int32_t h = 0; h < n_kv; ++h) ops.kv_store(kv, block, slot, h, kt + h * HD, vt + h * HD);
     });
 
-    // Attention: one task per (token, kv head).
+    // Attention over the (token, kv head) items, in runs of consecutive items per
+    // task: each item prefetches the next one's K/V before it computes.
     timeline.mark("attention");
-    pool_.parallel_for(T * n_kv, [&](int64_t task, int tid) {
-      const int64_t t = task / n_kv;
-      const int32_t h = static_cast<int32_t>(task % n_kv);
-      const auto& tr = tokens_[static_cast<size_t>(t)];
-      const auto& bt = batch.seqs[static_cast<size_t>(tr.seq)].block_table;
-      const int32_t first = swa ? std::max(0, tr.pos + 1 - cfg_.n_swa) : 0;
-      ops.attention(q_.data() + t * QD + h * n_group * HD, n_group, kv, h, bt.data(), first, tr.pos + 1, scale,
-                    attn_.data() + t * QD + h * n_group * HD, scratch_.data() + tid * scratch_per_thread_);
+    const int64_t n_items = T * n_kv;
+    const int64_t run = std::max<int64_t>(1, n_items / (4 * pool_.n_threads()));
+    auto window = [&](int64_t item, int32_t& first, int32_t& end) -> const int32_t* {
+      const auto& tr = tokens_[static_cast<size_t>(item / n_kv)];
+      first = swa ? std::max(0, tr.pos + 1 - cfg_.n_swa) : 0;
+      end = tr.pos + 1;
+      return batch.seqs[static_cast<size_t>(tr.seq)].block_table.data();
+    };
+    pool_.parallel_for((n_items + run - 1) / run, [&](int64_t task, int tid) {
+      const int64_t i1 = std::min(n_items, (task + 1) * run);
+      for (int64_t i = task * run; i < i1; ++i) {
+        int32_t first = 0, end = 0;
+        if (i + 1 < i1) {
+          const int32_t* nbt = window(i + 1, first, end);
+          kernels::prefetch_kv(kv, static_cast<int32_t>((i + 1) % n_kv), nbt, first, end);
+        }
+        const int32_t* bt = window(i, first, end);
+        const int64_t t = i / n_kv;
+        const int32_t h = static_cast<int32_t>(i % n_kv);
+        ops.attention(q_.data() + t * QD + h * n_group * HD, n_group, kv, h, bt, first, end, scale,
+                      attn_.data() + t * QD + h * n_group * HD, scratch_.data() + tid * scratch_per_thread_);
+      }
     });
 
     timeline.mark("o_proj");
     project(attn_.data(), QD, T, {{&L.wo, tmp_.data(), D}});
-    timeline.mark("residual_ffn_norm");
-    pool_.parallel_for(T, [&](int64_t t, int) {
-      float* out = tmp_.data() + t * D;
-      if (!L.post_attn_norm.empty()) ops.rms_norm(out, L.post_attn_norm.data(), out, D, cfg_.rms_eps);
-      ops.add(x + t * D, out, D);
-      ops.rms_norm(x + t * D, L.ffn_norm.data(), xn + t * D, D, cfg_.rms_eps);
-    });
     timeline.mark("gate_up_proj");
-    project(xn, D, T, {{&L.w_gate, gate_.data(), F}, {&L.w_up, up_.data(), F}});
-    timeline.mark("ffn_act");
-    const auto act = cfg_.ffn_act == ffn_activation::gelu_tanh ? ops.geglu : ops.swiglu;
-    pool_.parallel_for(T, [&](int64_t t, int) { act(gate_.data() + t * F, up_.data() + t * F, gate_.data() + t * F, F); });
+    // The attention residual and ffn_norm, fused into the quantize loop.
+    auto ffn_in = [&](int64_t r0, int64_t r1) {
+      for (int64_t t = r0; t < r1; ++t) {
+        float* out = tmp_.data() + t * D;
+        if (!L.post_attn_norm.empty()) ops.rms_norm(out, L.post_attn_norm.data(), out, D, cfg_.rms_eps);
+        ops.add(x + t * D, out, D);
+        ops.rms_norm(x + t * D, L.ffn_norm.data(), xn + t * D, D, cfg_.rms_eps);
+      }
+    };
+    project(xn, D, T, {{&L.w_gate, gate_.data(), F}, {&L.w_up, up_.data(), F}}, prologue_of(ffn_in));
     timeline.mark("down_proj");
-    project(gate_.data(), F, T, {{&L.w_down, tmp_.data(), D}});
-    timeline.mark("residual");
-    pool_.parallel_for(T, [&](int64_t t, int) {
-      float* out = tmp_.data() + t * D;
-      if (!L.post_ffn_norm.empty()) ops.rms_norm(out, L.post_ffn_norm.data(), out, D, cfg_.rms_eps);
-      ops.add(x + t * D, out, D);
-    });
+    // The gated activation, fused into the quantize loop.
+    const auto act = cfg_.ffn_act == ffn_activation::gelu_tanh ? ops.geglu : ops.swiglu;
+    auto down_in = [&](int64_t r0, int64_t r1) {
+      for (int64_t t = r0; t < r1; ++t) act(gate_.data() + t * F, up_.data() + t * F, gate_.data() + t * F, F);
+    };
+    project(gate_.data(), F, T, {{&L.w_down, tmp_.data(), D}}, prologue_of(down_in));
   }
+  // The last layer's FFN residual (the others ran in the next layer's quantize loop).
+  timeline.mark("residual");
+  pool_.parallel_for(T, [&](int64_t t, int) { ffn_residual(w_.layers.back(), t); });
 
   timeline.end_layers();
   timeline.mark("output");

@@ -28,6 +28,15 @@
 
 namespace spate {
 
+// Per-row work fused into the runner's quantize loops (norms, residual adds,
+// the FFN activation): fn(ctx, r0, r1) runs on rows [r0, r1) right before the
+// task quantizes them, so those ops cost no parallel loop of their own. It must
+// only read and write rows [r0, r1) of the step's row-major buffers.
+struct row_prologue {
+  void (*fn)(void* ctx, int64_t r0, int64_t r1) = nullptr;
+  void* ctx = nullptr;
+};
+
 class model_runner {
  public:
   model_runner(const model_config& c, const model_weights& w, kv_cache& kv, thread_pool& pool);
@@ -59,7 +68,11 @@ class model_runner {
     float* y;
     int64_t ldy;
   };
-  void quantize(const kernels::packed_weight& w, const float* x, int64_t ldx, int64_t n_rows);
+  template <class F>
+  static row_prologue prologue_of(F& f) {
+    return {[](void* c, int64_t r0, int64_t r1) { (*static_cast<F*>(c))(r0, r1); }, &f};
+  }
+  void quantize(const kernels::packed_weight& w, const float* x, int64_t ldx, int64_t n_rows, row_prologue pro = {});
   void matmuls(const mm_job* jobs, int n_jobs, int64_t n_rows);
   // Tasks of one matmul loop, a multiple of the thread count. Steps of at most
   // k_stream_max_rows rows stream the weights from memory: every task start
@@ -71,8 +84,9 @@ class model_runner {
   int64_t target_matmul_tasks(const mm_job* jobs, int n_jobs, int64_t n_rows) const;
   static constexpr int64_t k_stream_max_rows = 8;
   static constexpr int64_t k_min_stream_task_bytes = 256 * 1024;
-  // Quantizes x once per activation format and runs the jobs (at most 4).
-  void project(const float* x, int64_t ldx, int64_t n_rows, std::initializer_list<mm_job> jobs);
+  // Runs pro (if any) on every row, quantizes x once per activation format
+  // and runs the jobs (at most 4).
+  void project(const float* x, int64_t ldx, int64_t n_rows, std::initializer_list<mm_job> jobs, row_prologue pro = {});
 
   const model_config& cfg_;
   const model_weights& w_;
