@@ -12,7 +12,8 @@
 //
 // Units: GB/s = 1e9 bytes/s. "GMAC/s" counts multiply-adds: one vpmaddubsw
 // is 32 int8 multiply-adds (u8 x s8 byte pairs), one 256-bit FMA is 8 fp32
-// multiply-adds. The model benchmarks divide FLOPs per token counted the same
+// multiply-adds (a 512-bit one 16; measured where the CPU has AVX-512, with
+// -1 in the JSON otherwise). The model benchmarks divide FLOPs per token counted the same
 // way (one multiply-add per weight per token).
 //
 // Usage: roofline_probe [--threads N] [--bytes 1GiB] [--reps 7] [--json]
@@ -127,6 +128,24 @@ __attribute__((target("avx2,fma"))) float fma_loop(int64_t n_iter, int seed) {
   return _mm256_cvtss_f32(s);
 }
 
+// The same with 512-bit FMAs (16 fp32 multiply-adds each), the width of
+// spate's AVX-512 attention kernel; on Zen 4 they run faster than two 256-bit ones.
+__attribute__((target("avx512f"))) float fma512_loop(int64_t n_iter, int seed) {
+  __m512 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(0.001f * static_cast<float>(seed + k));
+  __m512 m = _mm512_set1_ps(0.999f);
+  const __m512 c = _mm512_set1_ps(1e-3f), dm = _mm512_set1_ps(1e-9f);
+  for (int64_t i = 0; i < n_iter; ++i) {
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], m, c);
+    m = _mm512_add_ps(m, dm);
+  }
+  __m512 s = acc[0];
+  for (int k = 1; k < 12; ++k) s = _mm512_add_ps(s, acc[k]);
+  alignas(64) float out[16];
+  _mm512_store_ps(out, s);
+  return out[0] + out[15];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -164,7 +183,7 @@ int main(int argc, char** argv) {
   });
   std::vector<uint64_t> sink(static_cast<size_t>(n_threads));
   const bool has_vnni = spate::kernels::cpu_supports(spate::kernels::isa_level::avx512);
-  std::vector<double> bw, i8, vnni, f32;
+  std::vector<double> bw, i8, vnni, f32, f32w;
   const int64_t n_iter = 20'000'000;
   for (int r = 0; r < reps; ++r) {
     const double s = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += read_sum(buf + t * slice, slice); });
@@ -177,16 +196,21 @@ int main(int argc, char** argv) {
     }
     const double sf = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += static_cast<uint64_t>(fma_loop(n_iter, t + r)); });
     f32.push_back(static_cast<double>(n_iter) * 12 * 8 * n_threads / sf / 1e9);
+    if (has_vnni) {
+      const double sw = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += static_cast<uint64_t>(fma512_loop(n_iter, t + r)); });
+      f32w.push_back(static_cast<double>(n_iter) * 12 * 16 * n_threads / sw / 1e9);
+    }
   }
   std::free(buf);
   uint64_t checksum = 0;
   for (auto v : sink) checksum ^= v;
   // -1 in JSON (and "n/a" in text) when the CPU lacks AVX-512 VNNI.
   const double vnni_gmac_s = has_vnni ? median(vnni) : -1.0;
+  const double fma512_gmac_s = has_vnni ? median(f32w) : -1.0;
   if (as_json) {
     std::printf("{\"threads\":%d,\"read_gb_s\":%.2f,\"int8_maddubs_gmac_s\":%.1f,\"int8_vnni_gmac_s\":%.1f,"
-                "\"fp32_fma_gmac_s\":%.1f,\"reps\":%d,\"checksum\":%llu}\n",
-                n_threads, median(bw), median(i8), vnni_gmac_s, median(f32), reps,
+                "\"fp32_fma_gmac_s\":%.1f,\"fp32_fma512_gmac_s\":%.1f,\"reps\":%d,\"checksum\":%llu}\n",
+                n_threads, median(bw), median(i8), vnni_gmac_s, median(f32), fma512_gmac_s, reps,
                 static_cast<unsigned long long>(checksum & 0xffff));
   } else {
     std::printf("threads %d, median of %d passes\n", n_threads, reps);
@@ -194,7 +218,8 @@ int main(int argc, char** argv) {
     std::printf("  int8 vpmaddubsw     %7.1f GMAC/s (u8 x s8 multiply-adds, 256-bit)\n", median(i8));
     if (has_vnni) std::printf("  int8 vpdpbusd       %7.1f GMAC/s (u8 x s8 multiply-adds, 512-bit VNNI)\n", vnni_gmac_s);
     else std::printf("  int8 vpdpbusd           n/a (no AVX-512 VNNI)\n");
-    std::printf("  fp32 FMA            %7.1f GMAC/s (%.1f GFLOP/s)\n", median(f32), 2 * median(f32));
+    std::printf("  fp32 FMA            %7.1f GMAC/s (%.1f GFLOP/s, 256-bit)\n", median(f32), 2 * median(f32));
+    if (has_vnni) std::printf("  fp32 FMA 512-bit    %7.1f GMAC/s\n", fma512_gmac_s);
   }
   return 0;
 }

@@ -12,6 +12,9 @@ per-token work from the GGUF's matmul weights:
 
   batch-1 decode:        tok/s x bytes per token / read bandwidth
   prefill, batched decode: tok/s x MACs per token / int8 multiply-add peak
+  (*_mixed, also printed: tok/s x (matmul MACs / int8 peak + attention MACs /
+  fp32 FMA peak, the higher of 256- and 512-bit), the time roofline of the
+  instructions the step needs)
 (the int8 peak: spate and llama.cpp run these matmuls on 8-bit activations; it
 is the higher of the probe's 256-bit vpmaddubsw and, where the CPU has it,
 512-bit VNNI vpdpbusd figures, the instructions spate's kernels use).
@@ -50,6 +53,30 @@ def work_per_token(path):
             "macs": n_macs + int(out.n_elements), "n_layer": meta("block_count"), "q_dim": n_head * head_dim}
 
 
+def shares_of(w, probe, tg128=None, pp512=None, bd16=None):
+    """Shares of the rooflines for the given tok/s figures (None: not measured).
+
+    *_compute: every multiply-add against the int8 peak (strict: attention too).
+    *_mixed:   the time roofline of the step's own instructions: matmul MACs at
+               the int8 peak plus attention's fp32 MACs at the fp32 FMA peak
+               (attention runs in fp32 in spate and in llama.cpp alike).
+    """
+    attn = lambda ctx: 2 * w["n_layer"] * w["q_dim"] * ctx  # QK^T and PV multiply-adds per token
+    int8_peak = max(probe["int8_maddubs_gmac_s"], probe.get("int8_vnni_gmac_s", -1.0)) * 1e9
+    fp32_peak = max(probe["fp32_fma_gmac_s"], probe.get("fp32_fma512_gmac_s", -1.0)) * 1e9
+    out = {}
+    if tg128:  # decode from an empty cache to 128: mean context 64
+        out["tg128_bandwidth"] = tg128 * w["bytes"] / (probe["read_gb_s"] * 1e9)
+    if pp512:  # one 512-token prompt: mean context 256; logits (the output projection) for its last token only
+        matmul = w["layer_macs"] + w["out_macs"] / 512
+        out["pp512_compute"] = pp512 * (matmul + attn(256)) / int8_peak
+        out["pp512_mixed"] = pp512 * (matmul / int8_peak + attn(256) / fp32_peak)
+    if bd16:  # 16 sequences, 32 prompt + 64 generated: mean context 64
+        out["bd16_compute"] = bd16 * (w["macs"] + attn(64)) / int8_peak
+        out["bd16_mixed"] = bd16 * (w["macs"] / int8_peak + attn(64) / fp32_peak)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
@@ -60,16 +87,7 @@ def main():
     a = ap.parse_args()
     probe = json.load(open(a.probe))
     w = work_per_token(a.model)
-    attn = lambda ctx: 2 * w["n_layer"] * w["q_dim"] * ctx  # QK^T and PV multiply-adds per token
-    int8_peak = max(probe["int8_maddubs_gmac_s"], probe.get("int8_vnni_gmac_s", -1.0)) * 1e9
-    shares = {}
-    if a.tg128:  # decode from an empty cache to 128: mean context 64
-        shares["tg128_bandwidth"] = a.tg128 * w["bytes"] / (probe["read_gb_s"] * 1e9)
-    if a.pp512:  # one 512-token prompt: mean context 256; logits (the output projection) for its last token only
-        per_token = w["layer_macs"] + attn(256) + w["out_macs"] / 512
-        shares["pp512_compute"] = a.pp512 * per_token / int8_peak
-    if a.bd16:  # 16 sequences, 32 prompt + 64 generated: mean context 64
-        shares["bd16_compute"] = a.bd16 * (w["macs"] + attn(64)) / int8_peak
+    shares = shares_of(w, probe, a.tg128, a.pp512, a.bd16)
     for k, v in shares.items():
         print(f"{a.label or w['arch']:>16} {k:18s} {100 * v:6.1f}% of the roofline")
     print(f"{a.label or w['arch']:>16} {'per token':18s} {w['bytes'] / 1e6:.1f} MB read, {w['macs'] / 1e6:.1f} M MACs (matmuls)")
