@@ -141,7 +141,7 @@ TEST_P(MatmulSimd, QuantizeActSameBytesAsReference) {
 void check_single_rows_in_big_batch(ggml_type t, const packed_weight& w, const std::vector<float>& x,
                                     const std::vector<float>& full) {
   const int64_t n_in = w.n_in(), n_out = w.n_out();
-  const int64_t picks[] = {0, 1, 7, 8, 100, 363, 364, 365, 379};
+  const int64_t picks[] = {0, 1, 7, 8, 100, 271, 272, 273, 363, 364, 365, 379};
   for (int64_t r : picks) {
     std::vector<uint8_t> act(act_bytes(w, 1));
     quantize_act(w, x.data() + r * n_in, n_in, 0, 1, act.data());
@@ -155,10 +155,12 @@ void check_single_rows_in_big_batch(ggml_type t, const packed_weight& w, const s
 
 TEST_P(MatmulSimd, BatchInvarianceAcrossTilesChunksAndSplits) {
   std::mt19937 rng(13);
-  const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1, ggml_type::q8_0};
+  const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
+                             ggml_type::q8_0, ggml_type::q2_k, ggml_type::q3_k, ggml_type::q6_k};
   for (ggml_type t : types) {
-    // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks.
-    const int64_t n_in = 576, n_out = 21, total = 380;
+    // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks (K-quants:
+    // 768 inputs, 960-byte rows, chunks of ~272 rows; the per-call tables are per chunk).
+    const int64_t n_in = block_of(t) == 256 ? 768 : 576, n_out = 21, total = 380;
     const auto wq = random_weight(t, n_out, n_in, rng);
     const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, level());
     const auto x = random_x(total, n_in, rng);
@@ -323,10 +325,16 @@ TEST(MatmulAvx512, BitwiseEqualToAvx2) {
 TEST(Matmul, PackWeightValidates) {
   std::vector<uint8_t> buf(1 << 16);
   try {
-    pack_weight(ggml_type::q2_k, buf.data(), 4, 256, isa_level::scalar);
+    pack_weight(ggml_type::q8_k, buf.data(), 4, 256, isa_level::scalar);
     FAIL() << "expected throw";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("Q2_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Q8_K"), std::string::npos) << e.what();
+  }
+  try {
+    pack_weight(ggml_type::q3_k, buf.data(), 4, 128, isa_level::scalar);
+    FAIL() << "expected throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("Q3_K"), std::string::npos) << e.what();
   }
   try {
     pack_weight(ggml_type::q4_k, buf.data(), 4, 128, isa_level::scalar);
