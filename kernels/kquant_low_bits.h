@@ -1,8 +1,9 @@
 // Q2_K / Q3_K helpers shared by the SIMD matmul kernels (matmul_avx2.cpp,
 // matmul_avx512.cpp): decoding of their packed quants (the group layout of
 // matmul_internal.h: a 64-byte 2-bit qs region per block, plus Q3_K's 32-byte
-// qh region), Q2_K's per-16 scales and mins, the per-call table of activation
-// half sums, and Q2_K's float step. Internal, header-only.
+// qh region), Q2_K's per-16 scales and mins, the per-call tables of
+// activation half sums (Q2_K's pairs; the half-bias tables of Q6_K / Q3_K),
+// and Q2_K's float step. Internal, header-only.
 //
 // Contracts as simd_avx2.h's: include ONLY from *_avx2.cpp / *_avx512.cpp (and
 // after simd_avx2.h); unnamed namespace; fixed instruction sequences (the
@@ -93,6 +94,16 @@ __attribute__((always_inline)) inline int32_t sum16(const int8_t* q) {
   return static_cast<int32_t>(_mm_cvtsi128_si32(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s)))) - 128 * 16;
 }
 
+// Half-bias table of Q6_K / Q3_K for rows [r0, r1): entry (r - r0) * 2nb + 2b + h =
+// mul * s_h, s_h = sum of activation quants 16h .. 16h+15 of block b of row r. Exact.
+inline void fill_half_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int mul, int32_t* out) {
+  const int64_t nb = n_in / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const q8_act_row a = q8_act_at(act, n_in, r);
+    for (int64_t b = 0; b < 2 * nb; ++b) out[(r - r0) * 2 * nb + b] = mul * sum16(a.qs + 16 * b);
+  }
+}
+
 // Q2_K's half-sum table for rows [r0, r1): entry (r - r0) * nb + b =
 // (s_0 & 0xffff) | s_1 << 16, s_h = sum of activation quants 16h .. 16h+15 of block b of row r.
 inline void fill_half_sum_pairs(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
@@ -109,6 +120,10 @@ inline void fill_half_sum_pairs(const void* act, int64_t n_in, int64_t r0, int64
 // True for decoders whose min is per 16-element half (Q2_K: they declare half_mins = true).
 template <class Dec>
 inline constexpr bool half_mins_of = requires { requires Dec::half_mins; };
+// True for decoders fed unsigned quants whose offset comes from a half-bias
+// table (they declare bias_mul: Q6_K -32, Q3_K -4).
+template <class Dec>
+inline constexpr bool half_bias_of = requires { Dec::bias_mul; };
 
 // Per-thread scratch for per-call tables (grown, never shrunk; one per thread
 // and per including file, so concurrent matmul calls never share it).

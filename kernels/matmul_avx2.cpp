@@ -13,9 +13,13 @@
 // (Q2_K's min is per 16-element half instead: block_fma_msum of
 // kquant_low_bits.h, from a per-call table of activation half sums)
 // so results are bitwise independent of the row tiling (batch invariance).
+// Q3_K's quants are fed unsigned (0..7); each half's int16 partial sums start
+// at -4 * sum(a) in the low int16 of each column's pair (a per-call table), so
+// the madd by the scale pair gives sc * (dot - 4 * sum(a)) exactly.
 // Integer partial sums never overflow int16: |maddubs| pairs are bounded by
 // 2*15*127 (4-bit; 8 summed), 2*31*127 / 2*32*127 (5/6-bit; 4 summed),
-// 2*3*127 / 2*4*127 (Q2_K, Q3_K; 4 summed), 2*128*127 (8-bit; 1).
+// 2*3*127 (Q2_K; 4 summed), 2*7*127 (Q3_K; 4 summed, plus 4*16*127),
+// 2*128*127 (8-bit; 1).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -116,15 +120,17 @@ struct dec_q6_k {
   }
 };
 
-// Q3_K: value = sd*(sc_half*(q-4)), signed quants (-4..3), one int8 scale per 16-half.
+// Q3_K: value = sd*(sc_half*(q-4)), unsigned quants (0..7) with the half-bias
+// table's -4 * sum(a) (half_bias_of), one int8 scale per 16-half.
 struct dec_q3_k {
-  static constexpr bool is_signed = true;
+  static constexpr bool is_signed = false;
   static constexpr bool has_min = false;
+  static constexpr int bias_mul = -4;
   static constexpr int chunk = 4;
   const uint8_t* g;
   const group_layout* L;
   template <int J>
-  __m256i vec(int64_t b) const { return _mm256_sub_epi8(q3_vec<J>(g, *L, b), _mm256_set1_epi8(4)); }
+  __m256i vec(int64_t b) const { return q3_vec<J>(g, *L, b); }
   __m256i mult(int64_t b, int h) const { return pair16(_mm256_cvtepi8_epi32(load64(g + L->sc + 16 * b + 8 * h))); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->sd + 16 * (b / 8));
@@ -151,11 +157,16 @@ struct dec_q2_k {
   }
 };
 
+// int32 entries per block of a decoder's per-call table (0: none).
+template <class Dec>
+inline constexpr int table_entries = half_mins_of<Dec> ? 1 : (half_bias_of<Dec> ? 2 : 0);
+
 // The register-tiled micro-kernel: 8 columns (one group) x R rows, all nb blocks.
-// pairs[r] (half_mins decoders only): row r's nb entries of the half-sum table.
+// table[r]: row r's entries of the per-call table (half_mins: the half-sum
+// pair of block b at b; half_bias: the bias of half h of block b at 2b + h).
 template <class Dec, int R>
 __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a,
-                                                     const int32_t* const* pairs, __m256* out, const uint8_t* pf,
+                                                     const int32_t* const* table, __m256* out, const uint8_t* pf,
                                                      int64_t pf_lines_per_block) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
@@ -172,7 +183,9 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
         __m256i av = bcast32(a[r].qs + 32 * b + 4 * J);
         if constexpr (Dec::is_signed) av = _mm256_sign_epi8(av, w);
         const __m256i p = _mm256_maddubs_epi16(wu, av);
-        if constexpr (J % Dec::chunk == 0) s16[r] = p;
+        if constexpr (J % Dec::chunk == 0 && half_bias_of<Dec>)  // bias in the low int16 of each pair
+          s16[r] = _mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4] & 0xffff));
+        else if constexpr (J % Dec::chunk == 0) s16[r] = p;
         else s16[r] = _mm256_add_epi16(s16[r], p);
         pin(s16[r]);
       }
@@ -193,7 +206,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
     if constexpr (half_mins_of<Dec>) {
       const __m256i mp = dec.min_pairs(b);
 #pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) acc[r] = block_fma_msum(acc[r], isum[r], mp, pairs[r][b], vd, vm, a[r].d[b]);
+      for (int r = 0; r < R; ++r) acc[r] = block_fma_msum(acc[r], isum[r], mp, table[r][b], vd, vm, a[r].d[b]);
     } else {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
@@ -202,17 +215,17 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
   for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
-// Rows [r, r+R) x one group. pairs: the half-sum table of the row chunk
-// (half_mins decoders; nullptr otherwise), row r at pairs + (r - r_chunk) * nb.
+// Rows [r, r+R) x one group. table: the per-call table of the row chunk
+// (nullptr when table_entries<Dec> == 0), row r at table + (r - r_chunk) * nb * table_entries<Dec>.
 template <class Dec, int R>
 __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
-                                          const int32_t* pairs, float* y, int64_t ldy, int64_t c0, int64_t c_lo,
+                                          const int32_t* table, float* y, int64_t ldy, int64_t c0, int64_t c_lo,
                                           int64_t c_hi, const uint8_t* pf, int64_t pf_lines) {
   q8_act_row a[R];
   const int32_t* pr[R];
   for (int i = 0; i < R; ++i) {
     a[i] = q8_act_at(act, n_in, r + i);
-    pr[i] = pairs != nullptr ? pairs + i * nb : nullptr;
+    pr[i] = table != nullptr ? table + i * nb * table_entries<Dec> : nullptr;
   }
   __m256 out[R];
   tile_quant<Dec, R>(dec, nb, a, pr, out, pf, pf_lines);
@@ -237,12 +250,14 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   const int64_t g_end = (col_end + 7) / 8;
   for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
     const int64_t r1 = std::min(n_rows, r0 + rc);
-    int32_t* pairs = nullptr;
-    if constexpr (half_mins_of<Dec>) {
-      pairs = table_buffer(size_t((r1 - r0) * L.nb));
-      fill_half_sum_pairs(act, n_in, r0, r1, pairs);
+    constexpr int n_table = table_entries<Dec>;
+    int32_t* table = nullptr;
+    if constexpr (n_table > 0) {
+      table = table_buffer(size_t((r1 - r0) * L.nb * n_table));
+      if constexpr (half_mins_of<Dec>) fill_half_sum_pairs(act, n_in, r0, r1, table);
+      else fill_half_bias_table(act, n_in, r0, r1, Dec::bias_mul, table);
     }
-    auto pairs_at = [&](int64_t row) { return pairs != nullptr ? pairs + (row - r0) * L.nb : nullptr; };
+    auto table_at = [&](int64_t row) { return table != nullptr ? table + (row - r0) * L.nb * n_table : nullptr; };
     for (int64_t g = col_begin / 8; g < g_end; ++g) {
       const Dec dec{w.data() + g * w.stride(), &L};
       const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
@@ -250,11 +265,11 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
       const uint8_t* pf = g + pf_groups < g_end ? w.data() + (g + pf_groups) * w.stride() : nullptr;
       int64_t r = r0;
       for (; r + 4 <= r1; r += 4, pf = nullptr)
-        rows_quant<Dec, 4>(dec, L.nb, act, n_in, r, pairs_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines);
+        rows_quant<Dec, 4>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines);
       switch (r1 - r) {
-        case 3: rows_quant<Dec, 3>(dec, L.nb, act, n_in, r, pairs_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
-        case 2: rows_quant<Dec, 2>(dec, L.nb, act, n_in, r, pairs_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
-        case 1: rows_quant<Dec, 1>(dec, L.nb, act, n_in, r, pairs_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 3: rows_quant<Dec, 3>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 2: rows_quant<Dec, 2>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 1: rows_quant<Dec, 1>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
         default: break;
       }
     }

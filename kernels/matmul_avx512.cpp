@@ -331,16 +331,6 @@ void fill_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int3
   }
 }
 
-// Bias table of Q6_K / Q3_K for rows [r0, r1): entry (r - r0) * 2nb + 2b + h =
-// mul * the sum of activation quants 16h .. 16h+15 of block b of row r. Exact.
-void fill_half_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int mul, int32_t* out) {
-  const int64_t nb = n_in / 32;
-  for (int64_t r = r0; r < r1; ++r) {
-    const q8_act_row a = q8_act_at(act, n_in, r);
-    for (int64_t b = 0; b < 2 * nb; ++b) out[(r - r0) * 2 * nb + b] = mul * sum16(a.qs + 16 * b);
-  }
-}
-
 // Fills the per-call table of Dec for rows [r0, r1) (table_entries<Dec> > 0).
 template <class Dec>
 void fill_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {

@@ -209,6 +209,44 @@ TEST_P(MatmulSimd, Q8ExtremesExact) {
   }
 }
 
+// Q2_K / Q3_K at their integer extremes: largest quants, scales and mins
+// against activations at +-127 (after quantization) exercise the int16 sums of
+// the avx2 kernels (Q3_K's half bias included) and the half-sum tables at
+// their largest magnitudes. All levels share one float sequence: bitwise equal.
+std::vector<uint8_t> extreme_k23_weight(ggml_type t, int64_t n_out, int64_t n_in) {
+  const auto tr = *traits_of(uint32_t(t));
+  std::vector<uint8_t> wq(size_t(row_bytes(tr, n_in) * n_out));
+  for (int64_t i = 0; i < n_out * n_in / 256; ++i) {
+    uint8_t* b = wq.data() + i * tr.block_bytes;
+    std::memset(b, i % 3 == 0 ? 0xff : (i % 3 == 1 ? 0x00 : 0xaa), size_t(tr.block_bytes));
+    if (t == ggml_type::q2_k) {
+      for (int s = 0; s < 16; ++s) b[s] = s % 2 ? 0xff : 0xf0;  // scale 15 or 0, min 15
+      put_half(b + 80, 0.25f);
+      put_half(b + 82, 0.125f);
+    } else {
+      for (int s = 96; s < 108; ++s) b[s] = i % 2 ? 0x00 : 0xff;  // every scale -32 or +31
+      put_half(b + 108, 0.5f);
+    }
+  }
+  return wq;
+}
+
+TEST_P(MatmulSimd, K23ExtremesExact) {
+  const int64_t n_out = 11, n_in = 512, n_rows = 10;
+  std::vector<float> x(size_t(n_rows * n_in));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t k = 0; k < n_in; ++k) x[r * n_in + k] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : float(r + 1) * -1.0f;
+  for (ggml_type t : {ggml_type::q2_k, ggml_type::q3_k}) {
+    const auto wq = extreme_k23_weight(t, n_out, n_in);
+    const packed_weight wr = pack_weight(t, wq.data(), n_out, n_in, isa_level::scalar);
+    const packed_weight wl = pack_weight(t, wq.data(), n_out, n_in, level());
+    const auto yr = run(wr, x.data(), n_in, n_rows, n_out);
+    const auto yl = run(wl, x.data(), n_in, n_rows, n_out);
+    for (int64_t i = 0; i < n_rows * n_out; ++i)
+      ASSERT_TRUE(bits_equal(yl[i], yr[i])) << tname(t) << " " << i << " " << yl[i] << " vs " << yr[i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, MatmulSimd, ::testing::ValuesIn(k_simd_levels), level_label);
 
 // ------------------------------------------------------------------ every level
