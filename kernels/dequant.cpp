@@ -90,6 +90,26 @@ void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
         for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(blk.qs[e]);
       }
       return;
+    case ggml_type::q2_k:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q2_k>(src)[b];
+        const float d = fp16_to_f32(blk.d), dmin = fp16_to_f32(blk.dmin);
+        for (int s = 0; s < 16; ++s) {
+          const float ds = d * float(blk.scales[s] & 15), ms = dmin * float(blk.scales[s] >> 4);
+          for (int l = 0; l < 16; ++l) dst[b * qk_k + 16 * s + l] = ds * float(q2_k_quant(blk, 16 * s + l)) - ms;
+        }
+      }
+      return;
+    case ggml_type::q3_k:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_q3_k>(src)[b];
+        const float d = fp16_to_f32(blk.d);
+        for (int s = 0; s < 16; ++s) {
+          const float ds = d * float(q3_k_scale(blk.scales, s) - 32);
+          for (int l = 0; l < 16; ++l) dst[b * qk_k + 16 * s + l] = ds * float(q3_k_quant(blk, 16 * s + l) - 4);
+        }
+      }
+      return;
     case ggml_type::q4_k:
       dequant_k4<block_q4_k>(src, dst, nb, [](const block_q4_k& blk, int e) { return q4_k_quant(blk, e); });
       return;

@@ -12,8 +12,8 @@ std::optional<type_traits> traits_of(uint32_t raw) {
     case 7: return type_traits{"Q5_1", 32, 24, true};
     case 8: return type_traits{"Q8_0", 32, 34, true};
     case 9: return type_traits{"Q8_1", 32, 36, false};
-    case 10: return type_traits{"Q2_K", 256, 84, false};
-    case 11: return type_traits{"Q3_K", 256, 110, false};
+    case 10: return type_traits{"Q2_K", 256, 84, true};
+    case 11: return type_traits{"Q3_K", 256, 110, true};
     case 12: return type_traits{"Q4_K", 256, 144, true};
     case 13: return type_traits{"Q5_K", 256, 176, true};
     case 14: return type_traits{"Q6_K", 256, 210, true};

@@ -10,9 +10,15 @@
 //           int16 multipliers [1 or sub-block scales])
 //   acc   = fma(cvt(isum), d_w * d_a, acc)
 //   acc   = fma(m_w, s_a, acc)                 (types with a min term; block_fma)
+// (Q2_K's min is per 16-element half instead: block_fma_msum of
+// kquant_low_bits.h, from a per-call table of activation half sums)
 // so results are bitwise independent of the row tiling (batch invariance).
+// Q3_K's quants are fed unsigned (0..7); each half's int16 partial sums start
+// at -4 * sum(a) in the low int16 of each column's pair (a per-call table), so
+// the madd by the scale pair gives sc * (dot - 4 * sum(a)) exactly.
 // Integer partial sums never overflow int16: |maddubs| pairs are bounded by
 // 2*15*127 (4-bit; 8 summed), 2*31*127 / 2*32*127 (5/6-bit; 4 summed),
+// 2*3*127 (Q2_K; 4 summed), 2*7*127 (Q3_K; 4 summed, plus 4*16*127),
 // 2*128*127 (8-bit; 1).
 #include <immintrin.h>
 
@@ -20,6 +26,7 @@
 
 #include "kernels/matmul_internal.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/kquant_low_bits.h"
 
 namespace spate::kernels::detail {
 namespace {
@@ -113,10 +120,54 @@ struct dec_q6_k {
   }
 };
 
+// Q3_K: value = sd*(sc_half*(q-4)), unsigned quants (0..7) with the half-bias
+// table's -4 * sum(a) (half_bias_of), one int8 scale per 16-half.
+struct dec_q3_k {
+  static constexpr bool is_signed = false;
+  static constexpr bool has_min = false;
+  static constexpr int bias_mul = -4;
+  static constexpr int chunk = 4;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return q3_vec<J>(g, *L, b); }
+  __m256i mult(int64_t b, int h) const { return pair16(_mm256_cvtepi8_epi32(load64(g + L->sc + 16 * b + 8 * h))); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
+    vm = _mm256_setzero_ps();
+  }
+};
+
+// Q2_K: value = sd*(sc_half*q) + (-sm)*mn_half, unsigned 2-bit quants. The
+// min term is block_fma_msum's (half_mins): scales() gives vm = -dmin.
+struct dec_q2_k {
+  static constexpr bool is_signed = false;
+  static constexpr bool has_min = false;
+  static constexpr bool half_mins = true;
+  static constexpr int chunk = 4;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return k2_low_vec<J>(g + L->qs + 64 * b); }
+  __m256i mult(int64_t b, int h) const { return pair16(q2_scale32(g, *L, b, h)); }
+  __m256i min_pairs(int64_t b) const { return q2_min_pairs(g, *L, b); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
+    vm = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
+  }
+};
+
+// int32 entries per block of a decoder's per-call table (0: none).
+template <class Dec>
+inline constexpr int table_entries = half_mins_of<Dec> ? 1 : (half_bias_of<Dec> ? 2 : 0);
+
 // The register-tiled micro-kernel: 8 columns (one group) x R rows, all nb blocks.
+// table[r]: row r's entries of the per-call table (half_mins: the half-sum
+// pair of block b at b; half_bias: the bias of half h of block b at 2b + h).
 template <class Dec, int R>
-__attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a, __m256* out,
-                                                     const uint8_t* pf, int64_t pf_lines_per_block) {
+__attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a,
+                                                     const int32_t* const* table, __m256* out, const uint8_t* pf,
+                                                     int64_t pf_lines_per_block) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -132,7 +183,9 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
         __m256i av = bcast32(a[r].qs + 32 * b + 4 * J);
         if constexpr (Dec::is_signed) av = _mm256_sign_epi8(av, w);
         const __m256i p = _mm256_maddubs_epi16(wu, av);
-        if constexpr (J % Dec::chunk == 0) s16[r] = p;
+        if constexpr (J % Dec::chunk == 0 && half_bias_of<Dec>)  // bias in the low int16 of each pair
+          s16[r] = _mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4] & 0xffff));
+        else if constexpr (J % Dec::chunk == 0) s16[r] = p;
         else s16[r] = _mm256_add_epi16(s16[r], p);
         pin(s16[r]);
       }
@@ -150,20 +203,32 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
     for_each_vec(step);
     __m256 vd, vm;
     dec.scales(b, vd, vm);
+    if constexpr (half_mins_of<Dec>) {
+      const __m256i mp = dec.min_pairs(b);
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
+      for (int r = 0; r < R; ++r) acc[r] = block_fma_msum(acc[r], isum[r], mp, table[r][b], vd, vm, a[r].d[b]);
+    } else {
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
+    }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
+// Rows [r, r+R) x one group. table: the per-call table of the row chunk
+// (nullptr when table_entries<Dec> == 0), row r at table + (r - r_chunk) * nb * table_entries<Dec>.
 template <class Dec, int R>
 __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
-                                          float* y, int64_t ldy, int64_t c0, int64_t c_lo, int64_t c_hi,
-                                          const uint8_t* pf, int64_t pf_lines) {
+                                          const int32_t* table, float* y, int64_t ldy, int64_t c0, int64_t c_lo,
+                                          int64_t c_hi, const uint8_t* pf, int64_t pf_lines) {
   q8_act_row a[R];
-  for (int i = 0; i < R; ++i) a[i] = q8_act_at(act, n_in, r + i);
+  const int32_t* pr[R];
+  for (int i = 0; i < R; ++i) {
+    a[i] = q8_act_at(act, n_in, r + i);
+    pr[i] = table != nullptr ? table + i * nb * table_entries<Dec> : nullptr;
+  }
   __m256 out[R];
-  tile_quant<Dec, R>(dec, nb, a, out, pf, pf_lines);
+  tile_quant<Dec, R>(dec, nb, a, pr, out, pf, pf_lines);
   for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, out[i]);
 }
 
@@ -185,6 +250,14 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   const int64_t g_end = (col_end + 7) / 8;
   for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
     const int64_t r1 = std::min(n_rows, r0 + rc);
+    constexpr int n_table = table_entries<Dec>;
+    int32_t* table = nullptr;
+    if constexpr (n_table > 0) {
+      table = table_buffer(size_t((r1 - r0) * L.nb * n_table));
+      if constexpr (half_mins_of<Dec>) fill_half_sum_pairs(act, n_in, r0, r1, table);
+      else fill_half_bias_table(act, n_in, r0, r1, Dec::bias_mul, table);
+    }
+    auto table_at = [&](int64_t row) { return table != nullptr ? table + (row - r0) * L.nb * n_table : nullptr; };
     for (int64_t g = col_begin / 8; g < g_end; ++g) {
       const Dec dec{w.data() + g * w.stride(), &L};
       const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
@@ -192,11 +265,11 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
       const uint8_t* pf = g + pf_groups < g_end ? w.data() + (g + pf_groups) * w.stride() : nullptr;
       int64_t r = r0;
       for (; r + 4 <= r1; r += 4, pf = nullptr)
-        rows_quant<Dec, 4>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines);
+        rows_quant<Dec, 4>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines);
       switch (r1 - r) {
-        case 3: rows_quant<Dec, 3>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
-        case 2: rows_quant<Dec, 2>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
-        case 1: rows_quant<Dec, 1>(dec, L.nb, act, n_in, r, y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 3: rows_quant<Dec, 3>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 2: rows_quant<Dec, 2>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 1: rows_quant<Dec, 1>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
         default: break;
       }
     }
@@ -325,6 +398,8 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
     case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q3_k: return run_quant<dec_q3_k>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q2_k: return run_quant<dec_q2_k>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::f32: return run_float<ggml_type::f32>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::f16: return run_float<ggml_type::f16>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::bf16: return run_float<ggml_type::bf16>(w, act, n_rows, y, ldy, col_begin, col_end);

@@ -1,5 +1,5 @@
 // AVX-512 VNNI matmul kernels for the legacy quantized types (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0) and the K-quants (Q4_K, Q5_K, Q6_K) over the 8-column
+// Q5_0, Q5_1, Q8_0) and the K-quants (Q2_K .. Q6_K) over the 8-column
 // interleaved layout of matmul_internal.h (the same packed bytes as the avx2
 // kernels).
 //
@@ -29,17 +29,20 @@
 // scale(s) in int32, exactly as the avx2 kernel's madd by the scales:
 //   Q4_K / Q5_K: isum = sc * sum_J dpbusd(q_J, a_J)          (one scale per block)
 //   Q6_K       : isum = sum_h sc_h * (sum_{J in half h} dpbusd(q_J, a_J) - 32 * sum_{k in h} a_k)
+//   Q3_K       : as Q6_K with q = 0..7 and a -4 * sum_{k in h} a_k start value
+//   Q2_K       : isum = sum_h sc_h * sum_{J in half h} dpbusd(q_J, a_J), and the
+//                min sum of kquant_low_bits.h (one madd with the half-sum pairs)
 // Q6_K's quants are fed unsigned (q = 0..63, not q - 32); the -32 * sum(a)
 // start value of each 16-element half comes from a per-call table, like
-// Q8_0's. Integers are exact on both paths, so the results stay bitwise equal
-// to matmul_avx2. Bounds: |sc * dot| <= 127 * 16 * 63 * 127 < 2^25.
+// Q8_0's (Q3_K: -4 * sum(a)). Integers are exact on both paths, so the results
+// stay bitwise equal to matmul_avx2. Bounds: |sc * dot| <= 127 * 16 * 63 * 127 < 2^25.
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/simd_avx2.h"
+#include "kernels/kquant_low_bits.h"
 
 namespace spate::kernels::detail {
 namespace {
@@ -106,7 +109,8 @@ struct dec_k45 {
 
 struct dec_q6_k {
   static constexpr bool has_min = false;
-  static constexpr int n_bias = 2;  // -32 * sum(a) of each 16-element half
+  static constexpr int n_bias = 2;  // bias_mul * sum(a) of each 16-element half
+  static constexpr int bias_mul = -32;
   static constexpr int halves = 2;
   const uint8_t* g;
   const group_layout* L;
@@ -123,6 +127,46 @@ struct dec_q6_k {
     vm = _mm256_setzero_ps();
   }
 };
+
+struct dec_q3_k {
+  static constexpr bool has_min = false;
+  static constexpr int n_bias = 2;  // bias_mul * sum(a) of each 16-element half
+  static constexpr int bias_mul = -4;
+  static constexpr int halves = 2;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return q3_vec<J>(g, *L, b); }
+  __m256i scale32(int64_t b, int h) const {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 16 * b + 8 * h)));
+  }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
+    vm = _mm256_setzero_ps();
+  }
+};
+
+// Q2_K: the min term is block_fma_msum's (half_mins): scales() gives vm = -dmin.
+struct dec_q2_k {
+  static constexpr bool has_min = false;
+  static constexpr bool half_mins = true;
+  static constexpr int n_bias = 0;
+  static constexpr int halves = 2;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return k2_low_vec<J>(g + L->qs + 64 * b); }
+  __m256i scale32(int64_t b, int h) const { return q2_scale32(g, *L, b, h); }
+  __m256i min_pairs(int64_t b) const { return q2_min_pairs(g, *L, b); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->sd + 16 * (b / 8));
+    vm = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
+  }
+};
+
+// int32 entries per block of a decoder's per-call table (0: none).
+template <class Dec>
+inline constexpr int table_entries = half_mins_of<Dec> ? 1 : Dec::n_bias;
 
 // Software prefetch of the weight stream (single-row decode is bound by it):
 // the next group's record, into L2. Measured on Zen 4 with a 1B-shaped Q4_0
@@ -182,12 +226,13 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
 }
 
 // The K-quant micro-kernel: as tile_quant, plus the int32 scaling of each
-// half's sum by its per-column scale. bias[r] (Q6_K only): 2 * nb start
-// values of row r, half h of block b at 2b + h.
+// half's sum by its per-column scale. bias[r] (Q6_K, Q3_K): 2 * nb start
+// values of row r, half h of block b at 2b + h. pairs[r] (Q2_K): row r's nb
+// entries of the half-sum table.
 template <class Dec, int R>
 __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t nb, const q8_act_row* a,
-                                                      const int32_t* const* bias, __m256* out, const uint8_t* pf,
-                                                      int64_t pf_lines_per_block) {
+                                                      const int32_t* const* bias, const int32_t* const* pairs,
+                                                      __m256* out, const uint8_t* pf, int64_t pf_lines_per_block) {
   constexpr int C = chains<R>;
   constexpr int H = Dec::halves;
   __m256 acc[R];
@@ -224,14 +269,20 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t n
     if constexpr (H == 2) half.template operator()<1>();
     __m256 vd, vm;
     dec.scales(b, vd, vm);
+    if constexpr (half_mins_of<Dec>) {
+      const __m256i mp = dec.min_pairs(b);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
+      for (int r = 0; r < R; ++r) acc[r] = block_fma_msum(acc[r], isum[r], mp, pairs[r][b], vd, vm, a[r].d[b]);
+    } else {
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
+    }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
-// Rows [r, r+R) x one group. bias: the bias table of the row chunk, row r at
-// bias + (r - r_chunk) * nb * Dec::n_bias.
+// Rows [r, r+R) x one group. bias: the per-call table of the row chunk (bias
+// table, or Q2_K's half-sum table), row r at bias + (r - r_chunk) * nb * table_entries<Dec>.
 template <class Dec, int R>
 __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
                                           const int32_t* bias, float* y, int64_t ldy, int64_t c0, int64_t c_lo,
@@ -240,10 +291,11 @@ __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void
   const int32_t* br[R];
   for (int i = 0; i < R; ++i) {
     a[i] = q8_act_at(act, n_in, r + i);
-    br[i] = bias != nullptr ? bias + i * nb * Dec::n_bias : nullptr;
+    br[i] = bias != nullptr ? bias + i * nb * table_entries<Dec> : nullptr;
   }
   __m256 out[R];
-  if constexpr (Dec::halves > 0) tile_kquant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
+  if constexpr (half_mins_of<Dec>) tile_kquant<Dec, R>(dec, nb, a, nullptr, br, out, pf, pf_lines);
+  else if constexpr (Dec::halves > 0) tile_kquant<Dec, R>(dec, nb, a, br, nullptr, out, pf, pf_lines);
   else tile_quant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
   for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, out[i]);
 }
@@ -279,29 +331,12 @@ void fill_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int3
   }
 }
 
-// Bias table of Q6_K for rows [r0, r1): entry (r - r0) * 2nb + 2b + h = -32 *
-// the sum of activation quants 16h .. 16h+15 of block b of row r. Exact.
-void fill_half_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
-  const int64_t nb = n_in / 32;
-  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
-  for (int64_t r = r0; r < r1; ++r) {
-    const q8_act_row a = q8_act_at(act, n_in, r);
-    for (int64_t b = 0; b < 2 * nb; ++b) {
-      // sad over (q XOR 0x80) = sum(q + 128) of 16 bytes: two u64 partial sums.
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.qs + 16 * b));
-      const __m128i s = _mm_sad_epu8(_mm_xor_si128(v, flip), _mm_setzero_si128());
-      const int32_t biased = static_cast<int32_t>(_mm_cvtsi128_si32(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s))));
-      out[(r - r0) * 2 * nb + b] = -32 * (biased - 128 * 16);
-    }
-  }
-}
-
-// Per-thread scratch for bias tables (grown, never shrunk; one per thread, so
-// concurrent matmul calls on different threads never share it).
-int32_t* bias_buffer(size_t n) {
-  thread_local std::vector<int32_t> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
+// Fills the per-call table of Dec for rows [r0, r1) (table_entries<Dec> > 0).
+template <class Dec>
+void fill_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
+  if constexpr (half_mins_of<Dec>) fill_half_sum_pairs(act, n_in, r0, r1, out);
+  else if constexpr (Dec::n_bias == 1) fill_bias_table(act, n_in, r0, r1, out);
+  else fill_half_bias_table(act, n_in, r0, r1, Dec::bias_mul, out);
 }
 
 template <class Dec>
@@ -324,13 +359,13 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   }
   for (int64_t r0 = 0; r0 < n_rows; r0 += rc) {
     const int64_t r1 = std::min(n_rows, r0 + rc);
+    constexpr int n_table = table_entries<Dec>;
     int32_t* bias = nullptr;
-    if constexpr (Dec::n_bias > 0) {
-      bias = bias_buffer(size_t((r1 - r0) * L.nb * Dec::n_bias));
-      if constexpr (Dec::n_bias == 1) fill_bias_table(act, n_in, r0, r1, bias);
-      else fill_half_bias_table(act, n_in, r0, r1, bias);
+    if constexpr (n_table > 0) {
+      bias = table_buffer(size_t((r1 - r0) * L.nb * n_table));
+      fill_table<Dec>(act, n_in, r0, r1, bias);
     }
-    auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb * Dec::n_bias : nullptr; };
+    auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb * n_table : nullptr; };
     for (int64_t gb = g_begin; gb < g_end; gb += gblk) {
       const int64_t gb_end = std::min(g_end, gb + gblk);
       for (int64_t s0 = r0; s0 < r1; s0 += rs) {
@@ -373,6 +408,8 @@ void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, floa
     case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q3_k: return run_quant<dec_q3_k>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::q2_k: return run_quant<dec_q2_k>(w, act, n_rows, y, ldy, col_begin, col_end);
     default: return;
   }
 }

@@ -64,24 +64,33 @@ bool is_quantized(ggml_type t);
 //        (p=0..3) holds vector p in its low nibbles, vector p+4 in its high
 //        nibbles (low 4 bits of the quant, unsigned).
 //   qs  (Q8_0): 256 B per block = vectors 0..7 as signed int8.
+//   qs  (Q2_K, Q3_K): 64 B per block = 2 x 32 B; packed vector h (h=0,1)
+//        holds vectors 4h..4h+3 (the 16-element half h of the block): bits
+//        2t..2t+1 of byte (4c+i) = bits 0..1 of quant w[c][4(4h+t)+i].
 //   qh  (Q5_0, Q5_1, Q5_K): 32 B per block; bit j of byte (4c+i) = bit 4 of
 //        the quant w[c][4j+i].
+//   qh  (Q3_K): 32 B per block; bit j of byte (4c+i) = bit 2 of w[c][4j+i].
 //   qh  (Q6_K): 64 B per block = 2 x 32 B; in half h (vectors 4h..4h+3),
 //        bits 2t..2t+1 of byte (4c+i) = bits 4..5 of quant w[c][4(4h+t)+i].
 //   d   (legacy types): 16 B per block = 8 fp16 scales (column order).
 //   m   (Q4_1, Q5_1):   16 B per block = 8 fp16 mins.
 //   sc  (Q4_K, Q5_K): 8 B per block = 6-bit scale per column (u8).
-//       (Q6_K): 16 B per block = int8 scale of k 0..15 for columns 0..7,
-//               then int8 scale of k 16..31 for columns 0..7.
+//       (Q6_K, Q3_K): 16 B per block = int8 scale of k 0..15 for columns
+//               0..7, then int8 scale of k 16..31 for columns 0..7 (Q3_K:
+//               the 6-bit scale minus 32).
+//       (Q2_K): 16 B per block, same order; byte = 4-bit scale | 4-bit min << 4
+//               (the GGUF scale byte of that 16-element sub-block).
 //   mn  (Q4_K, Q5_K): 8 B per block = 6-bit min per column (u8).
 //   sd  (K-quants): 16 B per super-block = 8 fp16 super-block scales d.
-//   sm  (Q4_K, Q5_K): 16 B per super-block = 8 fp16 dmin.
+//   sm  (Q4_K, Q5_K, Q2_K): 16 B per super-block = 8 fp16 dmin.
 //
 // Quants are stored unsigned (as in GGUF) except Q8_0. The math per block:
 //   Q4_0/Q5_0: value = d*q + m with m = d*(-8) / d*(-16) computed in f32
 //   Q4_1/Q5_1: value = d*q + m
 //   Q4_K/Q5_K: value = sd*(sc*q) + (-sm)*mn
 //   Q6_K     : value = sd*(sc*(q-32))
+//   Q3_K     : value = sd*(sc*(q-4))          (sc of the 16-element half)
+//   Q2_K     : value = sd*(sc*q) + (-sm)*mn   (sc, mn of the 16-element half)
 //   Q8_0     : value = d*q
 //
 // Float types: record = n_in entries of 8 values (one per column):
@@ -95,7 +104,7 @@ struct group_layout {
   int64_t qh = -1, qh_block = 0;   // and bytes per block
   int64_t d = -1, m = -1;          // 16 B per block
   int64_t sc = -1, sc_block = 0;
-  int64_t mn = -1;                 // 8 B per block
+  int64_t mn = -1;                 // 8 B per block (Q4_K, Q5_K)
   int64_t sd = -1, sm = -1;        // 16 B per super-block
   int64_t stride = 0;              // bytes per group (multiple of 64)
 };
@@ -133,7 +142,7 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
                  int64_t col_end);
 
 // AVX-512 VNNI implementations (matmul_avx512.cpp) of the quantized types
-// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) over the avx2 group layout, bitwise
+// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the avx2 group layout, bitwise
 // equal to matmul_avx2 for every input. Only call when cpu_supports(isa_level::avx512);
 // other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes.
 // has_avx512_kernel is baseline code (matmul.cpp), safe on any CPU.

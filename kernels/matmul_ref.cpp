@@ -3,6 +3,9 @@
 // The per-output math is the one described in matmul_internal.h, in the same
 // order as the AVX2 and AVX-512 kernels: per block an exact integer dot product, then
 //   acc = fma(float(isum), d_w * d_a, acc);  [acc = fma(m_w, s_a, acc);]
+// except Q2_K, whose min is per 16-element half: with s_h the exact sum of the
+// activation quants of half h, msum = mn_0 * s_0 + mn_1 * s_1 (int32) and
+//   acc = fma(float(isum), d_w * d_a, acc);  acc = fma(float(msum), -dmin * d_a, acc);
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -122,6 +125,36 @@ float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int
         for (int e = 16; e < 32; ++e) hi += (q6_k_quant(blk, 32 * s + e) - 32) * aq[e];
         const int isum = blk.scales[2 * s] * lo + blk.scales[2 * s + 1] * hi;
         acc = std::fma(float(isum), fp16_to_f32(blk.d) * da, acc);
+        break;
+      }
+      case ggml_type::q3_k: {
+        const int s = int(b % 8);
+        const auto& blk = reinterpret_cast<const block_q3_k*>(row)[b / 8];
+        int isum = 0;
+        for (int h = 0; h < 2; ++h) {
+          int dot = 0;
+          for (int e = 16 * h; e < 16 * h + 16; ++e) dot += (q3_k_quant(blk, 32 * s + e) - 4) * aq[e];
+          isum += (q3_k_scale(blk.scales, 2 * s + h) - 32) * dot;
+        }
+        acc = std::fma(float(isum), fp16_to_f32(blk.d) * da, acc);
+        break;
+      }
+      case ggml_type::q2_k: {
+        const int s = int(b % 8);
+        const auto& blk = reinterpret_cast<const block_q2_k*>(row)[b / 8];
+        int isum = 0, msum = 0;
+        for (int h = 0; h < 2; ++h) {
+          int dot = 0, asum = 0;
+          for (int e = 16 * h; e < 16 * h + 16; ++e) {
+            dot += q2_k_quant(blk, 32 * s + e) * aq[e];
+            asum += aq[e];
+          }
+          const uint8_t scm = blk.scales[2 * s + h];
+          isum += (scm & 15) * dot;
+          msum += (scm >> 4) * asum;
+        }
+        acc = std::fma(float(isum), fp16_to_f32(blk.d) * da, acc);
+        acc = std::fma(float(msum), -fp16_to_f32(blk.dmin) * da, acc);
         break;
       }
       default:

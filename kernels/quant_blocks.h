@@ -58,6 +58,30 @@ struct block_q8_0 {
 };
 static_assert(sizeof(block_q8_0) == 34);
 
+// Q2_K: 256 elements = 16 sub-blocks of 16; scales[s] holds sub-block s's
+// 4-bit scale (low nibble) and 4-bit min (high nibble):
+//   value = d * (scales[e / 16] & 15) * q - dmin * (scales[e / 16] >> 4),  q in [0, 3].
+// Two halves h = 0,1 of 128 elements; half h uses qs[32h .. 32h+31]; for
+// t = 0..3, l = 0..31:  element 128h + 32t + l : (qs[32h + l] >> 2t) & 3.
+struct block_q2_k {
+  uint8_t scales[qk_k / 16];
+  uint8_t qs[qk_k / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(block_q2_k) == 84);
+
+// Q3_K: 256 elements = 16 sub-blocks of 16 with 6-bit scales (q3_k_scale):
+//   value = d * (sc[e / 16] - 32) * (q - 4),  q in [0, 7].
+// Bits 0..1 of q as Q2_K's (from qs); bit 2 of element e is (hmask[e % 32] >> (e / 32)) & 1.
+struct block_q3_k {
+  uint8_t hmask[qk_k / 8];
+  uint8_t qs[qk_k / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+static_assert(sizeof(block_q3_k) == 110);
+
 // Q4_K: 256 elements = 8 sub-blocks of 32. Sub-block s has a 6-bit scale sc[s]
 // and 6-bit min mn[s] (see unpack_k4_scale_min): value = d*sc*q - dmin*mn.
 // Quant order: 4 chunks of 64 elements; chunk c uses qs[32c .. 32c+31]:
@@ -117,6 +141,26 @@ inline void unpack_k4_scale_min(const uint8_t* b, int s, int& sc, int& mn) {
     sc = (b[s + 4] & 15) | ((b[s - 4] >> 6) << 4);
     mn = (b[s + 4] >> 4) | ((b[s] >> 6) << 4);
   }
+}
+
+// Low 2 bits of element e (0..255) of a Q2_K / Q3_K block's qs (64 bytes).
+inline int k2_low_bits(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+// Unsigned 2-bit quant (0..3) of element e of a Q2_K block.
+inline int q2_k_quant(const block_q2_k& b, int e) { return k2_low_bits(b.qs, e); }
+
+// Unsigned 3-bit quant (0..7, value offset -4) of element e of a Q3_K block.
+inline int q3_k_quant(const block_q3_k& b, int e) {
+  return k2_low_bits(b.qs, e) | ((b.hmask[e % 32] >> (e / 32)) & 1) << 2;
+}
+
+// The 12 packed scale bytes of Q3_K hold 16 six-bit scales (0..63, offset -32):
+//   low 4 bits of scale s : s < 8 ? b[s] & 15 : b[s - 8] >> 4
+//   high 2 bits           : (b[8 + s % 4] >> 2 * (s / 4)) & 3
+inline int q3_k_scale(const uint8_t* b, int s) {
+  const int lo = s < 8 ? (b[s] & 15) : (b[s - 8] >> 4);
+  const int hi = (b[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return lo | hi << 4;
 }
 
 // Quant value (unsigned, before offset) of element e (0..255) of a Q4_K block.

@@ -15,8 +15,8 @@ int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 struct block_view {
   int q[32];
   uint16_t d = 0, m = 0;    // legacy fp16 scale / min bits
-  int sc[2] = {0, 0};       // K-quants: 6-bit scale (Q6_K: int8 scale of each 16-half)
-  int mn = 0;               // K-quants: 6-bit min
+  int sc[2] = {0, 0};       // K-quants: 6-bit scale (Q6_K, Q3_K, Q2_K: scale of each 16-half)
+  int mn[2] = {0, 0};       // K-quants: 6-bit min (Q2_K: min of each 16-half)
   uint16_t sd = 0, sm = 0;  // K-quants: super-block d / dmin bits
 };
 
@@ -58,7 +58,7 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
       const auto& blk = reinterpret_cast<const block_q4_k*>(row)[b / 8];
       const int s = int(b % 8);
       for (int e = 0; e < 32; ++e) v.q[e] = q4_k_quant(blk, 32 * s + e);
-      unpack_k4_scale_min(blk.scales, s, v.sc[0], v.mn);
+      unpack_k4_scale_min(blk.scales, s, v.sc[0], v.mn[0]);
       v.sd = blk.d;
       v.sm = blk.dmin;
       return;
@@ -67,7 +67,7 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
       const auto& blk = reinterpret_cast<const block_q5_k*>(row)[b / 8];
       const int s = int(b % 8);
       for (int e = 0; e < 32; ++e) v.q[e] = q5_k_quant(blk, 32 * s + e);
-      unpack_k4_scale_min(blk.scales, s, v.sc[0], v.mn);
+      unpack_k4_scale_min(blk.scales, s, v.sc[0], v.mn[0]);
       v.sd = blk.d;
       v.sm = blk.dmin;
       return;
@@ -81,9 +81,75 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
       v.sd = blk.d;
       return;
     }
+    case ggml_type::q3_k: {
+      const auto& blk = reinterpret_cast<const block_q3_k*>(row)[b / 8];
+      const int s = int(b % 8);
+      for (int e = 0; e < 32; ++e) v.q[e] = q3_k_quant(blk, 32 * s + e);
+      v.sc[0] = q3_k_scale(blk.scales, 2 * s) - 32;
+      v.sc[1] = q3_k_scale(blk.scales, 2 * s + 1) - 32;
+      v.sd = blk.d;
+      return;
+    }
+    case ggml_type::q2_k: {
+      const auto& blk = reinterpret_cast<const block_q2_k*>(row)[b / 8];
+      const int s = int(b % 8);
+      for (int e = 0; e < 32; ++e) v.q[e] = q2_k_quant(blk, 32 * s + e);
+      for (int h = 0; h < 2; ++h) {
+        v.sc[h] = blk.scales[2 * s + h] & 15;
+        v.mn[h] = blk.scales[2 * s + h] >> 4;
+      }
+      v.sd = blk.d;
+      v.sm = blk.dmin;
+      return;
+    }
     default:
       return;
   }
+}
+
+bool is_k23(ggml_type t) { return t == ggml_type::q2_k || t == ggml_type::q3_k; }
+
+// The quant regions (qs, qh) of block b, column c of the group record g.
+void put_quants(ggml_type type, const group_layout& L, const block_view& v, int64_t b, int c, uint8_t* g) {
+  uint8_t* qs = g + L.qs + b * L.qs_block;
+  if (type == ggml_type::q8_0) {
+    for (int j = 0; j < 8; ++j)
+      for (int i = 0; i < 4; ++i) qs[32 * j + 4 * c + i] = uint8_t(int8_t(v.q[4 * j + i]));
+  } else if (is_k23(type)) {
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < 4; ++t)
+        for (int i = 0; i < 4; ++i) qs[32 * h + 4 * c + i] |= uint8_t((v.q[4 * (4 * h + t) + i] & 3) << (2 * t));
+  } else {
+    for (int p = 0; p < 4; ++p)
+      for (int i = 0; i < 4; ++i)
+        qs[32 * p + 4 * c + i] = uint8_t((v.q[4 * p + i] & 15) | (v.q[4 * (p + 4) + i] & 15) << 4);
+  }
+  if (L.qh < 0) return;
+  uint8_t* qh = g + L.qh + b * L.qh_block;
+  if (type == ggml_type::q6_k) {
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < 4; ++t)
+        for (int i = 0; i < 4; ++i)
+          qh[32 * h + 4 * c + i] |= uint8_t(((v.q[4 * (4 * h + t) + i] >> 4) & 3) << (2 * t));
+    return;
+  }
+  const int bit = type == ggml_type::q3_k ? 2 : 4;  // the one high bit: Q3_K bit 2, Q5 types bit 4
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 4; ++i) qh[4 * c + i] |= uint8_t(((v.q[4 * j + i] >> bit) & 1) << j);
+}
+
+// The scale regions (sc, mn) of block b, column c of the group record g.
+void put_block_scales(ggml_type type, const group_layout& L, const block_view& v, int64_t b, int c, uint8_t* g) {
+  if (L.sc >= 0) {
+    if (L.sc_block == 16) {  // one byte per 16-half
+      for (int h = 0; h < 2; ++h)
+        g[L.sc + b * 16 + 8 * h + c] =
+            type == ggml_type::q2_k ? uint8_t(v.sc[h] | v.mn[h] << 4) : uint8_t(int8_t(v.sc[h]));
+    } else {
+      g[L.sc + b * 8 + c] = uint8_t(v.sc[0]);
+    }
+  }
+  if (L.mn >= 0) g[L.mn + b * 8 + c] = uint8_t(v.mn[0]);
 }
 
 void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
@@ -112,10 +178,11 @@ group_layout layout_of(ggml_type type, int64_t n_in) {
     off += per_block * count;
   };
   const bool q5 = type == ggml_type::q5_0 || type == ggml_type::q5_1 || type == ggml_type::q5_k;
-  const bool kq = type == ggml_type::q4_k || type == ggml_type::q5_k || type == ggml_type::q6_k;
-  L.qs_block = type == ggml_type::q8_0 ? 256 : 128;
+  const bool kq = type == ggml_type::q4_k || type == ggml_type::q5_k || type == ggml_type::q6_k || is_k23(type);
+  const bool k45 = type == ggml_type::q4_k || type == ggml_type::q5_k;
+  L.qs_block = type == ggml_type::q8_0 ? 256 : (is_k23(type) ? 64 : 128);
   region(L.qs, L.qs_block, nb);
-  if (q5) {
+  if (q5 || type == ggml_type::q3_k) {
     L.qh_block = 32;
     region(L.qh, 32, nb);
   } else if (type == ggml_type::q6_k) {
@@ -126,11 +193,11 @@ group_layout layout_of(ggml_type type, int64_t n_in) {
     region(L.d, 16, nb);
     if (type == ggml_type::q4_1 || type == ggml_type::q5_1) region(L.m, 16, nb);
   } else {
-    L.sc_block = type == ggml_type::q6_k ? 16 : 8;
+    L.sc_block = k45 ? 8 : 16;
     region(L.sc, L.sc_block, nb);
-    if (type != ggml_type::q6_k) region(L.mn, 8, nb);
+    if (k45) region(L.mn, 8, nb);
     region(L.sd, 16, ns);
-    if (type != ggml_type::q6_k) region(L.sm, 16, ns);
+    if (k45 || type == ggml_type::q2_k) region(L.sm, 16, ns);
   }
   L.stride = round_up(off, 64);
   return L;
@@ -164,37 +231,10 @@ void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in,
     const uint8_t* row = in + col * rb;
     for (int64_t b = 0; b < L.nb; ++b) {
       read_block(type, row, b, v);
-      uint8_t* qs = g + L.qs + b * L.qs_block;
-      if (type == ggml_type::q8_0) {
-        for (int j = 0; j < 8; ++j)
-          for (int i = 0; i < 4; ++i) qs[32 * j + 4 * c + i] = uint8_t(int8_t(v.q[4 * j + i]));
-      } else {
-        for (int p = 0; p < 4; ++p)
-          for (int i = 0; i < 4; ++i)
-            qs[32 * p + 4 * c + i] = uint8_t((v.q[4 * p + i] & 15) | (v.q[4 * (p + 4) + i] & 15) << 4);
-      }
-      if (L.qh >= 0 && type != ggml_type::q6_k) {
-        uint8_t* qh = g + L.qh + b * 32;
-        for (int j = 0; j < 8; ++j)
-          for (int i = 0; i < 4; ++i) qh[4 * c + i] |= uint8_t(((v.q[4 * j + i] >> 4) & 1) << j);
-      } else if (type == ggml_type::q6_k) {
-        uint8_t* qh = g + L.qh + b * 64;
-        for (int h = 0; h < 2; ++h)
-          for (int t = 0; t < 4; ++t)
-            for (int i = 0; i < 4; ++i)
-              qh[32 * h + 4 * c + i] |= uint8_t(((v.q[4 * (4 * h + t) + i] >> 4) & 3) << (2 * t));
-      }
+      put_quants(type, L, v, b, c, g);
       if (L.d >= 0) put_u16(g + L.d + b * 16 + 2 * c, v.d);
       if (L.m >= 0) put_u16(g + L.m + b * 16 + 2 * c, v.m);
-      if (L.sc >= 0) {
-        if (type == ggml_type::q6_k) {
-          g[L.sc + b * 16 + c] = uint8_t(int8_t(v.sc[0]));
-          g[L.sc + b * 16 + 8 + c] = uint8_t(int8_t(v.sc[1]));
-        } else {
-          g[L.sc + b * 8 + c] = uint8_t(v.sc[0]);
-        }
-      }
-      if (L.mn >= 0) g[L.mn + b * 8 + c] = uint8_t(v.mn);
+      put_block_scales(type, L, v, b, c, g);
       if (L.sd >= 0 && b % 8 == 0) put_u16(g + L.sd + (b / 8) * 16 + 2 * c, v.sd);
       if (L.sm >= 0 && b % 8 == 0) put_u16(g + L.sm + (b / 8) * 16 + 2 * c, v.sm);
     }

@@ -30,9 +30,10 @@ std::vector<uint8_t> random_weight(ggml_type t, int64_t n_out, int64_t n_in) {
   const uint16_t h = f32_to_fp16(0.01f);
   for (int64_t i = 0; i < nblk; ++i) {
     uint8_t* b = w.data() + i * tr.block_bytes;
-    const int64_t at = t == ggml_type::q6_k ? 208 : 0;
+    // Offset of the fp16 d (and dmin right after it for Q4_1 / Q4_K / Q2_K).
+    const int64_t at = t == ggml_type::q6_k ? 208 : (t == ggml_type::q3_k ? 108 : (t == ggml_type::q2_k ? 80 : 0));
     std::memcpy(b + at, &h, 2);
-    if (t == ggml_type::q4_1 || t == ggml_type::q4_k) std::memcpy(b + 2, &h, 2);
+    if (t == ggml_type::q4_1 || t == ggml_type::q4_k || t == ggml_type::q2_k) std::memcpy(b + at + 2, &h, 2);
   }
   return w;
 }
@@ -94,6 +95,8 @@ SHAPES(ggml_type::q8_0, Q8_0, rows_isa)
   BENCHMARK_CAPTURE(bm, NAME##_2048x2048, T, 2048, 2048)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);
 KSHAPES(ggml_type::q4_k, Q4_K)
 KSHAPES(ggml_type::q6_k, Q6_K)
+KSHAPES(ggml_type::q3_k, Q3_K)
+KSHAPES(ggml_type::q2_k, Q2_K)
 SHAPES(ggml_type::q5_0, Q5_0, rows_isa)
 SHAPES(ggml_type::f16, F16, rows_avx2)
 // 5 groups: the column chunk the engine gives the o / down projections (tail of one group per tile).

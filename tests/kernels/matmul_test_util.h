@@ -19,7 +19,8 @@ namespace spate::kernels::test {
 
 inline const ggml_type k_all_types[] = {ggml_type::f32,  ggml_type::f16,  ggml_type::bf16, ggml_type::q8_0,
                                  ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
-                                 ggml_type::q4_k, ggml_type::q5_k, ggml_type::q6_k};
+                                 ggml_type::q2_k, ggml_type::q3_k, ggml_type::q4_k, ggml_type::q5_k,
+                                 ggml_type::q6_k};
 
 inline const char* tname(ggml_type t) { return type_name(static_cast<uint32_t>(t)); }
 inline int64_t block_of(ggml_type t) { return traits_of(uint32_t(t))->block_elems; }
@@ -67,6 +68,13 @@ inline std::vector<uint8_t> random_weight(ggml_type t, int64_t n_out, int64_t n_
         break;
       case ggml_type::q6_k:
         put_half(b + 208, ud(rng) * 0.05f);
+        break;
+      case ggml_type::q2_k:  // d, dmin after scales[16] and qs[64]
+        put_half(b + 80, ud(rng) * 0.5f);
+        put_half(b + 82, ud(rng) * 0.5f);
+        break;
+      case ggml_type::q3_k:  // d after hmask[32], qs[64], scales[12]
+        put_half(b + 108, ud(rng) * 0.2f);
         break;
       default: break;
     }

@@ -1,10 +1,15 @@
-// Dequantization tests: hand-made blocks with known bytes, and blocks built by an
-// independent encoder of the GGUF bit layout from known quants/scales.
+// Dequantization tests: hand-made blocks with known bytes, blocks built by an
+// independent encoder of the GGUF bit layout from known quants/scales, and
+// (Q2_K, Q3_K) blocks dequantized by the PyPI gguf package
+// (fixtures/gguf_py_dequant.txt, tests/reference/make_dequant_fixture.py).
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "kernels/dequant.h"
@@ -125,6 +130,133 @@ TEST(Dequant, Q6_KFromEncoder) {
   for (int e = 0; e < 256; ++e) EXPECT_EQ(out[e], d * float(sc[e / 16]) * float(q[e] - 32)) << e;
 }
 
+// Independent encoders of the Q2_K / Q3_K layouts: q[256] unsigned quants
+// (0..3 / 0..7), per-16 scales (Q2_K 4-bit scale and min; Q3_K 6-bit, stored +32).
+void put_low_bits(const int* q, uint8_t* qs) {
+  std::memset(qs, 0, 64);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, t = (e % 128) / 32, l = e % 32;
+    qs[32 * h + l] |= uint8_t((q[e] & 3) << (2 * t));
+  }
+}
+
+void encode_q2_k(const int* q, const int* sc, const int* mn, float d, float dmin, block_q2_k& b) {
+  b.d = f32_to_fp16(d);
+  b.dmin = f32_to_fp16(dmin);
+  for (int s = 0; s < 16; ++s) b.scales[s] = uint8_t(sc[s] | mn[s] << 4);
+  put_low_bits(q, b.qs);
+}
+
+void encode_q3_k(const int* q, const int* sc6, float d, block_q3_k& b) {
+  std::memset(&b, 0, sizeof b);
+  b.d = f32_to_fp16(d);
+  put_low_bits(q, b.qs);
+  for (int e = 0; e < 256; ++e) b.hmask[e % 32] |= uint8_t(((q[e] >> 2) & 1) << (e / 32));
+  for (int s = 0; s < 16; ++s) {
+    const int lo = sc6[s] & 15, hi = sc6[s] >> 4;
+    if (s < 8) b.scales[s] |= uint8_t(lo);
+    else b.scales[s - 8] |= uint8_t(lo << 4);
+    b.scales[8 + s % 4] |= uint8_t(hi << (2 * (s / 4)));
+  }
+}
+
+TEST(Dequant, Q2_KFromEncoder) {
+  std::mt19937 rng(21);
+  int q[256], sc[16], mn[16];
+  for (int& v : q) v = int(rng() % 4);
+  for (int s = 0; s < 16; ++s) { sc[s] = int(rng() % 16); mn[s] = int(rng() % 16); }
+  sc[0] = 15;  // extremes
+  mn[15] = 15;
+  const float d = fp16_to_f32(f32_to_fp16(0.03f)), dmin = fp16_to_f32(f32_to_fp16(0.011f));
+  block_q2_k b;
+  encode_q2_k(q, sc, mn, d, dmin, b);
+  float out[256];
+  dequantize_row(ggml_type::q2_k, &b, out, 256);
+  for (int e = 0; e < 256; ++e)
+    EXPECT_EQ(out[e], d * float(sc[e / 16]) * float(q[e]) - dmin * float(mn[e / 16])) << e;
+  // Known bytes: element 0 is bits 0..1 of qs[0], element 32 bits 2..3, element 128 bits 0..1 of qs[32].
+  std::memset(&b, 0, sizeof b);
+  b.d = f32_to_fp16(1.0f);
+  b.dmin = f32_to_fp16(0.5f);
+  b.scales[0] = 0x32;   // sub-block 0: scale 2, min 3
+  b.scales[2] = 0x01;   // sub-block 2 (elements 32..47): scale 1, min 0
+  b.scales[8] = 0x14;   // sub-block 8 (elements 128..143): scale 4, min 1
+  b.qs[0] = 0x0b;       // element 0 -> 3, element 32 -> 2
+  b.qs[32] = 0x01;      // element 128 -> 1
+  dequantize_row(ggml_type::q2_k, &b, out, 256);
+  EXPECT_EQ(out[0], 2.0f * 3 - 0.5f * 3);
+  EXPECT_EQ(out[1], -0.5f * 3);
+  EXPECT_EQ(out[32], 1.0f * 2);
+  EXPECT_EQ(out[128], 4.0f * 1 - 0.5f);
+}
+
+TEST(Dequant, Q3_KFromEncoder) {
+  std::mt19937 rng(23);
+  int q[256], sc6[16];
+  for (int& v : q) v = int(rng() % 8);
+  for (int& v : sc6) v = int(rng() % 64);
+  sc6[3] = 0;   // extremes: -32 and +31
+  sc6[12] = 63;
+  const float d = fp16_to_f32(f32_to_fp16(0.0125f));
+  block_q3_k b;
+  encode_q3_k(q, sc6, d, b);
+  float out[256];
+  dequantize_row(ggml_type::q3_k, &b, out, 256);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(out[e], d * float(sc6[e / 16] - 32) * float(q[e] - 4)) << e;
+  // Known bytes: all scales 33 (scale +1) except sub-block 15 (scale 63 - 32); hmask bit 7 of byte 31 = element 255.
+  std::memset(&b, 0, sizeof b);
+  b.d = f32_to_fp16(1.0f);
+  for (int i = 0; i < 8; ++i) b.scales[i] = 0x11;  // low nibbles 1 of every scale
+  for (int i = 8; i < 12; ++i) b.scales[i] = 0xaa;  // high bits 2 -> +32 of every scale
+  b.scales[7] |= 0xf0;                              // scale 15: low nibble 15 -> 47
+  b.scales[11] |= 0xc0;                             // scale 15: high bits 3 -> 63
+  b.qs[63] = 0xc0;                                  // element 255: low bits 3
+  b.hmask[31] = 0x80;                               // element 255: bit 2
+  dequantize_row(ggml_type::q3_k, &b, out, 256);
+  EXPECT_EQ(out[0], 1.0f * float(0 - 4));
+  EXPECT_EQ(out[255], float(63 - 32) * float(7 - 4));
+  EXPECT_EQ(out[254], float(63 - 32) * float(0 - 4));
+}
+
+// Q2_K / Q3_K against the gguf package's dequantization, bit for bit.
+TEST(Dequant, Q2_KAndQ3_KMatchGgufPackage) {
+  std::ifstream in(std::string(SPATE_SOURCE_DIR) + "/tests/kernels/fixtures/gguf_py_dequant.txt");
+  ASSERT_TRUE(in) << "missing fixture";
+  std::string line;
+  std::getline(in, line);  // comment
+  int types_seen = 0;
+  while (std::getline(in, line) && !line.empty()) {
+    std::istringstream head(line);
+    std::string name;
+    int n_blocks = 0;
+    head >> name >> n_blocks;
+    const ggml_type t = name == "Q2_K" ? ggml_type::q2_k : ggml_type::q3_k;
+    ASSERT_TRUE(name == "Q2_K" || name == "Q3_K") << name;
+    std::string hex;
+    std::getline(in, hex);
+    const size_t n_bytes = size_t(n_blocks) * size_t(traits_of(uint32_t(t))->block_bytes);
+    ASSERT_EQ(hex.size(), 2 * n_bytes) << name;
+    std::vector<uint8_t> bytes(n_bytes);
+    for (size_t i = 0; i < n_bytes; ++i) bytes[i] = uint8_t(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+    std::vector<float> out(size_t(n_blocks) * 256);
+    dequantize_row(t, bytes.data(), out.data(), int64_t(out.size()));
+    for (int blk = 0; blk < n_blocks; ++blk) {
+      std::getline(in, line);
+      std::istringstream vals(line);
+      for (int e = 0; e < 256; ++e) {
+        std::string bits;
+        vals >> bits;
+        const uint32_t want = uint32_t(std::stoul(bits, nullptr, 16));
+        uint32_t got = 0;
+        std::memcpy(&got, &out[size_t(blk) * 256 + e], 4);
+        ASSERT_EQ(got, want) << name << " block " << blk << " element " << e;
+      }
+    }
+    ++types_seen;
+  }
+  EXPECT_EQ(types_seen, 2);
+}
+
 TEST(Dequant, FloatTypes) {
   const float v[3] = {1.5f, -2.25f, 65504.0f};
   uint16_t h[3], bf[3];
@@ -143,7 +275,7 @@ TEST(Dequant, RejectsBadArguments) {
   float out[64];
   block_q4_0 b[2]{};
   EXPECT_THROW(dequantize_row(ggml_type::q4_0, b, out, 33), std::invalid_argument);
-  EXPECT_THROW(dequantize_row(ggml_type::q2_k, b, out, 256), std::invalid_argument);
+  EXPECT_THROW(dequantize_row(ggml_type::q8_k, b, out, 256), std::invalid_argument);
 }
 
 }  // namespace

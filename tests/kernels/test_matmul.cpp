@@ -141,7 +141,7 @@ TEST_P(MatmulSimd, QuantizeActSameBytesAsReference) {
 void check_single_rows_in_big_batch(ggml_type t, const packed_weight& w, const std::vector<float>& x,
                                     const std::vector<float>& full) {
   const int64_t n_in = w.n_in(), n_out = w.n_out();
-  const int64_t picks[] = {0, 1, 7, 8, 100, 363, 364, 365, 379};
+  const int64_t picks[] = {0, 1, 7, 8, 100, 271, 272, 273, 363, 364, 365, 379};
   for (int64_t r : picks) {
     std::vector<uint8_t> act(act_bytes(w, 1));
     quantize_act(w, x.data() + r * n_in, n_in, 0, 1, act.data());
@@ -155,10 +155,12 @@ void check_single_rows_in_big_batch(ggml_type t, const packed_weight& w, const s
 
 TEST_P(MatmulSimd, BatchInvarianceAcrossTilesChunksAndSplits) {
   std::mt19937 rng(13);
-  const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1, ggml_type::q8_0};
+  const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
+                             ggml_type::q8_0, ggml_type::q2_k, ggml_type::q3_k, ggml_type::q6_k};
   for (ggml_type t : types) {
-    // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks.
-    const int64_t n_in = 576, n_out = 21, total = 380;
+    // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks (K-quants:
+    // 768 inputs, 960-byte rows, chunks of ~272 rows; the per-call tables are per chunk).
+    const int64_t n_in = block_of(t) == 256 ? 768 : 576, n_out = 21, total = 380;
     const auto wq = random_weight(t, n_out, n_in, rng);
     const packed_weight w = pack_weight(t, wq.data(), n_out, n_in, level());
     const auto x = random_x(total, n_in, rng);
@@ -204,6 +206,44 @@ TEST_P(MatmulSimd, Q8ExtremesExact) {
     // Integer dots are exact and every level uses one float sequence: all levels agree bitwise here.
     ASSERT_TRUE(bits_equal(yl[i], y2[i])) << i << " " << yl[i] << " vs " << y2[i];
     ASSERT_TRUE(bits_equal(yl[i], yr[i])) << i << " " << yl[i] << " vs " << yr[i];
+  }
+}
+
+// Q2_K / Q3_K at their integer extremes: largest quants, scales and mins
+// against activations at +-127 (after quantization) exercise the int16 sums of
+// the avx2 kernels (Q3_K's half bias included) and the half-sum tables at
+// their largest magnitudes. All levels share one float sequence: bitwise equal.
+std::vector<uint8_t> extreme_k23_weight(ggml_type t, int64_t n_out, int64_t n_in) {
+  const auto tr = *traits_of(uint32_t(t));
+  std::vector<uint8_t> wq(size_t(row_bytes(tr, n_in) * n_out));
+  for (int64_t i = 0; i < n_out * n_in / 256; ++i) {
+    uint8_t* b = wq.data() + i * tr.block_bytes;
+    std::memset(b, i % 3 == 0 ? 0xff : (i % 3 == 1 ? 0x00 : 0xaa), size_t(tr.block_bytes));
+    if (t == ggml_type::q2_k) {
+      for (int s = 0; s < 16; ++s) b[s] = s % 2 ? 0xff : 0xf0;  // scale 15 or 0, min 15
+      put_half(b + 80, 0.25f);
+      put_half(b + 82, 0.125f);
+    } else {
+      for (int s = 96; s < 108; ++s) b[s] = i % 2 ? 0x00 : 0xff;  // every scale -32 or +31
+      put_half(b + 108, 0.5f);
+    }
+  }
+  return wq;
+}
+
+TEST_P(MatmulSimd, K23ExtremesExact) {
+  const int64_t n_out = 11, n_in = 512, n_rows = 10;
+  std::vector<float> x(size_t(n_rows * n_in));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t k = 0; k < n_in; ++k) x[r * n_in + k] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : float(r + 1) * -1.0f;
+  for (ggml_type t : {ggml_type::q2_k, ggml_type::q3_k}) {
+    const auto wq = extreme_k23_weight(t, n_out, n_in);
+    const packed_weight wr = pack_weight(t, wq.data(), n_out, n_in, isa_level::scalar);
+    const packed_weight wl = pack_weight(t, wq.data(), n_out, n_in, level());
+    const auto yr = run(wr, x.data(), n_in, n_rows, n_out);
+    const auto yl = run(wl, x.data(), n_in, n_rows, n_out);
+    for (int64_t i = 0; i < n_rows * n_out; ++i)
+      ASSERT_TRUE(bits_equal(yl[i], yr[i])) << tname(t) << " " << i << " " << yl[i] << " vs " << yr[i];
   }
 }
 
@@ -323,10 +363,16 @@ TEST(MatmulAvx512, BitwiseEqualToAvx2) {
 TEST(Matmul, PackWeightValidates) {
   std::vector<uint8_t> buf(1 << 16);
   try {
-    pack_weight(ggml_type::q2_k, buf.data(), 4, 256, isa_level::scalar);
+    pack_weight(ggml_type::q8_k, buf.data(), 4, 256, isa_level::scalar);
     FAIL() << "expected throw";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("Q2_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Q8_K"), std::string::npos) << e.what();
+  }
+  try {
+    pack_weight(ggml_type::q3_k, buf.data(), 4, 128, isa_level::scalar);
+    FAIL() << "expected throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("Q3_K"), std::string::npos) << e.what();
   }
   try {
     pack_weight(ggml_type::q4_k, buf.data(), 4, 128, isa_level::scalar);

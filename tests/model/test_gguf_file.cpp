@@ -602,12 +602,12 @@ TEST(model_weights_errors, wrong_shape_is_named) {
 
 TEST(model_weights_errors, unsupported_tensor_type_is_named) {
   tiny_llama_params p;
-  p.n_ff = 256;  // ffn_down rows are n_ff long: one Q2_K block each
+  p.n_ff = 256;  // ffn_down rows are n_ff long: one IQ4_XS block each
   auto b = tiny_llama(p);
   b.erase_tensor("blk.0.ffn_down.weight");
-  b.tensor(tensor_spec{"blk.0.ffn_down.weight", {256, 32}, testing::g_q2_k, std::vector<uint8_t>(32 * 84), std::nullopt});
+  b.tensor(tensor_spec{"blk.0.ffn_down.weight", {256, 32}, testing::g_iq4_xs, std::vector<uint8_t>(32 * 136), std::nullopt});
   const auto msg = weights_error(b);
-  EXPECT_HAS(msg, "tensor 'blk.0.ffn_down.weight' has type Q2_K");
+  EXPECT_HAS(msg, "tensor 'blk.0.ffn_down.weight' has type IQ4_XS");
   EXPECT_HAS(msg, "does not support");
 }
 
