@@ -3,8 +3,8 @@
 
 Reads a Chrome trace written by `spate_bench --trace-dir DIR` (or by the
 server's /start_profile ... /stop_profile) and prints, per op of the forward
-(the "op" spans of the thread that runs the forward: embed, attn_norm,
-qkv_proj, ...): its count, total wall time, share of all op time, mean time
+(the "op" spans of the thread that runs the forward: embed, qkv_proj,
+rope_kv_store, ...): its count, total wall time, share of all op time, mean time
 per call in microseconds, and how busy the pool's workers were during it
 (worker task time / op wall time; 1.0 per worker means no idle worker).
 

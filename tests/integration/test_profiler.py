@@ -72,7 +72,7 @@ def test_profile_records_steps_ops_and_worker_tracks(server):
         phases = [e["name"] for e in inside if e["cat"] == "engine"]
         assert phases == ["schedule", "forward", "sample", "deliver"], phases
         ops = {e["name"] for e in inside if e["cat"] == "op"}
-        assert {"attn_norm", "qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "output"} <= ops, ops
+        assert {"qkv_proj", "rope_kv_store", "attention", "o_proj", "gate_up_proj", "down_proj", "residual", "output"} <= ops, ops
         assert any(e["cat"] == "layers" and e["name"].startswith("layers 0-") for e in inside)
     workers = [e for e in spans if e["cat"] == "worker"]
     assert workers and all(e["tid"] != steps[0]["tid"] for e in workers)
