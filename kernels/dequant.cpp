@@ -90,6 +90,13 @@ void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
         for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(blk.qs[e]);
       }
       return;
+    case ggml_type::iq4_nl:
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_iq4_nl>(src)[b];
+        const float d = fp16_to_f32(blk.d);
+        for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(iq4nl_values[q4_quant(blk.qs, e)]);
+      }
+      return;
     case ggml_type::q2_k:
       for (int64_t b = 0; b < nb; ++b) {
         const auto& blk = blocks<block_q2_k>(src)[b];

@@ -22,7 +22,7 @@ std::optional<type_traits> traits_of(uint32_t raw) {
     case 17: return type_traits{"IQ2_XS", 256, 74, false};
     case 18: return type_traits{"IQ3_XXS", 256, 98, false};
     case 19: return type_traits{"IQ1_S", 256, 50, false};
-    case 20: return type_traits{"IQ4_NL", 32, 18, false};
+    case 20: return type_traits{"IQ4_NL", 32, 18, true};
     case 21: return type_traits{"IQ3_S", 256, 110, false};
     case 22: return type_traits{"IQ2_S", 256, 82, false};
     case 23: return type_traits{"IQ4_XS", 256, 136, false};

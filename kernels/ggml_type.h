@@ -26,6 +26,7 @@ enum class ggml_type : uint32_t {
   q5_k = 13,
   q6_k = 14,
   q8_k = 15,
+  iq4_nl = 20,
   bf16 = 30,
 };
 

@@ -19,7 +19,7 @@
 // Integer partial sums never overflow int16: |maddubs| pairs are bounded by
 // 2*15*127 (4-bit; 8 summed), 2*31*127 / 2*32*127 (5/6-bit; 4 summed),
 // 2*3*127 (Q2_K; 4 summed), 2*7*127 (Q3_K; 4 summed, plus 4*16*127),
-// 2*128*127 (8-bit; 1).
+// 2*128*127 (8-bit; 1), 2*127*127 (IQ4_NL code book values; 1).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -75,6 +75,23 @@ struct dec_q8_0 {
   const group_layout* L;
   template <int J>
   __m256i vec(int64_t b) const { return load256(g + L->qs + 256 * b + 32 * J); }
+  __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->d + 16 * b);
+    vm = _mm256_setzero_ps();
+  }
+};
+
+// IQ4_NL: value = d*iq4nl_values[q]; the 4-bit indices are looked up (vpshufb)
+// into the signed code book values (-127..113) and then fed as Q8_0's signed quants.
+struct dec_iq4_nl {
+  static constexpr bool is_signed = true;
+  static constexpr bool has_min = false;
+  static constexpr int chunk = 1;
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return iq4nl_vec<J>(g + L->qs + 128 * b, iq4nl_lut<0>()); }
   __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->d + 16 * b);
@@ -395,6 +412,7 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
   auto run_legacy = [&]<class Dec>() { run_quant<Dec>(w, act, n_rows, y, ldy, col_begin, col_end); };
   if (with_legacy_decoder<dec_legacy, dec_q8_0>(w.type(), run_legacy)) return;
   switch (w.type()) {
+    case ggml_type::iq4_nl: return run_quant<dec_iq4_nl>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);

@@ -1,5 +1,5 @@
 // AVX-512 VNNI matmul kernels for the legacy quantized types (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0) and the K-quants (Q2_K .. Q6_K) over the 8-column
+// Q5_0, Q5_1, Q8_0), IQ4_NL and the K-quants (Q2_K .. Q6_K) over the 8-column
 // interleaved layout of matmul_internal.h (the same packed bytes as the avx2
 // kernels).
 //
@@ -24,6 +24,8 @@
 // The accumulator of (row, block) starts at -128 * sum_k a, taken from a
 // per-call table of activation block sums (bias_table below).
 // Bounds: |partial| <= 8 vectors * 4 * 255 * 127 < 2^21: no int32 overflow.
+// IQ4_NL (signed code book values v = iq4nl_values[q]) is fed the same way:
+// the vpshufb table holds v + 128 (1..241), with the same -128 * sum(a) start.
 //
 // K-quants: a 32-block's integer sum is scaled per column by its sub-block
 // scale(s) in int32, exactly as the avx2 kernel's madd by the scales:
@@ -79,6 +81,21 @@ struct dec_q8_0 {
   __m256i vec(int64_t b) const {
     return _mm256_xor_si256(load256(g + L->qs + 256 * b + 32 * J), _mm256_set1_epi8(static_cast<char>(0x80)));
   }
+  void scales(int64_t b, __m256& vd, __m256& vm) const {
+    vd = load_f16x8(g + L->d + 16 * b);
+    vm = _mm256_setzero_ps();
+  }
+};
+
+struct dec_iq4_nl {
+  static constexpr bool has_min = false;
+  static constexpr bool has_bias = true;  // vec = v + 128; needs the -128 * sum(a) start value
+  static constexpr int n_bias = 1;
+  static constexpr int halves = 0;  // not a K-quant
+  const uint8_t* g;
+  const group_layout* L;
+  template <int J>
+  __m256i vec(int64_t b) const { return iq4nl_vec<J>(g + L->qs + 128 * b, iq4nl_lut<128>()); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->d + 16 * b);
     vm = _mm256_setzero_ps();
@@ -313,7 +330,7 @@ inline int64_t rows_fitting(int64_t bytes, int64_t act_row_bytes) {
   return std::max<int64_t>(tile_rows, bytes / std::max<int64_t>(act_row_bytes, 1) / tile_rows * tile_rows);
 }
 
-// Bias table of Q8_0 for rows [r0, r1): entry (r - r0) * nb + b = -128 * sum of the
+// Bias table of Q8_0 and IQ4_NL for rows [r0, r1): entry (r - r0) * nb + b = -128 * sum of the
 // 32 activation quants of block b of row r. Exact (|entry| <= 128 * 32 * 127).
 void fill_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
   const int64_t nb = n_in / 32;
@@ -405,6 +422,7 @@ void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, floa
     return;
   }
   switch (w.type()) {
+    case ggml_type::iq4_nl: return run_quant<dec_iq4_nl>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);

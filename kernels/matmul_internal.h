@@ -60,9 +60,10 @@ bool is_quantized(ggml_type t);
 // dots in the matching int32 lane.
 // These vectors are stored compactly, region by region (nb entries each):
 //
-//   qs  (4- 5- 6-bit types): 128 B per block = 4 x 32 B; packed vector p
-//        (p=0..3) holds vector p in its low nibbles, vector p+4 in its high
-//        nibbles (low 4 bits of the quant, unsigned).
+//   qs  (4- 5- 6-bit types, IQ4_NL): 128 B per block = 4 x 32 B; packed
+//        vector p (p=0..3) holds vector p in its low nibbles, vector p+4 in
+//        its high nibbles (low 4 bits of the quant, unsigned; IQ4_NL: the
+//        code book index 0..15, as Q4_0's qs).
 //   qs  (Q8_0): 256 B per block = vectors 0..7 as signed int8.
 //   qs  (Q2_K, Q3_K): 64 B per block = 2 x 32 B; packed vector h (h=0,1)
 //        holds vectors 4h..4h+3 (the 16-element half h of the block): bits
@@ -72,7 +73,7 @@ bool is_quantized(ggml_type t);
 //   qh  (Q3_K): 32 B per block; bit j of byte (4c+i) = bit 2 of w[c][4j+i].
 //   qh  (Q6_K): 64 B per block = 2 x 32 B; in half h (vectors 4h..4h+3),
 //        bits 2t..2t+1 of byte (4c+i) = bits 4..5 of quant w[c][4(4h+t)+i].
-//   d   (legacy types): 16 B per block = 8 fp16 scales (column order).
+//   d   (legacy types, IQ4_NL): 16 B per block = 8 fp16 scales (column order).
 //   m   (Q4_1, Q5_1):   16 B per block = 8 fp16 mins.
 //   sc  (Q4_K, Q5_K): 8 B per block = 6-bit scale per column (u8).
 //       (Q6_K, Q3_K): 16 B per block = int8 scale of k 0..15 for columns
@@ -85,6 +86,7 @@ bool is_quantized(ggml_type t);
 //   sm  (Q4_K, Q5_K, Q2_K): 16 B per super-block = 8 fp16 dmin.
 //
 // Quants are stored unsigned (as in GGUF) except Q8_0. The math per block:
+//   IQ4_NL   : value = d*iq4nl_values[q]   (signed code book value, as Q8_0's q)
 //   Q4_0/Q5_0: value = d*q + m with m = d*(-8) / d*(-16) computed in f32
 //   Q4_1/Q5_1: value = d*q + m
 //   Q4_K/Q5_K: value = sd*(sc*q) + (-sm)*mn
@@ -142,7 +144,7 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
                  int64_t col_end);
 
 // AVX-512 VNNI implementations (matmul_avx512.cpp) of the quantized types
-// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the avx2 group layout, bitwise
+// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the avx2 group layout, bitwise
 // equal to matmul_avx2 for every input. Only call when cpu_supports(isa_level::avx512);
 // other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes.
 // has_avx512_kernel is baseline code (matmul.cpp), safe on any CPU.

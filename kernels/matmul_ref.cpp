@@ -94,6 +94,12 @@ float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int
         acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
         break;
       }
+      case ggml_type::iq4_nl: {
+        const auto& blk = reinterpret_cast<const block_iq4_nl*>(row)[b];
+        for (int e = 0; e < 32; ++e) q[e] = iq4nl_values[q4_quant(blk.qs, e)];
+        acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
+        break;
+      }
       case ggml_type::q4_k:
       case ggml_type::q5_k: {
         const int s = int(b % 8);

@@ -6,7 +6,7 @@
 // row of a GGUF tensor can be reinterpreted as an array of these blocks (the
 // blocks have alignment 2 or 4 at most; GGUF data offsets are 32-aligned).
 //
-// Element order inside the legacy 32-element blocks (Q4_0/Q4_1/Q5_0/Q5_1):
+// Element order inside the legacy 32-element blocks (Q4_0/Q4_1/Q5_0/Q5_1, and IQ4_NL):
 //   element j      (j = 0..15) : low  nibble of qs[j]
 //   element j + 16 (j = 0..15) : high nibble of qs[j]
 //   Q5 fifth bit of element e (e = 0..31): bit e of the little-endian uint32 qh.
@@ -50,6 +50,17 @@ struct block_q5_1 {
   uint8_t qs[qk32 / 2];
 };
 static_assert(sizeof(block_q5_1) == 24);
+
+// IQ4_NL: value = d * iq4nl_values[q], q in [0, 15] (the Q4_0 nibble order above).
+struct block_iq4_nl {
+  uint16_t d;
+  uint8_t qs[qk32 / 2];
+};
+static_assert(sizeof(block_iq4_nl) == 18);
+
+// The fixed non-linear IQ4_NL code book (ggml's kvalues_iq4nl), indexed by the 4-bit quant.
+inline constexpr int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 
 // value = d * q, q in [-128, 127]
 struct block_q8_0 {

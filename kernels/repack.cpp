@@ -11,7 +11,8 @@ namespace {
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 // The 32 quants of block b (a 32-element slice of the row) of one GGUF row,
-// unsigned as stored (Q8_0: signed), plus the per-block scale metadata.
+// unsigned as stored (Q8_0: signed; IQ4_NL: the 4-bit code book index), plus
+// the per-block scale metadata.
 struct block_view {
   int q[32];
   uint16_t d = 0, m = 0;    // legacy fp16 scale / min bits
@@ -24,6 +25,12 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
   switch (type) {
     case ggml_type::q4_0: {
       const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
+      v.d = blk.d;
+      return;
+    }
+    case ggml_type::iq4_nl: {
+      const auto& blk = reinterpret_cast<const block_iq4_nl*>(row)[b];
       for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
       v.d = blk.d;
       return;

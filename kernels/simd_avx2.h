@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/quant_blocks.h"
+
 namespace spate::kernels::detail {
 namespace {
 
@@ -82,6 +84,22 @@ __attribute__((always_inline)) inline __m256i quant_vec(const uint8_t* g, int64_
   __m256i w = nibble_vec<J>(g + qs);
   if constexpr (Bits == 5) w = _mm256_or_si256(w, q5_hbit<J>(load256(g + qh)));
   return w;
+}
+
+// IQ4_NL's code book (iq4nl_values) plus Bias (0: signed values; 128: the
+// values + 128 as unsigned bytes 1..241) in both 128-bit lanes: a vpshufb table.
+template <int Bias>
+__attribute__((always_inline)) inline __m256i iq4nl_lut() {
+  const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iq4nl_values)));
+  if constexpr (Bias == 0) return t;
+  else return _mm256_xor_si256(t, _mm256_set1_epi8(static_cast<char>(0x80)));  // v + 128 for v in [-128, 127]
+}
+
+// IQ4_NL weight vector J of the block whose packed qs (code book indices) start
+// at qs: each index replaced by its byte in lut (iq4nl_lut).
+template <int J>
+__attribute__((always_inline)) inline __m256i iq4nl_vec(const uint8_t* qs, __m256i lut) {
+  return _mm256_shuffle_epi8(lut, nibble_vec<J>(qs));
 }
 
 // Per-column scale vd and min vm of a legacy block from its 8 fp16 scales at g + d:

@@ -86,6 +86,8 @@ void rows_avx2(benchmark::internal::Benchmark* b) {
 
 SHAPES(ggml_type::q4_1, Q4_1, rows_isa)
 SHAPES(ggml_type::q8_0, Q8_0, rows_isa)
+// IQ4_NL: llama-quantize's fallback for the tensors of Q2_K / Q3_K mixes whose rows are not a multiple of 256.
+SHAPES(ggml_type::iq4_nl, IQ4_NL, rows_isa)
 // K-quants need n_in % 256 == 0: the model's 576-wide inputs do not qualify.
 // Gemma 3 270M's K-quant shapes (inputs a multiple of 256): FFN down 2048 -> 640, attention output 1024 -> 640.
 #define KSHAPES(T, NAME)                                                                                       \

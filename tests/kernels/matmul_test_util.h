@@ -19,8 +19,8 @@ namespace spate::kernels::test {
 
 inline const ggml_type k_all_types[] = {ggml_type::f32,  ggml_type::f16,  ggml_type::bf16, ggml_type::q8_0,
                                  ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
-                                 ggml_type::q2_k, ggml_type::q3_k, ggml_type::q4_k, ggml_type::q5_k,
-                                 ggml_type::q6_k};
+                                 ggml_type::iq4_nl, ggml_type::q2_k, ggml_type::q3_k, ggml_type::q4_k,
+                                 ggml_type::q5_k, ggml_type::q6_k};
 
 inline const char* tname(ggml_type t) { return type_name(static_cast<uint32_t>(t)); }
 inline int64_t block_of(ggml_type t) { return traits_of(uint32_t(t))->block_elems; }
@@ -55,7 +55,7 @@ inline std::vector<uint8_t> random_weight(ggml_type t, int64_t n_out, int64_t n_
   for (int64_t i = 0; i < nblk; ++i) {
     uint8_t* b = w.data() + i * tr.block_bytes;
     switch (t) {
-      case ggml_type::q4_0: case ggml_type::q5_0: case ggml_type::q8_0:
+      case ggml_type::q4_0: case ggml_type::q5_0: case ggml_type::q8_0: case ggml_type::iq4_nl:
         put_half(b, ud(rng) * (rng() % 2 ? 1.0f : -1.0f));
         break;
       case ggml_type::q4_1: case ggml_type::q5_1:

@@ -1,6 +1,6 @@
 // Dequantization tests: hand-made blocks with known bytes, blocks built by an
 // independent encoder of the GGUF bit layout from known quants/scales, and
-// (Q2_K, Q3_K) blocks dequantized by the PyPI gguf package
+// (Q2_K, Q3_K, IQ4_NL) blocks dequantized by the PyPI gguf package
 // (fixtures/gguf_py_dequant.txt, tests/reference/make_dequant_fixture.py).
 #include <gtest/gtest.h>
 
@@ -48,6 +48,30 @@ TEST(Dequant, Q8_0AndQ4_1KnownBytes) {
   dequantize_row(ggml_type::q4_1, &b, out, 32);
   EXPECT_EQ(out[3], 2.0f * 10 - 1.0f);
   EXPECT_EQ(out[19], 2.0f * 5 - 1.0f);
+}
+
+// IQ4_NL: the code book written out here from the format description (not
+// read from quant_blocks.h), known bytes at both nibble positions.
+TEST(Dequant, IQ4_NLKnownBytes) {
+  const int book[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  block_iq4_nl b{};
+  b.d = f32_to_fp16(0.5f);
+  for (int i = 0; i < 16; ++i) b.qs[i] = uint8_t(i | (15 - i) << 4);  // element i -> index i, i+16 -> 15-i
+  float out[32];
+  dequantize_row(ggml_type::iq4_nl, &b, out, 32);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(out[i], 0.5f * float(book[i])) << i;
+    EXPECT_EQ(out[i + 16], 0.5f * float(book[15 - i])) << i;
+  }
+  // Two blocks in a row, the second with a negative scale.
+  block_iq4_nl two[2] = {b, b};
+  two[1].d = f32_to_fp16(-0.25f);
+  two[1].qs[3] = 0x0f;  // element 3 -> index 15 (113), element 19 -> index 0 (-127)
+  float out2[64];
+  dequantize_row(ggml_type::iq4_nl, two, out2, 64);
+  EXPECT_EQ(out2[32 + 3], -0.25f * 113.0f);
+  EXPECT_EQ(out2[32 + 19], -0.25f * -127.0f);
+  EXPECT_EQ(out2[0], 0.5f * -127.0f);
 }
 
 TEST(Dequant, Q5KnownBits) {
@@ -218,8 +242,8 @@ TEST(Dequant, Q3_KFromEncoder) {
   EXPECT_EQ(out[254], float(63 - 32) * float(0 - 4));
 }
 
-// Q2_K / Q3_K against the gguf package's dequantization, bit for bit.
-TEST(Dequant, Q2_KAndQ3_KMatchGgufPackage) {
+// Q2_K / Q3_K / IQ4_NL against the gguf package's dequantization, bit for bit.
+TEST(Dequant, Q2_KQ3_KAndIQ4_NLMatchGgufPackage) {
   std::ifstream in(std::string(SPATE_SOURCE_DIR) + "/tests/kernels/fixtures/gguf_py_dequant.txt");
   ASSERT_TRUE(in) << "missing fixture";
   std::string line;
@@ -230,31 +254,33 @@ TEST(Dequant, Q2_KAndQ3_KMatchGgufPackage) {
     std::string name;
     int n_blocks = 0;
     head >> name >> n_blocks;
-    const ggml_type t = name == "Q2_K" ? ggml_type::q2_k : ggml_type::q3_k;
-    ASSERT_TRUE(name == "Q2_K" || name == "Q3_K") << name;
+    ASSERT_TRUE(name == "Q2_K" || name == "Q3_K" || name == "IQ4_NL") << name;
+    const ggml_type t = name == "Q2_K" ? ggml_type::q2_k : (name == "Q3_K" ? ggml_type::q3_k : ggml_type::iq4_nl);
+    const auto tr = *traits_of(uint32_t(t));
+    const int n_elems = int(tr.block_elems);
     std::string hex;
     std::getline(in, hex);
-    const size_t n_bytes = size_t(n_blocks) * size_t(traits_of(uint32_t(t))->block_bytes);
+    const size_t n_bytes = size_t(n_blocks) * size_t(tr.block_bytes);
     ASSERT_EQ(hex.size(), 2 * n_bytes) << name;
     std::vector<uint8_t> bytes(n_bytes);
     for (size_t i = 0; i < n_bytes; ++i) bytes[i] = uint8_t(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
-    std::vector<float> out(size_t(n_blocks) * 256);
+    std::vector<float> out(size_t(n_blocks) * size_t(n_elems));
     dequantize_row(t, bytes.data(), out.data(), int64_t(out.size()));
     for (int blk = 0; blk < n_blocks; ++blk) {
       std::getline(in, line);
       std::istringstream vals(line);
-      for (int e = 0; e < 256; ++e) {
+      for (int e = 0; e < n_elems; ++e) {
         std::string bits;
         vals >> bits;
         const uint32_t want = uint32_t(std::stoul(bits, nullptr, 16));
         uint32_t got = 0;
-        std::memcpy(&got, &out[size_t(blk) * 256 + e], 4);
+        std::memcpy(&got, &out[size_t(blk) * size_t(n_elems) + size_t(e)], 4);
         ASSERT_EQ(got, want) << name << " block " << blk << " element " << e;
       }
     }
     ++types_seen;
   }
-  EXPECT_EQ(types_seen, 2);
+  EXPECT_EQ(types_seen, 3);
 }
 
 TEST(Dequant, FloatTypes) {

@@ -2,7 +2,7 @@
 // level against the scalar reference and against float math on dequantized
 // weights, activation quantizer agreement, bitwise batch invariance (every
 // level; across row tiles, tails, row chunks and column splits), column ranges,
-// exact Q8_0 at the int8 extremes, argument validation; and the avx512 level's
+// exact Q8_0 / IQ4_NL at their integer extremes, argument validation; and the avx512 level's
 // bitwise equality with avx2 for every type (kernels/matmul_avx512.cpp: the
 // legacy quantized types run their own VNNI kernels, the rest fall through to
 // avx2). Levels the CPU lacks are skipped. No timing assertions.
@@ -156,7 +156,8 @@ void check_single_rows_in_big_batch(ggml_type t, const packed_weight& w, const s
 TEST_P(MatmulSimd, BatchInvarianceAcrossTilesChunksAndSplits) {
   std::mt19937 rng(13);
   const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
-                             ggml_type::q8_0, ggml_type::q2_k, ggml_type::q3_k, ggml_type::q6_k};
+                             ggml_type::q8_0, ggml_type::iq4_nl, ggml_type::q2_k, ggml_type::q3_k,
+                             ggml_type::q6_k};
   for (ggml_type t : types) {
     // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks (K-quants:
     // 768 inputs, 960-byte rows, chunks of ~272 rows; the per-call tables are per chunk).
@@ -207,6 +208,38 @@ TEST_P(MatmulSimd, Q8ExtremesExact) {
     ASSERT_TRUE(bits_equal(yl[i], y2[i])) << i << " " << yl[i] << " vs " << y2[i];
     ASSERT_TRUE(bits_equal(yl[i], yr[i])) << i << " " << yl[i] << " vs " << yr[i];
   }
+}
+
+// IQ4_NL at its code book ends: indices 0 (-127) and 15 (+113), mixed, against
+// activations at +-127 exercise the avx2 signed path (abs / sign, int16 pairs up
+// to 2*127*127) and the avx512 v+128 table with its -128*sum(a) start, at their
+// largest magnitudes. One float sequence on every level: bitwise equal.
+TEST_P(MatmulSimd, IQ4_NLExtremesExact) {
+  const int64_t n_out = 11, n_in = 128, n_rows = 10;
+  std::vector<uint8_t> wq(size_t(n_out * (n_in / 32)) * sizeof(block_iq4_nl));
+  auto* blk = reinterpret_cast<block_iq4_nl*>(wq.data());
+  for (int64_t i = 0; i < n_out * n_in / 32; ++i) {
+    blk[i].d = f32_to_fp16(i % 2 ? 0.5f : -0.75f);
+    std::memset(blk[i].qs, i % 3 == 0 ? 0x00 : (i % 3 == 1 ? 0xff : 0x0f), sizeof blk[i].qs);
+  }
+  std::vector<float> x(size_t(n_rows * n_in));
+  for (int64_t r = 0; r < n_rows; ++r)
+    for (int64_t k = 0; k < n_in; ++k) x[r * n_in + k] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : float(r + 1) * -1.0f;
+  const packed_weight wr = pack_weight(ggml_type::iq4_nl, wq.data(), n_out, n_in, isa_level::scalar);
+  const packed_weight wl = pack_weight(ggml_type::iq4_nl, wq.data(), n_out, n_in, level());
+  const auto yr = run(wr, x.data(), n_in, n_rows, n_out);
+  const auto yl = run(wl, x.data(), n_in, n_rows, n_out);
+  for (int64_t i = 0; i < n_rows * n_out; ++i)
+    ASSERT_TRUE(bits_equal(yl[i], yr[i])) << i << " " << yl[i] << " vs " << yr[i];
+  // The exact value of one output: row 0 (all activations -1 -> quants -127, d_a = 1/127) x column 0.
+  double want = 0;
+  for (int64_t b = 0; b < n_in / 32; ++b) {
+    const int64_t i = b;  // column 0's blocks are 0 .. n_in/32 - 1
+    const double d = i % 2 ? 0.5 : -0.75;
+    const int lo = i % 3 == 0 ? -127 : 113, hi = i % 3 == 1 ? 113 : -127;  // qs 0x00, 0xff, 0x0f
+    want += d * -1.0 * (16 * lo + 16 * hi);
+  }
+  EXPECT_NEAR(yr[0], want, 1e-3 * std::fabs(want));
 }
 
 // Q2_K / Q3_K at their integer extremes: largest quants, scales and mins
