@@ -104,6 +104,12 @@ struct dec_iq4_nl {
 
 // K-quant decoders: vec<J> as unsigned bytes, scale32(b, h) the int32
 // per-column sub-block scale of half h (halves: 1 = one scale per block).
+// superblock(S) converts super-block S's per-column d (and -dmin) once for its
+// 8 blocks; scales(b, s, vd, vm) gives block b's vd and vm from it (the same
+// values as converting them per block: the loop only stops repeating them).
+struct sb_scales {
+  __m256 d, m;
+};
 template <int Bits>
 struct dec_k45 {
   static constexpr bool has_min = true;
@@ -116,11 +122,13 @@ struct dec_k45 {
   __m256i scale32(int64_t b, int) const {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 8 * b)));
   }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    const __m256 neg_dmin = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
+  sb_scales superblock(int64_t S) const {
+    return {load_f16x8(g + L->sd + 16 * S), _mm256_xor_ps(load_f16x8(g + L->sm + 16 * S), _mm256_set1_ps(-0.0f))};
+  }
+  void scales(int64_t b, const sb_scales& s, __m256& vd, __m256& vm) const {
+    vd = s.d;
     vm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->mn + 8 * b)))),
-                       neg_dmin);
+                       s.m);
   }
 };
 
@@ -139,9 +147,10 @@ struct dec_q6_k {
   __m256i scale32(int64_t b, int h) const {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 16 * b + 8 * h)));
   }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    vm = _mm256_setzero_ps();
+  sb_scales superblock(int64_t S) const { return {load_f16x8(g + L->sd + 16 * S), _mm256_setzero_ps()}; }
+  void scales(int64_t, const sb_scales& s, __m256& vd, __m256& vm) const {
+    vd = s.d;
+    vm = s.m;
   }
 };
 
@@ -157,9 +166,10 @@ struct dec_q3_k {
   __m256i scale32(int64_t b, int h) const {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 16 * b + 8 * h)));
   }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    vm = _mm256_setzero_ps();
+  sb_scales superblock(int64_t S) const { return {load_f16x8(g + L->sd + 16 * S), _mm256_setzero_ps()}; }
+  void scales(int64_t, const sb_scales& s, __m256& vd, __m256& vm) const {
+    vd = s.d;
+    vm = s.m;
   }
 };
 
@@ -175,9 +185,12 @@ struct dec_q2_k {
   __m256i vec(int64_t b) const { return k2_low_vec<J>(g + L->qs + 64 * b); }
   __m256i scale32(int64_t b, int h) const { return q2_scale32(g, *L, b, h); }
   __m256i min_pairs(int64_t b) const { return q2_min_pairs(g, *L, b); }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    vm = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
+  sb_scales superblock(int64_t S) const {
+    return {load_f16x8(g + L->sd + 16 * S), _mm256_xor_ps(load_f16x8(g + L->sm + 16 * S), _mm256_set1_ps(-0.0f))};
+  }
+  void scales(int64_t, const sb_scales& s, __m256& vd, __m256& vm) const {
+    vd = s.d;
+    vm = s.m;
   }
 };
 
@@ -254,8 +267,10 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t n
   constexpr int H = Dec::halves;
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
+  sb_scales sbs{};
+  for (int64_t b = 0; b < nb; ++b) {  // nb % 8 == 0: K-quant rows are whole 256-element super-blocks
     prefetch_block<k_prefetch_hint>(pf, b, pf_lines_per_block);
+    if (b % 8 == 0) sbs = dec.superblock(b / 8);
     __m256i isum[R];
     auto half = [&]<int Hh>() {
       __m256i is[C][R];
@@ -285,7 +300,7 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t n
     half.template operator()<0>();
     if constexpr (H == 2) half.template operator()<1>();
     __m256 vd, vm;
-    dec.scales(b, vd, vm);
+    dec.scales(b, sbs, vd, vm);
     if constexpr (half_mins_of<Dec>) {
       const __m256i mp = dec.min_pairs(b);
 #pragma GCC unroll 8
