@@ -67,14 +67,14 @@ struct dec_legacy {
   }
 };
 
-struct dec_q8_0 {
+// Q8_0 and IQ4_NL: signed quants, one fp16 d per block and column, no min.
+struct dec_signed_d {
   static constexpr bool is_signed = true;
   static constexpr bool has_min = false;
   static constexpr int chunk = 1;
   const uint8_t* g;
   const group_layout* L;
-  template <int J>
-  __m256i vec(int64_t b) const { return load256(g + L->qs + 256 * b + 32 * J); }
+  dec_signed_d(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->d + 16 * b);
@@ -82,21 +82,18 @@ struct dec_q8_0 {
   }
 };
 
+struct dec_q8_0 : dec_signed_d {
+  using dec_signed_d::dec_signed_d;
+  template <int J>
+  __m256i vec(int64_t b) const { return load256(g + L->qs + 256 * b + 32 * J); }
+};
+
 // IQ4_NL: value = d*iq4nl_values[q]; the 4-bit indices are looked up (vpshufb)
 // into the signed code book values (-127..113) and then fed as Q8_0's signed quants.
-struct dec_iq4_nl {
-  static constexpr bool is_signed = true;
-  static constexpr bool has_min = false;
-  static constexpr int chunk = 1;
-  const uint8_t* g;
-  const group_layout* L;
+struct dec_iq4_nl : dec_signed_d {
+  using dec_signed_d::dec_signed_d;
   template <int J>
   __m256i vec(int64_t b) const { return iq4nl_vec<J>(g + L->qs + 128 * b, iq4nl_lut<0>()); }
-  __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->d + 16 * b);
-    vm = _mm256_setzero_ps();
-  }
 };
 
 // Q4_K / Q5_K: value = sd*(sc*q) + (-sm)*mn.
@@ -117,19 +114,13 @@ struct dec_k45 {
   }
 };
 
-// Q6_K: value = sd*(sc_half*(q-32)), signed quants, one scale per 16-half.
-struct dec_q6_k {
-  static constexpr bool is_signed = true;
+// Q6_K and Q3_K: one int8 scale per 16-half, d per super-block, no min.
+struct dec_half_scaled {
   static constexpr bool has_min = false;
   static constexpr int chunk = 4;
   const uint8_t* g;
   const group_layout* L;
-  template <int J>
-  __m256i vec(int64_t b) const {
-    const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
-    const __m256i hi = q6_hbits<J % 4>(load256(g + L->qh + 64 * b + 32 * (J / 4)));
-    return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
-  }
+  dec_half_scaled(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   __m256i mult(int64_t b, int h) const { return pair16(_mm256_cvtepi8_epi32(load64(g + L->sc + 16 * b + 8 * h))); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->sd + 16 * (b / 8));
@@ -137,22 +128,26 @@ struct dec_q6_k {
   }
 };
 
+// Q6_K: value = sd*(sc_half*(q-32)), signed quants.
+struct dec_q6_k : dec_half_scaled {
+  using dec_half_scaled::dec_half_scaled;
+  static constexpr bool is_signed = true;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
+    const __m256i hi = q6_hbits<J % 4>(load256(g + L->qh + 64 * b + 32 * (J / 4)));
+    return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+  }
+};
+
 // Q3_K: value = sd*(sc_half*(q-4)), unsigned quants (0..7) with the half-bias
-// table's -4 * sum(a) (half_bias_of), one int8 scale per 16-half.
-struct dec_q3_k {
+// table's -4 * sum(a) (half_bias_of).
+struct dec_q3_k : dec_half_scaled {
+  using dec_half_scaled::dec_half_scaled;
   static constexpr bool is_signed = false;
-  static constexpr bool has_min = false;
   static constexpr int bias_mul = -4;
-  static constexpr int chunk = 4;
-  const uint8_t* g;
-  const group_layout* L;
   template <int J>
   __m256i vec(int64_t b) const { return q3_vec<J>(g, *L, b); }
-  __m256i mult(int64_t b, int h) const { return pair16(_mm256_cvtepi8_epi32(load64(g + L->sc + 16 * b + 8 * h))); }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    vm = _mm256_setzero_ps();
-  }
 };
 
 // Q2_K: value = sd*(sc_half*q) + (-sm)*mn_half, unsigned 2-bit quants. The

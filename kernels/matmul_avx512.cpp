@@ -70,36 +70,34 @@ struct dec_legacy {
   }
 };
 
-struct dec_q8_0 {
+// Q8_0 and IQ4_NL: signed weights fed as w + 128 with the -128 * sum(a)
+// start value, one fp16 d per block and column, no min.
+struct dec_biased_d {
   static constexpr bool has_min = false;
-  static constexpr bool has_bias = true;  // vec = w + 128; needs the -128 * sum(a) start value
+  static constexpr bool has_bias = true;
   static constexpr int n_bias = 1;
   static constexpr int halves = 0;  // not a K-quant
   const uint8_t* g;
   const group_layout* L;
-  template <int J>
-  __m256i vec(int64_t b) const {
-    return _mm256_xor_si256(load256(g + L->qs + 256 * b + 32 * J), _mm256_set1_epi8(static_cast<char>(0x80)));
-  }
+  dec_biased_d(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   void scales(int64_t b, __m256& vd, __m256& vm) const {
     vd = load_f16x8(g + L->d + 16 * b);
     vm = _mm256_setzero_ps();
   }
 };
 
-struct dec_iq4_nl {
-  static constexpr bool has_min = false;
-  static constexpr bool has_bias = true;  // vec = v + 128; needs the -128 * sum(a) start value
-  static constexpr int n_bias = 1;
-  static constexpr int halves = 0;  // not a K-quant
-  const uint8_t* g;
-  const group_layout* L;
+struct dec_q8_0 : dec_biased_d {
+  using dec_biased_d::dec_biased_d;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    return _mm256_xor_si256(load256(g + L->qs + 256 * b + 32 * J), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
+struct dec_iq4_nl : dec_biased_d {  // the lookup table holds v + 128
+  using dec_biased_d::dec_biased_d;
   template <int J>
   __m256i vec(int64_t b) const { return iq4nl_vec<J>(g + L->qs + 128 * b, iq4nl_lut<128>()); }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->d + 16 * b);
-    vm = _mm256_setzero_ps();
-  }
 };
 
 // K-quant decoders: vec<J> as unsigned bytes, scale32(b, h) the int32
@@ -132,18 +130,15 @@ struct dec_k45 {
   }
 };
 
-struct dec_q6_k {
+// Q6_K and Q3_K: an int8 scale per 16-element half, d per super-block, no
+// min; unsigned quants with a bias_mul * sum(a) start value per half.
+struct dec_half_scaled {
   static constexpr bool has_min = false;
   static constexpr int n_bias = 2;  // bias_mul * sum(a) of each 16-element half
-  static constexpr int bias_mul = -32;
   static constexpr int halves = 2;
   const uint8_t* g;
   const group_layout* L;
-  template <int J>
-  __m256i vec(int64_t b) const {
-    const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
-    return _mm256_or_si256(lo, q6_hbits<J % 4>(load256(g + L->qh + 64 * b + 32 * (J / 4))));
-  }
+  dec_half_scaled(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   __m256i scale32(int64_t b, int h) const {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 16 * b + 8 * h)));
   }
@@ -154,23 +149,21 @@ struct dec_q6_k {
   }
 };
 
-struct dec_q3_k {
-  static constexpr bool has_min = false;
-  static constexpr int n_bias = 2;  // bias_mul * sum(a) of each 16-element half
+struct dec_q6_k : dec_half_scaled {
+  using dec_half_scaled::dec_half_scaled;
+  static constexpr int bias_mul = -32;
+  template <int J>
+  __m256i vec(int64_t b) const {
+    const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
+    return _mm256_or_si256(lo, q6_hbits<J % 4>(load256(g + L->qh + 64 * b + 32 * (J / 4))));
+  }
+};
+
+struct dec_q3_k : dec_half_scaled {
+  using dec_half_scaled::dec_half_scaled;
   static constexpr int bias_mul = -4;
-  static constexpr int halves = 2;
-  const uint8_t* g;
-  const group_layout* L;
   template <int J>
   __m256i vec(int64_t b) const { return q3_vec<J>(g, *L, b); }
-  __m256i scale32(int64_t b, int h) const {
-    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g + L->sc + 16 * b + 8 * h)));
-  }
-  sb_scales superblock(int64_t S) const { return {load_f16x8(g + L->sd + 16 * S), _mm256_setzero_ps()}; }
-  void scales(int64_t, const sb_scales& s, __m256& vd, __m256& vm) const {
-    vd = s.d;
-    vm = s.m;
-  }
 };
 
 // Q2_K: the min term is block_fma_msum's (half_mins): scales() gives vm = -dmin.
