@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx2.h"
 
 namespace spate::kernels::detail {
 namespace {
@@ -44,12 +45,7 @@ __attribute__((always_inline)) inline __m256i k2_low_vec(const uint8_t* qs) {
 
 // Q3_K: bit J of each byte of h moved to bit 2 (other bits cleared).
 template <int J>
-__attribute__((always_inline)) inline __m256i q3_hbit(__m256i h) {
-  const __m256i hb = _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << J)));
-  if constexpr (J < 2) return _mm256_slli_epi16(hb, 2 - J);
-  else if constexpr (J == 2) return hb;
-  else return _mm256_srli_epi16(hb, J - 2);
-}
+__attribute__((always_inline)) inline __m256i q3_hbit(__m256i h) { return hbit_to<2, J>(h); }
 
 // Unsigned Q3_K quants (0..7) of weight vector J of block b.
 template <int J>

@@ -49,14 +49,18 @@ __attribute__((always_inline)) inline __m256i load256(const uint8_t* p) { return
 // ---------------------------------------------------------------- packed weight quants
 // (vector layout of matmul_internal.h: packed qs vector J % 4, low nibbles for J < 4, high for J >= 4)
 
-// Bit J of each byte of h moved to bit 4 (other bits cleared).
-template <int J>
-__attribute__((always_inline)) inline __m256i q5_hbit(__m256i h) {
+// Bit J of each byte of h moved to bit To (other bits cleared).
+template <int To, int J>
+__attribute__((always_inline)) inline __m256i hbit_to(__m256i h) {
   const __m256i hb = _mm256_and_si256(h, _mm256_set1_epi8(static_cast<char>(1 << J)));
-  if constexpr (J < 4) return _mm256_slli_epi16(hb, 4 - J);
-  else if constexpr (J == 4) return hb;
-  else return _mm256_srli_epi16(hb, J - 4);
+  if constexpr (J < To) return _mm256_slli_epi16(hb, To - J);
+  else if constexpr (J == To) return hb;
+  else return _mm256_srli_epi16(hb, J - To);
 }
+
+// Q5 high bits: bit J of each byte of h moved to bit 4.
+template <int J>
+__attribute__((always_inline)) inline __m256i q5_hbit(__m256i h) { return hbit_to<4, J>(h); }
 
 // Low 4 bits of the quants of weight vector J (0..7) of the block whose packed qs start at qs.
 template <int J>

@@ -273,7 +273,9 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     // task: each item prefetches the next one's K/V before it computes.
     timeline.mark("attention");
     const int64_t n_items = T * n_kv;
-    const int64_t run = std::max<int64_t>(1, n_items / (4 * pool_.n_threads()));
+    // At most 8 items per task, so a long prefill (later tokens attend to more
+    // positions) still splits into many tasks and balances.
+    const int64_t run = std::clamp<int64_t>(n_items / (4 * pool_.n_threads()), 1, 8);
     auto window = [&](int64_t item, int32_t& first, int32_t& end) -> const int32_t* {
       const auto& tr = tokens_[static_cast<size_t>(item / n_kv)];
       first = swa ? std::max(0, tr.pos + 1 - cfg_.n_swa) : 0;
