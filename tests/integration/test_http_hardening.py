@@ -203,10 +203,11 @@ def test_keep_alive_request_during_drain_gets_503():
     s = SpateServer("--shutdown-timeout", "20")
     try:
         s.wait_ready()
-        # A stream in flight keeps the drain going.
+        # A stream in flight keeps the drain going: long enough that it cannot
+        # finish (and end the drain) before the second request, however fast decode is.
         streaming = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
         streaming.request("POST", "/v1/completions", headers={"Content-Type": "application/json"},
-                          body=json.dumps({"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 400,
+                          body=json.dumps({"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 6000,
                                            "ignore_eos": True, "stream": True}))
         stream_resp = streaming.getresponse()
         assert stream_resp.status == 200

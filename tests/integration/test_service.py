@@ -414,7 +414,7 @@ def test_sigterm_drains_stream_in_flight():
     p = Proc(serve_cmd("--shutdown-timeout", "300", port=port), env=SKIP_WARMUP)
     try:
         wait_ready(p, f"http://127.0.0.1:{port}")
-        max_tokens = 400
+        max_tokens = 2000  # several seconds of decode, so the stream outlives the /ready polling
         s = Stream(port, max_tokens)
         s.read_some(3)
         p.proc.send_signal(signal.SIGTERM)
