@@ -1,6 +1,9 @@
 // pack_weight validation and the isa dispatch of the matmul entry points.
 #include "kernels/matmul.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -11,9 +14,36 @@
 
 namespace spate::kernels {
 
-void packed_weight::free_deleter::operator()(uint8_t* p) const noexcept { std::free(p); }
+void packed_weight::unmap_deleter::operator()(uint8_t* p) const noexcept { ::munmap(p, len); }
 
 namespace {
+
+constexpr size_t k_page_bytes = 4096, k_huge_page_bytes = size_t{2} << 20;
+
+// A zero-filled buffer of at least `bytes` bytes for repacked weights, as its own anonymous
+// mapping: page aligned, and from 2 MiB up aligned to 2 MiB and marked MADV_HUGEPAGE, so
+// transparent huge pages back every whole 2 MiB of it (the tail stays on 4 KiB pages: no
+// resident bytes beyond the buffer). Decode streams every weight once per token; with 4 KiB
+// pages that is a TLB miss every 4 KiB, and the hardware prefetchers stop at each page edge.
+// Returns the buffer and sets len to the length to unmap; throws std::bad_alloc.
+uint8_t* map_packed(size_t bytes, size_t& len) {
+  len = (bytes + k_page_bytes - 1) / k_page_bytes * k_page_bytes;
+  if (len < k_huge_page_bytes || std::getenv("SPATE_NOTHP")) {
+    void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<uint8_t*>(p);
+  }
+  // Over-map by 2 MiB, then unmap the unaligned head and the unused tail.
+  const size_t span = len + k_huge_page_bytes;
+  void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  const auto base = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = (base + k_huge_page_bytes - 1) / k_huge_page_bytes * k_huge_page_bytes;
+  if (aligned > base) ::munmap(p, aligned - base);
+  if (const size_t tail = base + span - (aligned + len); tail > 0) ::munmap(reinterpret_cast<void*>(aligned + len), tail);
+  ::madvise(reinterpret_cast<void*>(aligned), len, MADV_HUGEPAGE);  // advice only: 4 KiB pages if refused
+  return reinterpret_cast<uint8_t*>(aligned);
+}
 
 bool supported(ggml_type t) {
   switch (t) {
@@ -66,10 +96,9 @@ packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64
   const detail::group_layout L = detail::layout_of(type, n_in);
   const int64_t n_groups = (n_out + detail::group_cols - 1) / detail::group_cols;
   const size_t size = size_t(L.stride) * size_t(n_groups);
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(64, size));
-  if (buf == nullptr) throw std::bad_alloc();
-  std::memset(buf, 0, size);
-  w.owned_.reset(buf);
+  size_t mapped = 0;
+  uint8_t* buf = map_packed(size, mapped);  // zero-filled: padding columns stay zero
+  w.owned_ = std::unique_ptr<uint8_t, packed_weight::unmap_deleter>(buf, packed_weight::unmap_deleter{mapped});
   detail::repack_groups(type, data, n_out, n_in, buf);
   w.data_ = buf;
   w.stride_ = L.stride;

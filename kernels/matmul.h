@@ -62,7 +62,11 @@ class packed_weight {
 
  private:
   friend packed_weight pack_weight(ggml_type, const void*, int64_t, int64_t, isa_level);
-  struct free_deleter { void operator()(uint8_t* p) const noexcept; };
+  // Unmaps a buffer of pack_weight's (an anonymous mapping of len bytes).
+  struct unmap_deleter {
+    size_t len;  // set whenever the pointer is
+    void operator()(uint8_t* p) const noexcept;
+  };
 
   ggml_type type_ = ggml_type::f32;
   int64_t n_out_ = 0;
@@ -71,7 +75,7 @@ class packed_weight {
   size_t bytes_ = 0;
   int64_t stride_ = 0;
   const uint8_t* data_ = nullptr;
-  std::unique_ptr<uint8_t, free_deleter> owned_;
+  std::unique_ptr<uint8_t, unmap_deleter> owned_;
 };
 
 // Throws std::invalid_argument naming the type if unsupported or n_in is not a multiple of the block size

@@ -147,6 +147,44 @@ void bm_model(benchmark::State& st, ggml_type t) {
   st.SetLabel(isa_name(level));
 }
 
+// Four layers of the 1B shape (hidden 2048, kv 512, FFN 8192) in `t` for ONE row, one
+// thread: ~140 MB at 4.5 bits per weight, so each pass streams the weights from DRAM as
+// decode on a 1B model does. GB/s counter = packed weight bytes read per second.
+void bm_model_1b(benchmark::State& st, ggml_type t) {
+  isa_level level;
+  if (!level_arg(st, 1, level)) return;
+  struct mat { int64_t n_out, n_in; };
+  const mat layer[] = {{2048, 2048}, {512, 2048}, {512, 2048}, {2048, 2048}, {8192, 2048}, {8192, 2048}, {2048, 8192}};
+  std::vector<packed_weight> ws;
+  double bytes = 0;
+  for (int l = 0; l < 4; ++l)
+    for (const mat& m : layer) {
+      const auto raw = random_weight(t, m.n_out, m.n_in);
+      ws.push_back(pack_weight(t, raw.data(), m.n_out, m.n_in, level));
+      bytes += double(raw.size());
+    }
+  std::vector<float> x(8192), y(8192);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint8_t> act(act_bytes(ws[6], 1));
+  for (auto _ : st) {
+    for (const packed_weight& w : ws) {
+      quantize_act(w, x.data(), w.n_in(), 0, 1, act.data());
+      matmul(w, act.data(), 1, y.data(), w.n_out(), 0, w.n_out());
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(isa_name(level));
+}
+void one_row_isa(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"rows", "isa"})->ArgsProduct({{1}, {int64_t(isa_level::avx2), int64_t(isa_level::avx512)}});
+}
+BENCHMARK_CAPTURE(bm_model_1b, Q4_0, ggml_type::q4_0)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(bm_model_1b, Q4_K, ggml_type::q4_k)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(bm_model_1b, Q6_K, ggml_type::q6_k)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK_CAPTURE(bm_model, Q4_1, ggml_type::q4_1)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_model, Q8_0, ggml_type::q8_0)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_model, F16, ggml_type::f16)->Apply(rows_avx2)->Unit(benchmark::kMillisecond);

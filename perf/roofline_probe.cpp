@@ -3,7 +3,9 @@
 // worker thread busy. Each probe is bound by what it measures:
 //   * bandwidth: a buffer far larger than the last-level cache, streamed once
 //     per pass, folded into 8 independent accumulators (so add latency never
-//     limits the loads), a different buffer region per thread;
+//     limits the loads), a different buffer region per thread; backed by
+//     transparent huge pages (MADV_HUGEPAGE) as spate's packed weights are,
+//     unless --small-pages;
 //   * int8 / fp32: 12 independent accumulator chains per thread (more than
 //     latency x throughput of the unit), operands that change every
 //     iteration so nothing is loop-invariant, and a data dependence that
@@ -18,6 +20,7 @@
 //
 // Usage: roofline_probe [--threads N] [--bytes 1GiB] [--reps 7] [--json]
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -151,12 +154,13 @@ __attribute__((target("avx512f"))) float fma512_loop(int64_t n_iter, int seed) {
 int main(int argc, char** argv) {
   int n_threads = 2, reps = 7;
   size_t bytes = size_t{1} << 30;
-  bool as_json = false;
+  bool as_json = false, small_pages = false;
   po::options_description desc("roofline_probe");
   desc.add_options()("threads", po::value(&n_threads)->default_value(2), "worker threads")(
       "bytes", po::value(&bytes)->default_value(bytes), "bytes of the bandwidth buffer")(
       "reps", po::value(&reps)->default_value(7), "passes per figure (median)")("json", po::bool_switch(&as_json),
                                                                                "one JSON line instead of text")(
+      "small-pages", po::bool_switch(&small_pages), "no MADV_HUGEPAGE on the bandwidth buffer (4 KiB pages)")(
       "help,h", "show this help");
   po::variables_map vm;
   try {
@@ -175,7 +179,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   bytes = bytes / (256 * static_cast<size_t>(n_threads)) * 256 * static_cast<size_t>(n_threads);
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(4096, bytes));
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(size_t{2} << 20, bytes));
+  if (buf == nullptr) {
+    std::fprintf(stderr, "roofline_probe: cannot allocate %zu bytes\n", bytes);
+    return 2;
+  }
+  if (!small_pages) ::madvise(buf, bytes, MADV_HUGEPAGE);  // advice: 4 KiB pages if refused
   const size_t slice = bytes / static_cast<size_t>(n_threads);
   // First touch by the thread that reads the slice; values vary so nothing folds.
   run_parallel(n_threads, [&](int t) {
