@@ -28,7 +28,7 @@ constexpr size_t k_page_bytes = 4096, k_huge_page_bytes = size_t{2} << 20;
 // Returns the buffer and sets len to the length to unmap; throws std::bad_alloc.
 uint8_t* map_packed(size_t bytes, size_t& len) {
   len = (bytes + k_page_bytes - 1) / k_page_bytes * k_page_bytes;
-  if (len < k_huge_page_bytes || std::getenv("SPATE_NOTHP")) {
+  if (len < k_huge_page_bytes) {
     void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     return static_cast<uint8_t*>(p);

@@ -41,17 +41,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <type_traits>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/kquant_low_bits.h"
-
-// GCC 12 flags the _mm512_undefined_* placeholders inside its own intrinsics.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace spate::kernels::detail {
 namespace {
@@ -216,15 +209,7 @@ inline constexpr int64_t k_prefetch_groups = 3;
 // at R = 8 measured no different).
 inline constexpr int tile_rows = 8;
 template <int R>
-inline constexpr int chains = R == 1 ? 4 : (R <= 4 ? 2 : 1);
-
-// Row r's int32 sum over its C chains (exact: the split changes no value).
-template <int C, int R>
-__attribute__((always_inline)) inline __m256i chain_sum(const __m256i (&is)[C][R], int r) {
-  if constexpr (C == 1) return is[0][r];
-  else if constexpr (C == 2) return _mm256_add_epi32(is[0][r], is[1][r]);
-  else return _mm256_add_epi32(_mm256_add_epi32(is[0][r], is[1][r]), _mm256_add_epi32(is[2][r], is[3][r]));
-}
+inline constexpr int chains = R <= 4 ? 2 : 1;
 
 // The register-tiled micro-kernel: 8 columns (one group) x R rows, all nb blocks.
 // bias[r] (has_bias only): nb int32 start values of row r's block sums.
@@ -243,7 +228,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
     for (int r = 0; r < R; ++r) {
       if constexpr (Dec::has_bias) is[0][r] = _mm256_set1_epi32(bias[r][b]);
       else is[0][r] = _mm256_setzero_si256();
-      for (int c = 1; c < C; ++c) is[c][r] = _mm256_setzero_si256();
+      if constexpr (C == 2) is[1][r] = _mm256_setzero_si256();
     }
     auto step = [&]<int J>() {
       const __m256i w = dec.template vec<J>(b);
@@ -256,7 +241,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
     dec.scales(b, vd, vm);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256i isum = chain_sum<C, R>(is, r);
+      const __m256i isum = C == 2 ? _mm256_add_epi32(is[0][r], is[C - 1][r]) : is[0][r];
       acc[r] = block_fma<Dec::has_min>(acc[r], isum, vd, vm, a[r].d[b], a[r].s[b]);
     }
   }
@@ -286,7 +271,7 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t n
       for (int r = 0; r < R; ++r) {
         if constexpr (Dec::n_bias > 0) is[0][r] = _mm256_set1_epi32(bias[r][2 * b + Hh]);
         else is[0][r] = _mm256_setzero_si256();
-        for (int c = 1; c < C; ++c) is[c][r] = _mm256_setzero_si256();
+        if constexpr (C == 2) is[1][r] = _mm256_setzero_si256();
       }
       auto step = [&]<int J>() {
         if constexpr (J / (8 / H) == Hh) {  // the vectors of this half
@@ -300,7 +285,7 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t n
       const __m256i sc = dec.scale32(b, Hh);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m256i t = _mm256_mullo_epi32(chain_sum<C, R>(is, r), sc);
+        const __m256i t = _mm256_mullo_epi32(C == 2 ? _mm256_add_epi32(is[0][r], is[C - 1][r]) : is[0][r], sc);
         if constexpr (Hh == 0) isum[r] = t;
         else isum[r] = _mm256_add_epi32(isum[r], t);
       }
@@ -319,69 +304,6 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t n
     }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
-}
-
-// ---- PROTOTYPE: one row x two groups (16 columns) in zmm registers.
-__attribute__((always_inline)) inline __m512i join256(__m256i lo, __m256i hi) {
-  return _mm512_inserti64x4(_mm512_zextsi256_si512(lo), hi, 1);
-}
-__attribute__((always_inline)) inline __m512 join_f16x8(const uint8_t* p0, const uint8_t* p1) {
-  const __m256i h = _mm256_inserti128_si256(_mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-  return _mm512_cvtph_ps(h);
-}
-__attribute__((always_inline)) inline __m128i join64(const uint8_t* p0, const uint8_t* p1) {
-  return _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p0)),
-                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p1)));
-}
-
-struct wide_k45_4 {
-  const uint8_t* g0;
-  const uint8_t* g1;
-  const group_layout* L;
-  template <int J>
-  __m512i vec(int64_t b) const {
-    const int64_t off = L->qs + 128 * b + 32 * (J % 4);
-    const __m512i v = join256(load256(g0 + off), load256(g1 + off));
-    if constexpr (J < 4) return _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
-    else return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
-  }
-  __m512i scale32(int64_t b) const { return _mm512_cvtepu8_epi32(join64(g0 + L->sc + 8 * b, g1 + L->sc + 8 * b)); }
-};
-
-__attribute__((noinline)) void row1_pair_k45_4(const wide_k45_4& dec, int64_t nb, const q8_act_row& a, float* y,
-                                               int64_t c0, int64_t c_lo, int64_t c_hi, const uint8_t* pf0,
-                                               const uint8_t* pf1, int64_t pf_lines) {
-  __m512 acc = _mm512_setzero_ps();
-  __m512 sd = _mm512_setzero_ps(), sm = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    prefetch_block<k_prefetch_hint>(pf0, b, pf_lines);
-    prefetch_block<k_prefetch_hint>(pf1, b, pf_lines);
-    if (b % 8 == 0) {
-      const int64_t S = b / 8;
-      sd = join_f16x8(dec.g0 + dec.L->sd + 16 * S, dec.g1 + dec.L->sd + 16 * S);
-      sm = _mm512_castsi512_ps(_mm512_xor_si512(
-          _mm512_castps_si512(join_f16x8(dec.g0 + dec.L->sm + 16 * S, dec.g1 + dec.L->sm + 16 * S)),
-          _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-    }
-    constexpr int C = 2;
-    __m512i is[C];
-    for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
-    auto step = [&]<int J>() {
-      int32_t av;
-      std::memcpy(&av, a.qs + 32 * b + 4 * J, 4);
-      is[J % C] = _mm512_dpbusd_epi32(is[J % C], dec.template vec<J>(b), _mm512_set1_epi32(av));
-    };
-    for_each_vec(step);
-    const __m512i isum = _mm512_mullo_epi32(_mm512_add_epi32(is[0], is[1]), dec.scale32(b));
-    const __m512 vm = _mm512_mul_ps(
-        _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(join64(dec.g0 + dec.L->mn + 8 * b, dec.g1 + dec.L->mn + 8 * b))), sm);
-    const __m512 scale = _mm512_mul_ps(sd, _mm512_set1_ps(a.d[b]));
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
-    acc = _mm512_fmadd_ps(vm, _mm512_set1_ps(a.s[b]), acc);
-  }
-  store_cols(y, c0, c_lo, std::min(c_hi, c0 + 8), _mm512_castps512_ps256(acc));
-  if (c_hi > c0 + 8) store_cols(y, c0 + 8, c0 + 8, c_hi, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
 }
 
 // Rows [r, r+R) x one group. bias: the per-call table of the row chunk (bias
@@ -469,26 +391,6 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
       fill_table<Dec>(act, n_in, r0, r1, bias);
     }
     auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb * n_table : nullptr; };
-    if constexpr (std::is_same_v<Dec, dec_k45<4>>) {
-      if (n_rows == 1 && std::getenv("SPATE_PROTO")) {
-        const q8_act_row a = q8_act_at(act, n_in, 0);
-        const int64_t pfd = std::atoi(std::getenv("SPATE_PROTO"));
-        for (int64_t g = g_begin; pfd < 50 && g < std::min(g_end, g_begin + pfd); ++g) {
-          const uint8_t* rec = w.data() + g * w.stride();
-          for (int64_t off = 0; off < w.stride(); off += 64) __builtin_prefetch(rec + off, 0, k_prefetch_hint);
-        }
-        for (int64_t g = g_begin; g < g_end; g += 2) {
-          const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 16);
-          const uint8_t* g0 = w.data() + g * w.stride();
-          const uint8_t* g1 = g + 1 < g_end ? g0 + w.stride() : g0;
-          const wide_k45_4 dec{g0, g1, &L};
-          const uint8_t* pf0 = g + pfd < g_end ? w.data() + (g + pfd) * w.stride() : nullptr;
-          const uint8_t* pf1 = g + pfd + 1 < g_end ? pf0 + w.stride() : nullptr;
-          row1_pair_k45_4(dec, L.nb, a, y, c0, c_lo, c_hi, pf0, pf1, pf_lines);
-        }
-        return;
-      }
-    }
     for (int64_t gb = g_begin; gb < g_end; gb += gblk) {
       const int64_t gb_end = std::min(g_end, gb + gblk);
       for (int64_t s0 = r0; s0 < r1; s0 += rs) {

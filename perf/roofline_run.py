@@ -5,14 +5,19 @@ A shared VM's read bandwidth moves with its neighbours (30 to 54 GB/s within
 one session here), so a share computed with a probe taken at another time
 says little. This script interleaves, per round and model:
 
-    roofline_probe  ->  spate_bench (pp512, tg128, bd16)  ->  roofline_probe
+    probe -> pp512 -> probe -> tg128 -> probe -> bd16 -> probe
 
-and divides each round's figures by the mean of the two probes around them
-(roofline_share.shares_of). It prints every round and the median share per
-figure, and one JSON line at the end.
+(each figure its own spate_bench run, so the probes sit seconds from it) and
+divides each figure by the mean of the two probes around it
+(roofline_share.shares_of). The bandwidth here can also jump between two
+levels within seconds; a figure whose two probes differ by more than
+--max-drift (of their mean; read bandwidth for tg128, the int8 peak for the
+others) is marked "unsteady" and left out of the median, since its roofline is
+not known. It prints every figure and the median share per figure over the
+steady ones (and over all), and one JSON line at the end.
 
 Usage: roofline_run.py --model GGUF [--model GGUF ...] [--rounds 3]
-       [--reps 3] [--threads 2] [--build-dir build]
+       [--reps 3] [--threads 2] [--build-dir build] [--max-drift 0.1]
 """
 import argparse
 import json
@@ -41,10 +46,35 @@ def mean_probe(a, b):
     return {k: (a.get(k, 0.0) + b.get(k, 0.0)) / 2 for k in PROBE_KEYS}
 
 
-def bench(build_dir, model, threads, reps, timeout_s):
+def bench(build_dir, model, threads, reps, only, timeout_s):
     lines = run_json_lines([f"{build_dir}/perf/spate_bench", "--model", model, "--threads", str(threads),
-                            "--reps", str(reps)], timeout_s)
+                            "--reps", str(reps), "--only", only], timeout_s)
     return {d["metric"]: d["tok_s"] for d in lines if "metric" in d}
+
+
+FIGURES = (("pp", "pp512", "int8"), ("tg", "tg128", "read_gb_s"), ("bd", "bd16", "int8"))
+
+
+def probe_level(p, key):
+    """The roofline a figure is divided by: read bandwidth, or the int8 peak."""
+    return p["read_gb_s"] if key == "read_gb_s" else max(p["int8_maddubs_gmac_s"], p.get("int8_vnni_gmac_s", -1.0))
+
+
+def measure_round(a, model, w):
+    """One round: every figure between two probes. Returns {figure: record}."""
+    out = {}
+    before = probe(a.build_dir, a.threads, a.timeout)
+    for only, name, key in FIGURES:
+        figs = bench(a.build_dir, model, a.threads, a.reps, only, a.timeout)
+        after = probe(a.build_dir, a.threads, a.timeout)
+        lo, hi = probe_level(before, key), probe_level(after, key)
+        drift = abs(hi - lo) / ((hi + lo) / 2)
+        p = mean_probe(before, after)
+        sh = shares_of(w, p, **{name: figs.get(name)})
+        out[name] = {"tok_s": figs.get(name), "probe": p, "probes": [lo, hi], "drift": drift,
+                     "steady": drift <= a.max_drift, "shares": sh}
+        before = after
+    return out
 
 
 def main():
@@ -55,28 +85,34 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per command")
+    ap.add_argument("--max-drift", type=float, default=0.1,
+                    help="largest relative difference of a figure's two probes for it to count")
     a = ap.parse_args()
     result = []
     for model in a.model:
         w = work_per_token(model)
         rounds = []
         for i in range(a.rounds):
-            before = probe(a.build_dir, a.threads, a.timeout)
-            figs = bench(a.build_dir, model, a.threads, a.reps, a.timeout)
-            after = probe(a.build_dir, a.threads, a.timeout)
-            p = mean_probe(before, after)
-            sh = shares_of(w, p, figs.get("tg128"), figs.get("pp512"), figs.get("bd16"))
-            rounds.append({"probe": p, "tok_s": figs, "shares": sh})
-            print(f"{os.path.basename(model)} round {i + 1}: read {before['read_gb_s']:.1f}/{after['read_gb_s']:.1f} GB/s, "
-                  f"int8 {p['int8_vnni_gmac_s'] or p['int8_maddubs_gmac_s']:.0f} GMAC/s | "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in figs.items()) + " | "
-                  + ", ".join(f"{k} {100 * v:.1f}%" for k, v in sh.items()), flush=True)
-        med = {k: statistics.median(r["shares"][k] for r in rounds) for k in rounds[0]["shares"]}
-        med_tok = {k: statistics.median(r["tok_s"][k] for r in rounds) for k in rounds[0]["tok_s"]}
-        print(f"{os.path.basename(model)} median of {a.rounds}: "
-              + ", ".join(f"{k} {v:.1f} tok/s" for k, v in med_tok.items()) + " | "
-              + ", ".join(f"{k} {100 * v:.1f}%" for k, v in med.items()), flush=True)
-        result.append({"model": model, "work": w, "rounds": rounds, "median_shares": med, "median_tok_s": med_tok})
+            r = measure_round(a, model, w)
+            rounds.append(r)
+            for name, rec in r.items():
+                print(f"{os.path.basename(model)} round {i + 1} {name}: {rec['tok_s']:.1f} tok/s | probes "
+                      f"{rec['probes'][0]:.1f}/{rec['probes'][1]:.1f} ({'steady' if rec['steady'] else 'unsteady'}) | "
+                      + ", ".join(f"{k} {100 * v:.1f}%" for k, v in rec["shares"].items()), flush=True)
+        summary = {}
+        for _, name, _ in FIGURES:
+            recs = [r[name] for r in rounds]
+            steady = [x for x in recs if x["steady"]]
+            entry = {"median_tok_s": statistics.median(x["tok_s"] for x in recs), "n_steady": len(steady)}
+            for k in recs[0]["shares"]:
+                entry[f"{k}_all"] = statistics.median(x["shares"][k] for x in recs)
+                if steady:
+                    entry[f"{k}_steady"] = statistics.median(x["shares"][k] for x in steady)
+            summary[name] = entry
+            print(f"{os.path.basename(model)} {name}: median {entry['median_tok_s']:.1f} tok/s | "
+                  + ", ".join(f"{k} {100 * v:.1f}%" for k, v in entry.items() if k.endswith(("_all", "_steady")))
+                  + f" ({len(steady)} of {len(recs)} steady)", flush=True)
+        result.append({"model": model, "work": w, "rounds": rounds, "summary": summary})
     print(json.dumps(result))
     return 0
 

@@ -157,7 +157,7 @@ TEST_P(MatmulSimd, BatchInvarianceAcrossTilesChunksAndSplits) {
   std::mt19937 rng(13);
   const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
                              ggml_type::q8_0, ggml_type::iq4_nl, ggml_type::q2_k, ggml_type::q3_k,
-                             ggml_type::q6_k};
+                             ggml_type::q4_k, ggml_type::q5_k, ggml_type::q6_k};
   for (ggml_type t : types) {
     // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks (K-quants:
     // 768 inputs, 960-byte rows, chunks of ~272 rows; the per-call tables are per chunk).
@@ -424,6 +424,31 @@ TEST(Matmul, PackWeightValidates) {
   EXPECT_EQ(w.isa(), isa_level::scalar);
   packed_weight moved = std::move(w);
   EXPECT_EQ(moved.n_out(), 4);
+}
+
+// Repacked buffers are their own mappings: page aligned, and 2 MiB aligned from 2 MiB up
+// (so transparent huge pages can back them); padding columns read as zero; moving keeps the
+// buffer and the moved-from object frees nothing.
+TEST(Matmul, PackedBuffersAreAlignedForHugePages) {
+  SPATE_SKIP_UNLESS_CPU_SUPPORTS(isa_level::avx2);
+  std::mt19937 rng(21);
+  const int64_t big_out = 4100, small_out = 13, n_in = 1024;  // Q4_0: ~2.4 MB and ~8 KB packed
+  const auto wq = random_weight(ggml_type::q4_0, big_out, n_in, rng);
+  packed_weight big = pack_weight(ggml_type::q4_0, wq.data(), big_out, n_in, isa_level::avx2);
+  const packed_weight small = pack_weight(ggml_type::q4_0, wq.data(), small_out, n_in, isa_level::avx2);
+  EXPECT_GE(big.bytes(), size_t{2} << 20);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % (uintptr_t{2} << 20), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 4096, 0u);
+  // The 4 padding columns of the last group of `big` are zero in every byte of their lanes:
+  // the output is computed from the real columns only and matches the reference.
+  const auto x = random_x(1, n_in, rng);
+  const packed_weight ref = pack_weight(ggml_type::q4_0, wq.data(), big_out, n_in, isa_level::scalar);
+  const auto y = run(big, x.data(), n_in, 1, big_out);
+  const auto yr = run(ref, x.data(), n_in, 1, big_out);
+  for (int64_t c = big_out - 8; c < big_out; ++c) EXPECT_NEAR(y[c], yr[c], 1e-3f * (1.0f + std::fabs(yr[c]))) << c;
+  const uint8_t* data = big.data();
+  packed_weight moved = std::move(big);
+  EXPECT_EQ(moved.data(), data);
 }
 
 }  // namespace
