@@ -110,7 +110,7 @@ def main():
                     entry[f"{k}_steady"] = statistics.median(x["shares"][k] for x in steady)
             summary[name] = entry
             print(f"{os.path.basename(model)} {name}: median {entry['median_tok_s']:.1f} tok/s | "
-                  + ", ".join(f"{k} {100 * v:.1f}%" for k, v in entry.items() if k.endswith(("_all", "_steady")))
+                  + ", ".join(f"{k} {100 * v:.1f}%" for k, v in entry.items() if k != "n_steady" and k.endswith(("_all", "_steady")))
                   + f" ({len(steady)} of {len(recs)} steady)", flush=True)
         result.append({"model": model, "work": w, "rounds": rounds, "summary": summary})
     print(json.dumps(result))
