@@ -179,7 +179,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   bytes = bytes / (256 * static_cast<size_t>(n_threads)) * 256 * static_cast<size_t>(n_threads);
-  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(size_t{2} << 20, bytes));
+  const size_t huge = size_t{2} << 20;  // aligned_alloc wants a size that is a multiple of the alignment
+  auto* buf = static_cast<uint8_t*>(std::aligned_alloc(huge, (bytes + huge - 1) / huge * huge));
   if (buf == nullptr) {
     std::fprintf(stderr, "roofline_probe: cannot allocate %zu bytes\n", bytes);
     return 2;
