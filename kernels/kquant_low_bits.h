@@ -37,7 +37,7 @@ namespace {
 // packed qs start at qs (packed vector J/4, bit pair J%4), as bytes 0..3.
 template <int J>
 __attribute__((always_inline)) inline __m256i k2_low_vec(const uint8_t* qs) {
-  const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(qs + 32 * (J / 4)));
+  const __m256i v = load256(qs + 32 * (J / 4));
   const __m256i m = _mm256_set1_epi8(3);
   if constexpr (J % 4 == 0) return _mm256_and_si256(v, m);
   else return _mm256_and_si256(_mm256_srli_epi16(v, 2 * (J % 4)), m);
@@ -50,7 +50,7 @@ __attribute__((always_inline)) inline __m256i q3_hbit(__m256i h) { return hbit_t
 // Unsigned Q3_K quants (0..7) of weight vector J of block b.
 template <int J>
 __attribute__((always_inline)) inline __m256i q3_vec(const uint8_t* g, const group_layout& L, int64_t b) {
-  const __m256i h = _mm256_load_si256(reinterpret_cast<const __m256i*>(g + L.qh + 32 * b));
+  const __m256i h = load256(g + L.qh + 32 * b);
   return _mm256_or_si256(k2_low_vec<J>(g + L.qs + 64 * b), q3_hbit<J>(h));
 }
 

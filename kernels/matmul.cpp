@@ -9,6 +9,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/matmul_internal.h"
 
@@ -92,16 +93,26 @@ packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64
     w.bytes_ = 0;
     return w;
   }
-  // avx2 and avx512 read the same 8-column group layout.
+  // avx2 and avx512 read the same 8-column groups; avx512 stores a quantized type's records
+  // inline, block by block (matmul_internal.h).
   const detail::group_layout L = detail::layout_of(type, n_in);
   const int64_t n_groups = (n_out + detail::group_cols - 1) / detail::group_cols;
-  const size_t size = size_t(L.stride) * size_t(n_groups);
+  const bool in_blocks = level == isa_level::avx512 && detail::has_avx512_kernel(type);
+  const detail::inline_layout I = in_blocks ? detail::inline_of(L) : detail::inline_layout{};
+  const int64_t stride = in_blocks ? I.stride : L.stride;
+  const size_t size = size_t(stride) * size_t(n_groups);
   size_t mapped = 0;
   uint8_t* buf = map_packed(size, mapped);  // zero-filled: padding columns stay zero
   w.owned_ = std::unique_ptr<uint8_t, packed_weight::unmap_deleter>(buf, packed_weight::unmap_deleter{mapped});
-  detail::repack_groups(type, data, n_out, n_in, buf);
+  if (in_blocks) {
+    std::vector<uint8_t> groups(size_t(L.stride) * size_t(n_groups));
+    detail::repack_groups(type, data, n_out, n_in, groups.data());
+    detail::write_inline(L, I, groups.data(), n_groups, buf);
+  } else {
+    detail::repack_groups(type, data, n_out, n_in, buf);
+  }
   w.data_ = buf;
-  w.stride_ = L.stride;
+  w.stride_ = stride;
   w.bytes_ = size;
   return w;
 }

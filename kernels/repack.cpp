@@ -1,14 +1,13 @@
 // Repacks GGUF weight rows into the 8-column interleaved groups read by the
 // AVX2 and AVX-512 matmul kernels. The layout is documented in matmul_internal.h.
 #include <cstring>
+#include <vector>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
 
 namespace spate::kernels::detail {
 namespace {
-
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 // The 32 quants of block b (a 32-element slice of the row) of one GGUF row,
 // unsigned as stored (Q8_0: signed; IQ4_NL: the 4-bit code book index), plus
@@ -114,7 +113,6 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
   }
 }
 
-bool is_k23(ggml_type t) { return t == ggml_type::q2_k || t == ggml_type::q3_k; }
 
 // The quant regions (qs, qh) of block b, column c of the group record g.
 void put_quants(ggml_type type, const group_layout& L, const block_view& v, int64_t b, int c, uint8_t* g) {
@@ -167,47 +165,21 @@ bool is_quantized(ggml_type t) {
   return t != ggml_type::f32 && t != ggml_type::f16 && t != ggml_type::bf16;
 }
 
-group_layout layout_of(ggml_type type, int64_t n_in) {
-  group_layout L;
-  if (type == ggml_type::f32) {
-    L.stride = round_up(n_in * 32, 64);
-    return L;
+void write_inline(const group_layout& L, const inline_layout& I, const uint8_t* groups, int64_t n_groups,
+                  uint8_t* dst) {
+  const region_list regions = regions_of(L);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const uint8_t* in = groups + g * L.stride;
+    uint8_t* out = dst + g * I.stride;
+    for (int k = 0; k < regions.n; ++k) {
+      const region_entry& r = regions.at[k];
+      const int64_t n = r.per_block ? L.nb : L.nb / 8;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t base = r.per_block ? I.block_offset(i) : I.head_offset(i);
+        std::memcpy(out + base + I.at.*r.at, in + L.*r.at + i * r.bytes, size_t(r.bytes));
+      }
+    }
   }
-  if (type == ggml_type::f16 || type == ggml_type::bf16) {
-    L.stride = round_up(n_in * 16, 64);
-    return L;
-  }
-  const int64_t nb = n_in / 32, ns = n_in / 256;
-  L.nb = nb;
-  int64_t off = 0;
-  auto region = [&](int64_t& at, int64_t per_block, int64_t count) {
-    at = off;
-    off += per_block * count;
-  };
-  const bool q5 = type == ggml_type::q5_0 || type == ggml_type::q5_1 || type == ggml_type::q5_k;
-  const bool kq = type == ggml_type::q4_k || type == ggml_type::q5_k || type == ggml_type::q6_k || is_k23(type);
-  const bool k45 = type == ggml_type::q4_k || type == ggml_type::q5_k;
-  L.qs_block = type == ggml_type::q8_0 ? 256 : (is_k23(type) ? 64 : 128);
-  region(L.qs, L.qs_block, nb);
-  if (q5 || type == ggml_type::q3_k) {
-    L.qh_block = 32;
-    region(L.qh, 32, nb);
-  } else if (type == ggml_type::q6_k) {
-    L.qh_block = 64;
-    region(L.qh, 64, nb);
-  }
-  if (!kq) {
-    region(L.d, 16, nb);
-    if (type == ggml_type::q4_1 || type == ggml_type::q5_1) region(L.m, 16, nb);
-  } else {
-    L.sc_block = k45 ? 8 : 16;
-    region(L.sc, L.sc_block, nb);
-    if (k45) region(L.mn, 8, nb);
-    region(L.sd, 16, ns);
-    if (k45 || type == ggml_type::q2_k) region(L.sm, 16, ns);
-  }
-  L.stride = round_up(off, 64);
-  return L;
 }
 
 void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in, uint8_t* dst) {
