@@ -150,7 +150,7 @@ void matmul(const packed_weight& w, const void* act, int64_t n_rows, float* y, i
   switch (w.isa()) {
     case isa_level::avx512:
       if (detail::has_avx512_kernel(w.type())) return detail::matmul_avx512(w, act, n_rows, y, ldy, col_begin, col_end);
-      return detail::matmul_avx2(w, act, n_rows, y, ldy, col_begin, col_end);  // same packed layout
+      return detail::matmul_avx2(w, act, n_rows, y, ldy, col_begin, col_end);  // float types: same layout
     case isa_level::avx2: return detail::matmul_avx2(w, act, n_rows, y, ldy, col_begin, col_end);
     case isa_level::scalar: break;
   }

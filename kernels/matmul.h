@@ -37,8 +37,9 @@ namespace spate::kernels {
 // Move-only. May point into the caller's mmap (which must outlive it) or own a repacked copy.
 //
 // isa_level::scalar        : points at the GGUF data as given (bytes() == 0).
-// isa_level::avx2 / avx512 : owns a copy repacked into 8-column interleaved groups (one layout for
-//                            both levels; see matmul_internal.h).
+// isa_level::avx2 / avx512 : owns a copy repacked into 8-column interleaved groups (see
+//                            matmul_internal.h); avx512 stores a quantized group's record block
+//                            by block ("inline records").
 class packed_weight {
  public:
   packed_weight() = default;

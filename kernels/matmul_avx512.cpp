@@ -1,7 +1,7 @@
 // AVX-512 VNNI matmul kernels for the legacy quantized types (Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0), IQ4_NL and the K-quants (Q2_K .. Q6_K) over the 8-column
-// interleaved layout of matmul_internal.h (the same packed bytes as the avx2
-// kernels).
+// groups of matmul_internal.h in this level's inline records (the same entries
+// as the avx2 kernels' records, stored block by block; read through inline_dec).
 //
 // Micro-kernel: one group of 8 output columns x R activation rows (R = 1..8,
 // using the 32 EVEX ymm registers). Per 32-block the 8 weight vectors are

@@ -21,6 +21,7 @@
 #include "kernels/fp16.h"
 #include "kernels/isa.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
 #include "matmul_test_util.h"
 
@@ -390,6 +391,53 @@ TEST(MatmulAvx512, BitwiseEqualToAvx2) {
       check_avx512_equals_avx2(t, s, w2, w5, rng);
       if (HasFatalFailure()) return;
     }
+  }
+}
+
+// Inline records (avx512): every entry of the region layout lands once, at its block's (or
+// super-block head's) offset, and a block's entries are contiguous.
+TEST(Matmul, InlineRecordsMoveEveryEntryOnce) {
+  struct expect {
+    ggml_type t;
+    int64_t block_bytes, head_bytes;
+  };
+  const expect cases[] = {{ggml_type::q4_0, 144, 0},  {ggml_type::q4_1, 160, 0}, {ggml_type::q8_0, 272, 0},
+                          {ggml_type::q4_k, 144, 32}, {ggml_type::q6_k, 208, 16}, {ggml_type::q2_k, 80, 32}};
+  for (const expect& e : cases) {
+    const int64_t n_in = 512, n_groups = 3;
+    const detail::group_layout L = detail::layout_of(e.t, n_in);
+    const detail::inline_layout I = detail::inline_of(L);
+    EXPECT_EQ(I.block_bytes, e.block_bytes) << tname(e.t);
+    EXPECT_EQ(I.head_bytes, e.head_bytes) << tname(e.t);
+    EXPECT_EQ(I.at.qs, 0) << tname(e.t);
+    EXPECT_EQ(I.stride % 64, 0) << tname(e.t);
+    EXPECT_GE(I.stride, L.nb * I.block_bytes + (L.nb / 8) * I.head_bytes * (e.head_bytes > 0)) << tname(e.t);
+    // A byte pattern (never 0) over the region records, moved inline.
+    std::vector<uint8_t> src8(size_t(L.stride * n_groups)), dst8(size_t(I.stride * n_groups), 0);
+    for (size_t i = 0; i < src8.size(); ++i) src8[i] = uint8_t(1 + i % 251);
+    detail::write_inline(L, I, src8.data(), n_groups, dst8.data());
+    for (int64_t g = 0; g < n_groups; ++g) {
+      const uint8_t* rin = src8.data() + g * L.stride;
+      const uint8_t* rout = dst8.data() + g * I.stride;
+      for (int64_t b = 0; b < L.nb; ++b) {  // qs of block b: region entry b -> block b at offset 0
+        EXPECT_EQ(std::memcmp(rout + I.block_offset(b) + I.at.qs, rin + L.qs + b * L.qs_block, size_t(L.qs_block)), 0)
+            << tname(e.t) << " g=" << g << " b=" << b;
+        if (L.d >= 0) {
+          EXPECT_EQ(std::memcmp(rout + I.block_offset(b) + I.at.d, rin + L.d + b * 16, 16), 0) << tname(e.t);
+        }
+      }
+      for (int64_t S = 0; S < L.nb / 8 && L.sd >= 0; ++S)
+        EXPECT_EQ(std::memcmp(rout + I.head_offset(S) + I.at.sd, rin + L.sd + S * 16, 16), 0) << tname(e.t) << " S=" << S;
+    }
+    // Every used byte moved exactly once: the byte sums agree (the regions end at `used`).
+    const detail::region_list regions = detail::regions_of(L);
+    int64_t used = 0;
+    for (int k = 0; k < regions.n; ++k) used += regions.at[k].bytes * (regions.at[k].per_block ? L.nb : L.nb / 8);
+    uint64_t sum_in = 0, sum_out = 0;
+    for (int64_t g = 0; g < n_groups; ++g)
+      for (int64_t i = 0; i < used; ++i) sum_in += src8[size_t(g * L.stride + i)];
+    for (uint8_t v : dst8) sum_out += v;
+    EXPECT_EQ(sum_in, sum_out) << tname(e.t);
   }
 }
 
