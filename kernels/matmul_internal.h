@@ -108,7 +108,6 @@ struct group_layout {
   int64_t sc = -1, sc_block = 0;
   int64_t mn = -1;                 // 8 B per block (Q4_K, Q5_K)
   int64_t sd = -1, sm = -1;        // 16 B per super-block
-  int64_t mn_block = 8;            // bytes per block of mn
   int64_t stride = 0;              // bytes per group (multiple of 64)
 };
 constexpr bool is_k23(ggml_type t) { return t == ggml_type::q2_k || t == ggml_type::q3_k; }
@@ -172,7 +171,7 @@ struct region_list {
 constexpr region_list regions_of(const group_layout& L) {
   const region_entry all[] = {{&group_layout::qs, L.qs_block, true}, {&group_layout::qh, L.qh_block, true},
                               {&group_layout::d, 16, true},          {&group_layout::m, 16, true},
-                              {&group_layout::sc, L.sc_block, true}, {&group_layout::mn, L.mn_block, true},
+                              {&group_layout::sc, L.sc_block, true}, {&group_layout::mn, 8, true},
                               {&group_layout::sd, 16, false},        {&group_layout::sm, 16, false}};
   region_list out{};
   for (const region_entry& r : all)
@@ -185,8 +184,8 @@ constexpr region_list regions_of(const group_layout& L) {
 // entries as above, stored block by block, so one group's record is read front
 // to back as ONE stream (single-row decode streams every weight once per token;
 // record by record, the region layout restarts a handful of short streams that
-// the hardware prefetchers follow worse: measured on Zen 4, one thread read
-// ~16% more per second, two threads ~10% more, in the inline order):
+// the hardware prefetchers follow worse; perf/read_patterns measures both orders,
+// figures in perf/README.md, "Inline records"):
 //
 //   legacy, IQ4_NL : | block 0: qs qh d m | block 1: qs qh d m | ...            (block_bytes each)
 //   K-quants       : | head 0: sd sm | block 0: qs qh sc mn | ... | block 7 | head 1: sd sm | block 8 ...
@@ -199,7 +198,7 @@ constexpr region_list regions_of(const group_layout& L) {
 // aligned: the kernels load them unaligned.
 // ---------------------------------------------------------------------------
 struct inline_layout {
-  group_layout at;
+  group_layout at;  // offsets only (its nb and stride are the region layout's)
   int64_t block_bytes = 0;
   int64_t head_bytes = 0;  // 0 for the 32-block types (no super-blocks)
   int64_t stride = 0;
@@ -222,7 +221,6 @@ constexpr inline_layout inline_of(const group_layout& L) {
   }
   const int64_t n_heads = I.head_bytes > 0 ? L.nb / 8 : 0;
   I.stride = round_up64(L.nb * I.block_bytes + n_heads * I.head_bytes);
-  I.at.stride = I.stride;
   return I;
 }
 // Rewrites n_groups records of layout L (at groups, L.stride bytes each) as inline records

@@ -1,7 +1,6 @@
 // Repacks GGUF weight rows into the 8-column interleaved groups read by the
 // AVX2 and AVX-512 matmul kernels. The layout is documented in matmul_internal.h.
 #include <cstring>
-#include <vector>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
@@ -112,7 +111,6 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
       return;
   }
 }
-
 
 // The quant regions (qs, qh) of block b, column c of the group record g.
 void put_quants(ggml_type type, const group_layout& L, const block_view& v, int64_t b, int c, uint8_t* g) {
