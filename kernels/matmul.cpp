@@ -93,11 +93,11 @@ packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64
     w.bytes_ = 0;
     return w;
   }
-  // avx2 and avx512 read the same 8-column groups; avx512 stores a quantized type's records
+  // avx2 and avx512 read the same 8-column groups; a quantized type's records are stored
   // inline, block by block (matmul_internal.h).
   const detail::group_layout L = detail::layout_of(type, n_in);
   const int64_t n_groups = (n_out + detail::group_cols - 1) / detail::group_cols;
-  const bool in_blocks = level == isa_level::avx512 && detail::has_avx512_kernel(type);
+  const bool in_blocks = detail::is_quantized(type);
   const detail::inline_layout I = in_blocks ? detail::inline_of(L) : detail::inline_layout{};
   const int64_t stride = in_blocks ? I.stride : L.stride;
   const size_t size = size_t(stride) * size_t(n_groups);

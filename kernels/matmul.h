@@ -38,7 +38,7 @@ namespace spate::kernels {
 //
 // isa_level::scalar        : points at the GGUF data as given (bytes() == 0).
 // isa_level::avx2 / avx512 : owns a copy repacked into 8-column interleaved groups (see
-//                            matmul_internal.h); avx512 stores a quantized group's record block
+//                            matmul_internal.h); a quantized group's record is stored block
 //                            by block ("inline records").
 class packed_weight {
  public:

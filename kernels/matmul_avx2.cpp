@@ -1,5 +1,6 @@
 // AVX2+FMA+F16C matmul kernels over the 8-column interleaved layout of
-// matmul_internal.h, and the AVX2 activation quantizer.
+// matmul_internal.h (quantized types: its inline records, read through
+// inline_dec), and the AVX2 activation quantizer.
 //
 // Micro-kernel: one group of 8 output columns x R activation rows (R = 1..4).
 // Per 32-block the weight vectors are decoded ONCE and applied to all R rows;
@@ -27,6 +28,7 @@
 #include "kernels/matmul_internal.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/kquant_low_bits.h"
+#include "kernels/inline_decoder.h"
 
 namespace spate::kernels::detail {
 namespace {
@@ -43,17 +45,22 @@ inline __m256i pair16(__m256i v32) {
   return _mm256_or_si256(_mm256_and_si256(v32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(v32, 16));
 }
 
-// Decoders: one per weight type, over one column group g laid out per L.
+// Decoders: one per weight type, over one column group g laid out per L (the
+// kernels read them through inline_dec, inline_decoder.h).
 //   vec<J>(b)       : weight vector J (0..7) of block b (unsigned quants, or
 //                     signed for is_signed decoders), decoded on demand so that
 //                     only a couple of weight registers are live at a time.
 //   mult(b, h)      : int16 multipliers for vectors 4h..4h+3 (1 or the scales).
-//   scales(b,vd,vm) : per-column f32 scale and min of block b.
+//   scales(b,vd,vm) : per-column f32 scale and min of block b; K-quants:
+//                     scales(b, s, vd, vm) from superblock(S), super-block S's
+//                     d (and -dmin) converted once for its 8 blocks.
 
 // Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region, otherwise
 // m = d * Min (Q4_0: -8, Q5_0: -16).
 template <int Bits, int Min>
 struct dec_legacy {
+  static constexpr ggml_type type = Bits == 4 ? (Min == 0 ? ggml_type::q4_1 : ggml_type::q4_0)
+                                              : (Min == 0 ? ggml_type::q5_1 : ggml_type::q5_0);
   static constexpr bool is_signed = false;
   static constexpr bool has_min = true;
   static constexpr int chunk = Bits == 4 ? 8 : 4;
@@ -83,6 +90,7 @@ struct dec_signed_d {
 };
 
 struct dec_q8_0 : dec_signed_d {
+  static constexpr ggml_type type = ggml_type::q8_0;
   using dec_signed_d::dec_signed_d;
   template <int J>
   __m256i vec(int64_t b) const { return load256(g + L->qs + 256 * b + 32 * J); }
@@ -91,6 +99,7 @@ struct dec_q8_0 : dec_signed_d {
 // IQ4_NL: value = d*iq4nl_values[q]; the 4-bit indices are looked up (vpshufb)
 // into the signed code book values (-127..113) and then fed as Q8_0's signed quants.
 struct dec_iq4_nl : dec_signed_d {
+  static constexpr ggml_type type = ggml_type::iq4_nl;
   using dec_signed_d::dec_signed_d;
   template <int J>
   __m256i vec(int64_t b) const { return iq4nl_vec<J>(g + L->qs + 128 * b, iq4nl_lut<0>()); }
@@ -99,6 +108,7 @@ struct dec_iq4_nl : dec_signed_d {
 // Q4_K / Q5_K: value = sd*(sc*q) + (-sm)*mn.
 template <int Bits>
 struct dec_k45 {
+  static constexpr ggml_type type = Bits == 4 ? ggml_type::q4_k : ggml_type::q5_k;
   static constexpr bool is_signed = false;
   static constexpr bool has_min = true;
   static constexpr int chunk = Bits == 4 ? 8 : 4;
@@ -107,10 +117,12 @@ struct dec_k45 {
   template <int J>
   __m256i vec(int64_t b) const { return quant_vec<Bits, J>(g, L->qs + 128 * b, L->qh + 32 * b); }
   __m256i mult(int64_t b, int) const { return pair16(_mm256_cvtepu8_epi32(load64(g + L->sc + 8 * b))); }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    const __m256 neg_dmin = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
-    vm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load64(g + L->mn + 8 * b))), neg_dmin);
+  sb_scales superblock(int64_t S) const {
+    return {load_f16x8(g + L->sd + 16 * S), _mm256_xor_ps(load_f16x8(g + L->sm + 16 * S), _mm256_set1_ps(-0.0f))};
+  }
+  void scales(int64_t b, const sb_scales& s, __m256& vd, __m256& vm) const {
+    vd = s.d;
+    vm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(load64(g + L->mn + 8 * b))), s.m);
   }
 };
 
@@ -122,14 +134,16 @@ struct dec_half_scaled {
   const group_layout* L;
   dec_half_scaled(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   __m256i mult(int64_t b, int h) const { return pair16(_mm256_cvtepi8_epi32(load64(g + L->sc + 16 * b + 8 * h))); }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    vm = _mm256_setzero_ps();
+  sb_scales superblock(int64_t S) const { return {load_f16x8(g + L->sd + 16 * S), _mm256_setzero_ps()}; }
+  void scales(int64_t, const sb_scales& s, __m256& vd, __m256& vm) const {
+    vd = s.d;
+    vm = s.m;
   }
 };
 
 // Q6_K: value = sd*(sc_half*(q-32)), signed quants.
 struct dec_q6_k : dec_half_scaled {
+  static constexpr ggml_type type = ggml_type::q6_k;
   using dec_half_scaled::dec_half_scaled;
   static constexpr bool is_signed = true;
   template <int J>
@@ -143,6 +157,7 @@ struct dec_q6_k : dec_half_scaled {
 // Q3_K: value = sd*(sc_half*(q-4)), unsigned quants (0..7) with the half-bias
 // table's -4 * sum(a) (half_bias_of).
 struct dec_q3_k : dec_half_scaled {
+  static constexpr ggml_type type = ggml_type::q3_k;
   using dec_half_scaled::dec_half_scaled;
   static constexpr bool is_signed = false;
   static constexpr int bias_mul = -4;
@@ -153,6 +168,7 @@ struct dec_q3_k : dec_half_scaled {
 // Q2_K: value = sd*(sc_half*q) + (-sm)*mn_half, unsigned 2-bit quants. The
 // min term is block_fma_msum's (half_mins): scales() gives vm = -dmin.
 struct dec_q2_k {
+  static constexpr ggml_type type = ggml_type::q2_k;
   static constexpr bool is_signed = false;
   static constexpr bool has_min = false;
   static constexpr bool half_mins = true;
@@ -163,9 +179,12 @@ struct dec_q2_k {
   __m256i vec(int64_t b) const { return k2_low_vec<J>(g + L->qs + 64 * b); }
   __m256i mult(int64_t b, int h) const { return pair16(q2_scale32(g, *L, b, h)); }
   __m256i min_pairs(int64_t b) const { return q2_min_pairs(g, *L, b); }
-  void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->sd + 16 * (b / 8));
-    vm = _mm256_xor_ps(load_f16x8(g + L->sm + 16 * (b / 8)), _mm256_set1_ps(-0.0f));
+  sb_scales superblock(int64_t S) const {
+    return {load_f16x8(g + L->sd + 16 * S), _mm256_xor_ps(load_f16x8(g + L->sm + 16 * S), _mm256_set1_ps(-0.0f))};
+  }
+  void scales(int64_t, const sb_scales& s, __m256& vd, __m256& vm) const {
+    vd = s.d;
+    vm = s.m;
   }
 };
 
@@ -182,9 +201,12 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
                                                      int64_t pf_lines_per_block) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
+  sb_scales sbs{};
+  for (int64_t b = 0; b < nb; ++b) {  // K-quants: nb % 8 == 0 (whole 256-element super-blocks)
     // Software prefetch of a later group's record (pf == nullptr: none), spread over the blocks.
     prefetch_block(pf, b, pf_lines_per_block);
+    if constexpr (has_superblocks(Dec::type))
+      if (b % 8 == 0) sbs = dec.superblock(b / 8);
     __m256i s16[R], isum[R];
     // One weight vector J: applied to all R rows (int16 partial sums), folded into int32 every chunk.
     auto step = [&]<int J>() {
@@ -214,7 +236,8 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
     };
     for_each_vec(step);
     __m256 vd, vm;
-    dec.scales(b, vd, vm);
+    if constexpr (has_superblocks(Dec::type)) dec.scales(b, sbs, vd, vm);
+    else dec.scales(b, vd, vm);
     if constexpr (half_mins_of<Dec>) {
       const __m256i mp = dec.min_pairs(b);
 #pragma GCC unroll 4
@@ -271,17 +294,17 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
     }
     auto table_at = [&](int64_t row) { return table != nullptr ? table + (row - r0) * L.nb * n_table : nullptr; };
     for (int64_t g = col_begin / 8; g < g_end; ++g) {
-      const Dec dec{w.data() + g * w.stride(), &L};
+      const inline_dec<Dec> dec(w.data() + g * w.stride());
       const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
       // Only the first row tile of a group streams it from memory; later tiles hit the cache.
       const uint8_t* pf = g + pf_groups < g_end ? w.data() + (g + pf_groups) * w.stride() : nullptr;
       int64_t r = r0;
       for (; r + 4 <= r1; r += 4, pf = nullptr)
-        rows_quant<Dec, 4>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines);
+        rows_quant<inline_dec<Dec>, 4>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines);
       switch (r1 - r) {
-        case 3: rows_quant<Dec, 3>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
-        case 2: rows_quant<Dec, 2>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
-        case 1: rows_quant<Dec, 1>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 3: rows_quant<inline_dec<Dec>, 3>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 2: rows_quant<inline_dec<Dec>, 2>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
+        case 1: rows_quant<inline_dec<Dec>, 1>(dec, L.nb, act, n_in, r, table_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
         default: break;
       }
     }

@@ -1,6 +1,6 @@
 // AVX-512 VNNI matmul kernels for the legacy quantized types (Q4_0, Q4_1,
 // Q5_0, Q5_1, Q8_0), IQ4_NL and the K-quants (Q2_K .. Q6_K) over the 8-column
-// groups of matmul_internal.h in this level's inline records (the same entries
+// groups of matmul_internal.h in their inline records (the same entries
 // as the avx2 kernels' records, stored block by block; read through inline_dec).
 //
 // Micro-kernel: one group of 8 output columns x R activation rows (R = 1..8,
@@ -45,6 +45,7 @@
 #include "kernels/matmul_internal.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/kquant_low_bits.h"
+#include "kernels/inline_decoder.h"
 
 namespace spate::kernels::detail {
 namespace {
@@ -109,9 +110,6 @@ struct dec_iq4_nl : dec_biased_d {  // the lookup table holds v + 128
 // superblock(S) converts super-block S's per-column d (and -dmin) once for its
 // 8 blocks; scales(b, s, vd, vm) gives block b's vd and vm from it (the same
 // values as converting them per block: the loop only stops repeating them).
-struct sb_scales {
-  __m256 d, m;
-};
 template <int Bits>
 struct dec_k45 {
   static constexpr ggml_type type = Bits == 4 ? ggml_type::q4_k : ggml_type::q5_k;
@@ -193,25 +191,6 @@ struct dec_q2_k {
     vd = s.d;
     vm = s.m;
   }
-};
-
-// Decoder Dec over an inline record (matmul_internal.h) at `rec`: block b (super-block S) is
-// read as block 0 (super-block 0) of Dec at rec + block_offset(b) (rec + head_offset(S)), with
-// Dec::L = the inline layout's `at`. The layout inside a block is a compile-time constant of
-// the type, so every offset folds into the loads. Inherits Dec's traits (has_min, n_bias, ...).
-template <class Dec>
-struct inline_dec : Dec {
-  static constexpr inline_layout I = inline_of(layout_of(Dec::type, 256));
-  static constexpr group_layout block_at = I.at;
-  explicit inline_dec(const uint8_t* rec) : Dec{rec, &block_at} {}
-  Dec at_offset(int64_t off) const { return Dec{this->g + off, &block_at}; }
-  template <int J>
-  __m256i vec(int64_t b) const { return at_offset(I.block_offset(b)).template vec<J>(0); }
-  template <class... A>
-  void scales(int64_t b, A&... a) const { at_offset(I.block_offset(b)).scales(0, a...); }
-  __m256i scale32(int64_t b, int h) const { return at_offset(I.block_offset(b)).scale32(0, h); }
-  __m256i min_pairs(int64_t b) const { return at_offset(I.block_offset(b)).min_pairs(0); }
-  sb_scales superblock(int64_t S) const { return at_offset(I.head_offset(S)).superblock(0); }
 };
 
 // int32 entries per block of a decoder's per-call table (0: none).

@@ -58,7 +58,8 @@ bool is_quantized(ggml_type t);
 // so that broadcasting activation bytes k=4j..4j+3 to all 8 lanes and
 // maddubs + madd (avx2) or one dpbusd (avx512 VNNI) gives per-column partial
 // dots in the matching int32 lane.
-// These vectors are stored compactly, region by region (nb entries each):
+// These vectors are stored compactly, region by region (nb entries each; the
+// packed weights hold them as inline records, below, that keep these entries):
 //
 //   qs  (4- 5- 6-bit types, IQ4_NL): 128 B per block = 4 x 32 B; packed
 //        vector p (p=0..3) holds vector p in its low nibbles, vector p+4 in
@@ -180,7 +181,7 @@ constexpr region_list regions_of(const group_layout& L) {
 }
 
 // ---------------------------------------------------------------------------
-// Inline records (isa_level::avx512, quantized types). The same regions and
+// Inline records (isa_level::avx2 and avx512, quantized types). The same regions and
 // entries as above, stored block by block, so one group's record is read front
 // to back as ONE stream (single-row decode streams every weight once per token;
 // record by record, the region layout restarts a handful of short streams that
@@ -195,7 +196,7 @@ constexpr region_list regions_of(const group_layout& L) {
 // layout reads block b of a record at g through `at` as block 0 of the record at
 // g + block_offset(b) (and super-block S as super-block 0 at g + head_offset(S)).
 // Records are stride bytes apart (a multiple of 64). Entries are no longer 32-byte
-// aligned: the kernels load them unaligned.
+// aligned: the kernels load them unaligned. (inline_decoder.h adapts the decoders.)
 // ---------------------------------------------------------------------------
 struct inline_layout {
   group_layout at;  // offsets only (its nb and stride are the region layout's)
@@ -258,7 +259,7 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
                  int64_t col_end);
 
 // AVX-512 VNNI implementations (matmul_avx512.cpp) of the quantized types
-// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the inline records (avx512 packing), bitwise
+// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the inline records, bitwise
 // equal to matmul_avx2 for every input. Only call when cpu_supports(isa_level::avx512);
 // other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes.
 // has_avx512_kernel is baseline code (matmul.cpp), safe on any CPU.

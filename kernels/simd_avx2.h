@@ -43,7 +43,7 @@ __attribute__((always_inline)) inline __m256i bcast32(const int8_t* p) {
 __attribute__((always_inline)) inline __m256 load_f16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-// 32 bytes at p (unaligned: the avx512 level's inline records place entries at any offset).
+// 32 bytes at p (unaligned: the inline records place entries at any offset).
 __attribute__((always_inline)) inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // ---------------------------------------------------------------- packed weight quants

@@ -394,7 +394,7 @@ TEST(MatmulAvx512, BitwiseEqualToAvx2) {
   }
 }
 
-// Inline records (avx512): every entry of the region layout lands once, at its block's (or
+// Inline records (avx2 and avx512): every entry of the region layout lands once, at its block's (or
 // super-block head's) offset, and a block's entries are contiguous.
 TEST(Matmul, InlineRecordsMoveEveryEntryOnce) {
   struct expect {
