@@ -38,9 +38,16 @@
 // start value of each 16-element half comes from a per-call table, like
 // Q8_0's (Q3_K: -4 * sum(a)). Integers are exact on both paths, so the results
 // stay bitwise equal to matmul_avx2. Bounds: |sc * dot| <= 127 * 16 * 63 * 127 < 2^25.
+// GCC 12's 512-bit intrinsics pass _mm512_undefined_*() (a self-initialised variable) as
+// the unused merge source of their masked builtins, which -Wmaybe-uninitialized reports
+// once they are inlined at -O3; the values are never read.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 
 #include "kernels/matmul_internal.h"
 #include "kernels/simd_avx2.h"
@@ -209,6 +216,88 @@ inline constexpr int table_entries = half_mins_of<Dec> ? 1 : Dec::n_bias;
 inline constexpr int k_prefetch_hint = 2;  // __builtin_prefetch locality 2: prefetcht1 (L2)
 inline constexpr int64_t k_prefetch_groups = 3;
 
+// The tiles' vector operations by width: 256 bits (one group, 8 columns) or 512 bits
+// (a pair of groups, 16 columns). Lane for lane, both widths run the same instructions,
+// so a column's result does not depend on the width it ran at.
+template <int Bits>
+struct vec_ops;
+template <>
+struct vec_ops<256> {
+  using vi = __m256i;
+  using vf = __m256;
+  static vi zero() { return _mm256_setzero_si256(); }
+  static vi set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static vi bcast(const int8_t* p) { return bcast32(p); }
+  static vi dpbusd(vi acc, vi w, vi a) { return _mm256_dpbusd_epi32(acc, w, a); }
+  static vi add(vi x, vi y) { return _mm256_add_epi32(x, y); }
+  static vi mullo(vi x, vi y) { return _mm256_mullo_epi32(x, y); }
+  static vf fzero() { return _mm256_setzero_ps(); }
+  template <bool HasMin>
+  static vf fma_block(vf acc, vi isum, vf vd, vf vm, float d_a, float s_a) {
+    return block_fma<HasMin>(acc, isum, vd, vm, d_a, s_a);
+  }
+};
+template <>
+struct vec_ops<512> {
+  using vi = __m512i;
+  using vf = __m512;
+  static vi zero() { return _mm512_setzero_si512(); }
+  static vi set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static vi bcast(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+  }
+  static vi dpbusd(vi acc, vi w, vi a) { return _mm512_dpbusd_epi32(acc, w, a); }
+  static vi add(vi x, vi y) { return _mm512_add_epi32(x, y); }
+  static vi mullo(vi x, vi y) { return _mm512_mullo_epi32(x, y); }
+  static vf fzero() { return _mm512_setzero_ps(); }
+  template <bool HasMin>  // block_fma of simd_avx2.h, 16 lanes
+  static vf fma_block(vf acc, vi isum, vf vd, vf vm, float d_a, float s_a) {
+    const vf scale = _mm512_mul_ps(vd, _mm512_set1_ps(d_a));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
+    if constexpr (HasMin) acc = _mm512_fmadd_ps(vm, _mm512_set1_ps(s_a), acc);
+    return acc;
+  }
+};
+// The ops of a decoder's vectors.
+template <class Dec>
+using ops_of = vec_ops<int(sizeof(decltype(std::declval<const Dec&>().template vec<0>(0)))) * 8>;
+
+// Two neighbouring groups (records rec and rec + stride) read as one 16-column decoder:
+// lanes 0..7 are the first group's columns, lanes 8..15 the second's, each lane the
+// value D gives for its group. D: an inline_dec. Not for Q2_K (its min sums are 256-bit).
+template <class D>
+struct pair_dec : D {
+  D hi;
+  pair_dec(const uint8_t* rec, int64_t stride) : D(rec), hi(rec + stride) {}
+  static __m512i join(__m256i l, __m256i h) { return _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1); }
+  static __m512 join(__m256 l, __m256 h) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(l)), _mm256_castps_pd(h), 1));
+  }
+  template <int J>
+  __m512i vec(int64_t b) const { return join(D::template vec<J>(b), hi.template vec<J>(b)); }
+  __m512i scale32(int64_t b, int h) const { return join(D::scale32(b, h), hi.scale32(b, h)); }
+  struct sb_pair {
+    sb_scales lo, hi;
+  };
+  sb_pair superblock(int64_t S) const { return {D::superblock(S), hi.superblock(S)}; }
+  void scales(int64_t b, __m512& vd, __m512& vm) const {
+    __m256 d0, m0, d1, m1;
+    D::scales(b, d0, m0);
+    hi.scales(b, d1, m1);
+    vd = join(d0, d1);
+    vm = join(m0, m1);
+  }
+  void scales(int64_t b, const sb_pair& s, __m512& vd, __m512& vm) const {
+    __m256 d0, m0, d1, m1;
+    D::scales(b, s.lo, d0, m0);
+    hi.scales(b, s.hi, d1, m1);
+    vd = join(d0, d1);
+    vm = join(m0, m1);
+  }
+};
+
 // Row tile of the main loop (measured on Zen 4: 8 rows ~1.5x faster than 4 at
 // 16..512 rows), and int32 chains per row for a tile of R rows (two when few
 // rows share each weight vector, so enough dpbusd are in flight; a second chain
@@ -217,38 +306,38 @@ inline constexpr int tile_rows = 8;
 template <int R>
 inline constexpr int chains = R <= 4 ? 2 : 1;
 
-// The register-tiled micro-kernel: 8 columns (one group) x R rows, all nb blocks.
-// bias[r] (has_bias only): nb int32 start values of row r's block sums.
+// The register-tiled micro-kernel: one group (8 columns; a pair_dec: 16) x R rows, all nb
+// blocks. bias[r] (has_bias only): nb int32 start values of row r's block sums.
 template <class Dec, int R>
 __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a,
-                                                     const int32_t* const* bias, __m256* out, const uint8_t* pf,
-                                                     int64_t pf_lines_per_block) {
+                                                     const int32_t* const* bias, typename ops_of<Dec>::vf* out,
+                                                     const uint8_t* pf, int64_t pf_lines_per_block) {
+  using V = ops_of<Dec>;
   constexpr int C = chains<R>;
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  typename V::vf acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = V::fzero();
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch of a later group's record (pf == nullptr: none), spread over the blocks.
     prefetch_block<k_prefetch_hint>(pf, b, pf_lines_per_block);
-    __m256i is[C][R];
+    typename V::vi is[C][R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      if constexpr (Dec::has_bias) is[0][r] = _mm256_set1_epi32(bias[r][b]);
-      else is[0][r] = _mm256_setzero_si256();
-      if constexpr (C == 2) is[1][r] = _mm256_setzero_si256();
+      if constexpr (Dec::has_bias) is[0][r] = V::set1(bias[r][b]);
+      else is[0][r] = V::zero();
+      if constexpr (C == 2) is[1][r] = V::zero();
     }
     auto step = [&]<int J>() {
-      const __m256i w = dec.template vec<J>(b);
+      const typename V::vi w = dec.template vec<J>(b);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        is[J % C][r] = _mm256_dpbusd_epi32(is[J % C][r], w, bcast32(a[r].qs + 32 * b + 4 * J));
+      for (int r = 0; r < R; ++r) is[J % C][r] = V::dpbusd(is[J % C][r], w, V::bcast(a[r].qs + 32 * b + 4 * J));
     };
     for_each_vec(step);
-    __m256 vd, vm;
+    typename V::vf vd, vm;
     dec.scales(b, vd, vm);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m256i isum = C == 2 ? _mm256_add_epi32(is[0][r], is[C - 1][r]) : is[0][r];
-      acc[r] = block_fma<Dec::has_min>(acc[r], isum, vd, vm, a[r].d[b], a[r].s[b]);
+      const typename V::vi isum = C == 2 ? V::add(is[0][r], is[C - 1][r]) : is[0][r];
+      acc[r] = V::template fma_block<Dec::has_min>(acc[r], isum, vd, vm, a[r].d[b], a[r].s[b]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
@@ -261,44 +350,45 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
 template <class Dec, int R>
 __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t nb, const q8_act_row* a,
                                                       const int32_t* const* bias, const int32_t* const* pairs,
-                                                      __m256* out, const uint8_t* pf, int64_t pf_lines_per_block) {
+                                                      typename ops_of<Dec>::vf* out, const uint8_t* pf,
+                                                      int64_t pf_lines_per_block) {
+  using V = ops_of<Dec>;
   constexpr int C = chains<R>;
   constexpr int H = Dec::halves;
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
-  sb_scales sbs{};
+  typename V::vf acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = V::fzero();
+  decltype(dec.superblock(0)) sbs{};
   for (int64_t b = 0; b < nb; ++b) {  // nb % 8 == 0: K-quant rows are whole 256-element super-blocks
     prefetch_block<k_prefetch_hint>(pf, b, pf_lines_per_block);
     if (b % 8 == 0) sbs = dec.superblock(b / 8);
-    __m256i isum[R];
+    typename V::vi isum[R];
     auto half = [&]<int Hh>() {
-      __m256i is[C][R];
+      typename V::vi is[C][R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        if constexpr (Dec::n_bias > 0) is[0][r] = _mm256_set1_epi32(bias[r][2 * b + Hh]);
-        else is[0][r] = _mm256_setzero_si256();
-        if constexpr (C == 2) is[1][r] = _mm256_setzero_si256();
+        if constexpr (Dec::n_bias > 0) is[0][r] = V::set1(bias[r][2 * b + Hh]);
+        else is[0][r] = V::zero();
+        if constexpr (C == 2) is[1][r] = V::zero();
       }
       auto step = [&]<int J>() {
         if constexpr (J / (8 / H) == Hh) {  // the vectors of this half
-          const __m256i w = dec.template vec<J>(b);
+          const typename V::vi w = dec.template vec<J>(b);
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r)
-            is[J % C][r] = _mm256_dpbusd_epi32(is[J % C][r], w, bcast32(a[r].qs + 32 * b + 4 * J));
+          for (int r = 0; r < R; ++r) is[J % C][r] = V::dpbusd(is[J % C][r], w, V::bcast(a[r].qs + 32 * b + 4 * J));
         }
       };
       for_each_vec(step);
-      const __m256i sc = dec.scale32(b, Hh);
+      const typename V::vi sc = dec.scale32(b, Hh);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m256i t = _mm256_mullo_epi32(C == 2 ? _mm256_add_epi32(is[0][r], is[C - 1][r]) : is[0][r], sc);
+        const typename V::vi t = V::mullo(C == 2 ? V::add(is[0][r], is[C - 1][r]) : is[0][r], sc);
         if constexpr (Hh == 0) isum[r] = t;
-        else isum[r] = _mm256_add_epi32(isum[r], t);
+        else isum[r] = V::add(isum[r], t);
       }
     };
     half.template operator()<0>();
     if constexpr (H == 2) half.template operator()<1>();
-    __m256 vd, vm;
+    typename V::vf vd, vm;
     dec.scales(b, sbs, vd, vm);
     if constexpr (half_mins_of<Dec>) {
       const __m256i mp = dec.min_pairs(b);
@@ -306,13 +396,14 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t n
       for (int r = 0; r < R; ++r) acc[r] = block_fma_msum(acc[r], isum[r], mp, pairs[r][b], vd, vm, a[r].d[b]);
     } else {
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = block_fma<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
+      for (int r = 0; r < R; ++r)
+        acc[r] = V::template fma_block<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
     }
   }
   for (int r = 0; r < R; ++r) out[r] = acc[r];
 }
 
-// Rows [r, r+R) x one group. bias: the per-call table of the row chunk (bias
+// Rows [r, r+R) x one group (a pair_dec: two, columns c0 .. c0+15). bias: the per-call table of the row chunk (bias
 // table, or Q2_K's half-sum table), row r at bias + (r - r_chunk) * nb * table_entries<Dec>.
 template <class Dec, int R>
 __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
@@ -324,11 +415,20 @@ __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void
     a[i] = q8_act_at(act, n_in, r + i);
     br[i] = bias != nullptr ? bias + i * nb * table_entries<Dec> : nullptr;
   }
-  __m256 out[R];
+  typename ops_of<Dec>::vf out[R];
   if constexpr (half_mins_of<Dec>) tile_kquant<Dec, R>(dec, nb, a, nullptr, br, out, pf, pf_lines);
   else if constexpr (Dec::halves > 0) tile_kquant<Dec, R>(dec, nb, a, br, nullptr, out, pf, pf_lines);
   else tile_quant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
-  for (int i = 0; i < R; ++i) store_cols(y + (r + i) * ldy, c0, c_lo, c_hi, out[i]);
+  for (int i = 0; i < R; ++i) {
+    float* yrow = y + (r + i) * ldy;
+    if constexpr (sizeof(out[i]) == 64) {  // a pair: columns c0 .. c0+15
+      store_cols(yrow, c0, c_lo, std::min(c_hi, c0 + 8), _mm512_castps512_ps256(out[i]));
+      store_cols(yrow, c0 + 8, std::max(c_lo, c0 + 8), c_hi,
+                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(out[i]), 1)));
+    } else {
+      store_cols(yrow, c0, c_lo, c_hi, out[i]);
+    }
+  }
 }
 
 // Cache blocking of run_quant (sizes in bytes; Zen 4: 32 KiB L1D, 1 MiB L2):
@@ -383,6 +483,9 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   // top measured slower there (1B Q4_0 tg64 ~45 -> ~50 tok/s without it), but with 16 rows
   // and more it keeps the first row tile fed (Gemma 3 270M bd16 ~520 tok/s without, ~670 with).
   const bool prefetch = n_rows > 1;
+  // Several rows: neighbouring groups run in pairs on 512-bit vectors (pair_dec), so each
+  // activation broadcast feeds 16 columns. A single row keeps one stream (one group at a time).
+  const bool pairs = n_rows > 1 && !half_mins_of<Dec>;
   constexpr int64_t pf_groups = k_prefetch_groups;
   const int64_t pf_lines = (w.stride() / 64 + L.nb - 1) / L.nb;
   const int64_t g_begin = col_begin / 8, g_end = (col_end + 7) / 8;
@@ -401,30 +504,40 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
       fill_table<Dec>(act, n_in, r0, r1, bias);
     }
     auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb * n_table : nullptr; };
+    // Rows [s0, s1) x the group(s) of dec (columns from c0), in row tiles.
+    auto tiles = [&]<class D>(const D& dec, int64_t s0, int64_t s1, int64_t c0, int64_t c_lo, int64_t c_hi,
+                              const uint8_t* pf, int64_t pf_l) {
+      int64_t r = s0;
+      for (; r + tile_rows <= s1; r += tile_rows, pf = nullptr)
+        rows_quant<D, tile_rows>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_l);
+#define SPATE_TAIL(N) \
+  case N: rows_quant<D, N>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_l); break;
+      switch (s1 - r) {
+        SPATE_TAIL(7) SPATE_TAIL(6) SPATE_TAIL(5) SPATE_TAIL(4) SPATE_TAIL(3) SPATE_TAIL(2) SPATE_TAIL(1)
+        default: break;
+      }
+#undef SPATE_TAIL
+    };
     for (int64_t gb = g_begin; gb < g_end; gb += gblk) {
       const int64_t gb_end = std::min(g_end, gb + gblk);
       for (int64_t s0 = r0; s0 < r1; s0 += rs) {
         const int64_t s1 = std::min(r1, s0 + rs);
-        for (int64_t g = gb; g < gb_end; ++g) {
-          const inline_dec<Dec> dec(w.data() + g * w.stride());
-          const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8);
+        for (int64_t g = gb; g < gb_end;) {
+          const int64_t n_g = pairs && g + 1 < gb_end ? 2 : 1;
+          const uint8_t* rec = w.data() + g * w.stride();
+          const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8 * n_g);
           // Only the first row tile of the first sub-chunk streams a group from memory: it
-          // prefetches a later group (of this block, or of the next one when no other
-          // sub-chunk runs in between); later tiles hit the cache.
+          // prefetches the n_g groups pf_groups later (of this block, or of the next one when
+          // no other sub-chunk runs in between); later tiles hit the cache.
           const int64_t pf_end = s1 == r1 ? g_end : gb_end;
-          const uint8_t* pf = prefetch && s0 == r0 && g + pf_groups < pf_end
+          const uint8_t* pf = prefetch && s0 == r0 && g + n_g - 1 + pf_groups < pf_end
                                   ? w.data() + (g + pf_groups) * w.stride()
                                   : nullptr;
-          int64_t r = s0;
-          for (; r + tile_rows <= s1; r += tile_rows, pf = nullptr)
-            rows_quant<inline_dec<Dec>, tile_rows>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines);
-#define SPATE_TAIL(N) \
-  case N: rows_quant<inline_dec<Dec>, N>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_lines); break;
-          switch (s1 - r) {
-            SPATE_TAIL(7) SPATE_TAIL(6) SPATE_TAIL(5) SPATE_TAIL(4) SPATE_TAIL(3) SPATE_TAIL(2) SPATE_TAIL(1)
-            default: break;
+          if constexpr (!half_mins_of<Dec>) {
+            if (n_g == 2) tiles(pair_dec<inline_dec<Dec>>(rec, w.stride()), s0, s1, c0, c_lo, c_hi, pf, 2 * pf_lines);
           }
-#undef SPATE_TAIL
+          if (n_g == 1) tiles(inline_dec<Dec>(rec), s0, s1, c0, c_lo, c_hi, pf, pf_lines);
+          g += n_g;
         }
       }
     }
