@@ -4,7 +4,10 @@
 // as the avx2 kernels' records, stored block by block; read through inline_dec).
 //
 // Micro-kernel: one group of 8 output columns x R activation rows (R = 1..8,
-// using the 32 EVEX ymm registers). Per 32-block the 8 weight vectors are
+// using the 32 EVEX ymm registers); with several rows, two neighbouring groups
+// (16 columns) on zmm registers (pair_dec), so that one activation broadcast
+// feeds 16 columns (measured 1.3-1.7x in cache on a Zen 5 EPYC; perf/README.md,
+// "Pairs of groups on 512-bit vectors"). Per 32-block the 8 weight vectors are
 // decoded ONCE to unsigned bytes and applied to all R rows with
 //   isum[r] = dpbusd(isum[r], w_J, broadcast(a[r].qs[4J .. 4J+3]))
 // (u8 x s8, four products summed into each int32 lane, no saturation), so lane
@@ -16,7 +19,8 @@
 //   acc = fma(cvt(isum), d_w * d_a, acc)
 //   acc = fma(m_w, s_a, acc)                 (types with a min term)
 // so results are bitwise equal to matmul_avx2 and independent of the row
-// tiling, the column split and the thread (batch invariance).
+// tiling, the column split, the vector width (a pair's lanes run the same
+// instructions) and the thread (batch invariance).
 //
 // Q8_0 (signed weights): dpbusd needs one unsigned operand, so the kernel
 // feeds w + 128 (w XOR 0x80) and corrects exactly in int32:
