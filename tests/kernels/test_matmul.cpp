@@ -364,6 +364,8 @@ void check_avx512_equals_avx2(ggml_type t, const shape& s, const packed_weight& 
     quantize_act(w2, x.data(), ldx, 0, n_rows, a2.data());
     quantize_act(w5, x.data(), ldx, 0, n_rows, a5.data());
     ASSERT_EQ(a2, a5) << tname(t);
+    // With several rows the avx512 kernel pairs neighbouring groups (16 columns on zmm): these
+    // ranges put a group in a pair, alone at a range's end, and in a pair that starts elsewhere.
     const int64_t ranges[][2] = {{0, s.n_out}, {8, 24}, {3, s.n_out - 2}, {s.n_out / 8 * 8, s.n_out}};
     for (const auto& cr : ranges) {
       const int64_t cb = cr[0], ce = std::min(cr[1], s.n_out);
