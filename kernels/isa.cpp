@@ -40,7 +40,23 @@ isa_level detect_uncached() {
   return isa_level::avx2;
 }
 
+// AMD family 1Ah (Zen 5) or later: the display family of CPUID leaf 1 on an AMD CPU.
+bool amd_zen5_or_later() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned base = (eax >> 8) & 0xfu, ext = (eax >> 20) & 0xffu;
+  const unsigned family = base == 0xfu ? base + ext : base;
+  return family >= 0x1au;
+}
+
 }  // namespace
+
+bool prefetch_single_rows() {
+  static const bool yes = amd_zen5_or_later();
+  return yes;
+}
 
 isa_level detect_isa() {
   static const isa_level level = detect_uncached();

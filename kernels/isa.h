@@ -12,9 +12,9 @@ namespace spate::kernels {
 //   scalar : portable C++ reference kernels, any x86-64.
 //   avx2   : AVX2 + FMA + F16C (OS saves YMM state).
 //   avx512 : avx2 plus AVX512F, AVX512BW, AVX512VL, AVX512_VNNI (OS saves
-//            ZMM/opmask state). Only the matmuls of the legacy quantized
-//            types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and attention have avx512
-//            kernels; everything else runs the avx2 kernels at this level.
+//            ZMM/opmask state). The matmuls of the quantized types and
+//            attention have avx512 kernels; everything else runs the avx2
+//            kernels at this level.
 enum class isa_level { scalar = 0, avx2 = 1, avx512 = 2 };
 
 // The highest level the CPU (and OS) supports.
@@ -32,5 +32,12 @@ isa_level init_isa(bool force_reference);
 isa_level active_isa();
 
 const char* isa_name(isa_level level);
+
+// Whether single-row (batch-1 decode) matmuls at the avx512 level software-prefetch
+// their weight stream: true on AMD family 1Ah (Zen 5) and later, where it measured
+// +4-11% tg (perf/README.md, "Software prefetch for single rows on Zen 5"); false
+// elsewhere, as on Zen 4, where it measured about 10% slower. Read once from CPUID;
+// thread-safe.
+bool prefetch_single_rows();
 
 }  // namespace spate::kernels

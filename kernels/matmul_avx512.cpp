@@ -53,6 +53,7 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/isa.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/simd_avx2.h"
 #include "kernels/kquant_low_bits.h"
@@ -482,11 +483,13 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   const int64_t arb = q8_act_row_bytes(n_in);
   const int64_t rc = rows_fitting(chunk_bytes, arb), rs = rows_fitting(sub_bytes, arb);
   const int64_t gblk = std::max<int64_t>(1, group_block_bytes / w.stride());
-  // Prefetch distance (groups ahead) and lines of the record to prefetch per block. A single
-  // row streams the inline records on the hardware prefetchers alone: software prefetch on
-  // top measured slower there (1B Q4_0 tg64 ~45 -> ~50 tok/s without it), but with 16 rows
-  // and more it keeps the first row tile fed (Gemma 3 270M bd16 ~520 tok/s without, ~670 with).
-  const bool prefetch = n_rows > 1;
+  // Prefetch distance (groups ahead) and lines of the record to prefetch per block. With 16
+  // rows and more it keeps the first row tile fed (Gemma 3 270M bd16 ~520 tok/s without, ~670
+  // with, Zen 4). A single row: on Zen 4 the hardware prefetchers alone streamed faster (1B
+  // Q4_0 tg64 ~45 -> ~50 tok/s without), on Zen 5 software prefetch helps (one thread
+  // 34 -> 43 GB/s; prefetch_single_rows, isa.h).
+  static const bool single_rows = prefetch_single_rows();
+  const bool prefetch = n_rows > 1 || single_rows;
   // Several rows: neighbouring groups run in pairs on 512-bit vectors (pair_dec), so each
   // activation broadcast feeds 16 columns. A single row keeps one stream (one group at a time).
   const bool pairs = n_rows > 1 && !half_mins_of<Dec>;

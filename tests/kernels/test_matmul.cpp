@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,23 @@ TEST(Matmul, IsaLevelOrderAndName) {
     EXPECT_TRUE(cpu_supports(isa_level::avx2));
     EXPECT_EQ(detect_isa(), isa_level::avx512);
   }
+}
+
+// prefetch_single_rows follows the CPU's vendor and family as /proc/cpuinfo reports them.
+TEST(Matmul, SingleRowPrefetchFollowsTheCpuFamily) {
+  std::ifstream info("/proc/cpuinfo");
+  std::string line, vendor;
+  int family = -1;
+  while (std::getline(info, line) && (vendor.empty() || family < 0)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = line.substr(colon + 1);
+    if (key == "vendor_id") vendor = value.substr(value.find_first_not_of(' '));
+    if (key == "cpu family") family = std::stoi(value);
+  }
+  if (vendor.empty() || family < 0) GTEST_SKIP() << "no /proc/cpuinfo vendor and family";
+  EXPECT_EQ(prefetch_single_rows(), vendor == "AuthenticAMD" && family >= 0x1a) << vendor << " family " << family;
 }
 
 TEST(Matmul, ReferenceMatchesFloatMath) {
