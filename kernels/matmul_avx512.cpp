@@ -303,115 +303,162 @@ struct pair_dec : D {
   }
 };
 
-// Row tile of the main loop (measured on Zen 4: 8 rows ~1.5x faster than 4 at
-// 16..512 rows), and int32 chains per row for a tile of R rows (two when few
-// rows share each weight vector, so enough dpbusd are in flight; a second chain
-// at R = 8 measured no different).
+// Row tiles of the main loop and int32 chains per row. One decoder per tile (a
+// group, or a pair of groups on zmm): 8 rows (measured on Zen 4: ~1.5x faster than
+// 4 at 16..512 rows). Two pairs per tile (32 columns, NC = 2): 6 rows (12 int32 and
+// 12 float accumulators). With NC = 2 each activation broadcast feeds two dpbusd:
+// on a Zen 5 the 8 x 1 pair tile is bound by vector loads (two per cycle; ~100 loads
+// per 64 dpbusd, where 6 x 2 issues ~90 per 96), measured 1.23-1.27x in cache for
+// Q4_1 and Q8_0, 1.05x for Q4_K (perf/README.md, "Two pairs per tile"). Not for the
+// K-quants with two half scales (Q6_K, Q3_K): their half sums need a third set of
+// accumulators, and 4, 5 or 6 rows x 2 pairs measured 0.8-1.03x of 8 x 1.
+// Two chains when few rows share each weight vector, so enough dpbusd are in
+// flight (a second chain at R = 8 measured no different).
 inline constexpr int tile_rows = 8;
-template <int R>
-inline constexpr int chains = R <= 4 ? 2 : 1;
+template <class Dec>
+inline constexpr bool two_pairs_per_tile = !half_mins_of<Dec> && Dec::halves != 2;
+template <class Dec, int NC>
+inline constexpr int tile_rows_of = NC == 1 ? tile_rows : 6;
+template <int R, int NC>
+inline constexpr int chains = R * NC <= 4 ? 2 : 1;
 
-// The register-tiled micro-kernel: one group (8 columns; a pair_dec: 16) x R rows, all nb
-// blocks. bias[r] (has_bias only): nb int32 start values of row r's block sums.
-template <class Dec, int R>
-__attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a,
-                                                     const int32_t* const* bias, typename ops_of<Dec>::vf* out,
-                                                     const uint8_t* pf, int64_t pf_lines_per_block) {
+// The register-tiled micro-kernel: NC decoders (each one group, 8 columns, or a pair_dec,
+// 16) x R rows, all nb blocks. bias[r] (has_bias only): nb int32 start values of row r's
+// block sums. Column c of decoder k gets exactly the arithmetic it gets alone (NC = 1).
+template <class Dec, int NC, int R>
+__attribute__((always_inline)) inline void tile_quant(const Dec (&dec)[NC], int64_t nb, const q8_act_row* a,
+                                                     const int32_t* const* bias,
+                                                     typename ops_of<Dec>::vf (*out)[NC], const uint8_t* pf,
+                                                     int64_t pf_lines_per_block) {
   using V = ops_of<Dec>;
-  constexpr int C = chains<R>;
-  typename V::vf acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = V::fzero();
+  constexpr int C = chains<R, NC>;
+  typename V::vf acc[R][NC];
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < NC; ++k) acc[r][k] = V::fzero();
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch of a later group's record (pf == nullptr: none), spread over the blocks.
     prefetch_block<k_prefetch_hint>(pf, b, pf_lines_per_block);
-    typename V::vi is[C][R];
+    typename V::vi is[C][R][NC];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      if constexpr (Dec::has_bias) is[0][r] = V::set1(bias[r][b]);
-      else is[0][r] = V::zero();
-      if constexpr (C == 2) is[1][r] = V::zero();
+#pragma GCC unroll 2
+      for (int k = 0; k < NC; ++k) {
+        if constexpr (Dec::has_bias) is[0][r][k] = V::set1(bias[r][b]);
+        else is[0][r][k] = V::zero();
+        if constexpr (C == 2) is[1][r][k] = V::zero();
+      }
     }
     auto step = [&]<int J>() {
-      const typename V::vi w = dec.template vec<J>(b);
+      typename V::vi w[NC];
+#pragma GCC unroll 2
+      for (int k = 0; k < NC; ++k) w[k] = dec[k].template vec<J>(b);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) is[J % C][r] = V::dpbusd(is[J % C][r], w, V::bcast(a[r].qs + 32 * b + 4 * J));
+      for (int r = 0; r < R; ++r) {
+        const typename V::vi x = V::bcast(a[r].qs + 32 * b + 4 * J);
+#pragma GCC unroll 2
+        for (int k = 0; k < NC; ++k) is[J % C][r][k] = V::dpbusd(is[J % C][r][k], w[k], x);
+      }
     };
     for_each_vec(step);
-    typename V::vf vd, vm;
-    dec.scales(b, vd, vm);
+#pragma GCC unroll 2
+    for (int k = 0; k < NC; ++k) {
+      typename V::vf vd, vm;
+      dec[k].scales(b, vd, vm);
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const typename V::vi isum = C == 2 ? V::add(is[0][r], is[C - 1][r]) : is[0][r];
-      acc[r] = V::template fma_block<Dec::has_min>(acc[r], isum, vd, vm, a[r].d[b], a[r].s[b]);
+      for (int r = 0; r < R; ++r) {
+        const typename V::vi isum = C == 2 ? V::add(is[0][r][k], is[C - 1][r][k]) : is[0][r][k];
+        acc[r][k] = V::template fma_block<Dec::has_min>(acc[r][k], isum, vd, vm, a[r].d[b], a[r].s[b]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = acc[r];
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < NC; ++k) out[r][k] = acc[r][k];
 }
 
 // The K-quant micro-kernel: as tile_quant, plus the int32 scaling of each
 // half's sum by its per-column scale. bias[r] (Q6_K, Q3_K): 2 * nb start
 // values of row r, half h of block b at 2b + h. pairs[r] (Q2_K): row r's nb
 // entries of the half-sum table.
-template <class Dec, int R>
-__attribute__((always_inline)) inline void tile_kquant(const Dec& dec, int64_t nb, const q8_act_row* a,
+template <class Dec, int NC, int R>
+__attribute__((always_inline)) inline void tile_kquant(const Dec (&dec)[NC], int64_t nb, const q8_act_row* a,
                                                       const int32_t* const* bias, const int32_t* const* pairs,
-                                                      typename ops_of<Dec>::vf* out, const uint8_t* pf,
+                                                      typename ops_of<Dec>::vf (*out)[NC], const uint8_t* pf,
                                                       int64_t pf_lines_per_block) {
   using V = ops_of<Dec>;
-  constexpr int C = chains<R>;
+  constexpr int C = chains<R, NC>;
   constexpr int H = Dec::halves;
-  typename V::vf acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = V::fzero();
-  decltype(dec.superblock(0)) sbs{};
+  typename V::vf acc[R][NC];
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < NC; ++k) acc[r][k] = V::fzero();
+  decltype(dec[0].superblock(0)) sbs[NC]{};
   for (int64_t b = 0; b < nb; ++b) {  // nb % 8 == 0: K-quant rows are whole 256-element super-blocks
     prefetch_block<k_prefetch_hint>(pf, b, pf_lines_per_block);
-    if (b % 8 == 0) sbs = dec.superblock(b / 8);
-    typename V::vi isum[R];
+    if (b % 8 == 0) {
+      for (int k = 0; k < NC; ++k) sbs[k] = dec[k].superblock(b / 8);
+    }
+    typename V::vi isum[R][NC];
     auto half = [&]<int Hh>() {
-      typename V::vi is[C][R];
+      typename V::vi is[C][R][NC];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        if constexpr (Dec::n_bias > 0) is[0][r] = V::set1(bias[r][2 * b + Hh]);
-        else is[0][r] = V::zero();
-        if constexpr (C == 2) is[1][r] = V::zero();
+#pragma GCC unroll 2
+        for (int k = 0; k < NC; ++k) {
+          if constexpr (Dec::n_bias > 0) is[0][r][k] = V::set1(bias[r][2 * b + Hh]);
+          else is[0][r][k] = V::zero();
+          if constexpr (C == 2) is[1][r][k] = V::zero();
+        }
       }
       auto step = [&]<int J>() {
         if constexpr (J / (8 / H) == Hh) {  // the vectors of this half
-          const typename V::vi w = dec.template vec<J>(b);
+          typename V::vi w[NC];
+#pragma GCC unroll 2
+          for (int k = 0; k < NC; ++k) w[k] = dec[k].template vec<J>(b);
 #pragma GCC unroll 8
-          for (int r = 0; r < R; ++r) is[J % C][r] = V::dpbusd(is[J % C][r], w, V::bcast(a[r].qs + 32 * b + 4 * J));
+          for (int r = 0; r < R; ++r) {
+            const typename V::vi x = V::bcast(a[r].qs + 32 * b + 4 * J);
+#pragma GCC unroll 2
+            for (int k = 0; k < NC; ++k) is[J % C][r][k] = V::dpbusd(is[J % C][r][k], w[k], x);
+          }
         }
       };
       for_each_vec(step);
-      const typename V::vi sc = dec.scale32(b, Hh);
+#pragma GCC unroll 2
+      for (int k = 0; k < NC; ++k) {
+        const typename V::vi sc = dec[k].scale32(b, Hh);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const typename V::vi t = V::mullo(C == 2 ? V::add(is[0][r], is[C - 1][r]) : is[0][r], sc);
-        if constexpr (Hh == 0) isum[r] = t;
-        else isum[r] = V::add(isum[r], t);
+        for (int r = 0; r < R; ++r) {
+          const typename V::vi t = V::mullo(C == 2 ? V::add(is[0][r][k], is[C - 1][r][k]) : is[0][r][k], sc);
+          if constexpr (Hh == 0) isum[r][k] = t;
+          else isum[r][k] = V::add(isum[r][k], t);
+        }
       }
     };
     half.template operator()<0>();
     if constexpr (H == 2) half.template operator()<1>();
-    typename V::vf vd, vm;
-    dec.scales(b, sbs, vd, vm);
-    if constexpr (half_mins_of<Dec>) {
-      const __m256i mp = dec.min_pairs(b);
+#pragma GCC unroll 2
+    for (int k = 0; k < NC; ++k) {
+      typename V::vf vd, vm;
+      dec[k].scales(b, sbs[k], vd, vm);
+      if constexpr (half_mins_of<Dec>) {
+        const __m256i mp = dec[k].min_pairs(b);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = block_fma_msum(acc[r], isum[r], mp, pairs[r][b], vd, vm, a[r].d[b]);
-    } else {
+        for (int r = 0; r < R; ++r) acc[r][k] = block_fma_msum(acc[r][k], isum[r][k], mp, pairs[r][b], vd, vm, a[r].d[b]);
+      } else {
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        acc[r] = V::template fma_block<Dec::has_min>(acc[r], isum[r], vd, vm, a[r].d[b], a[r].s[b]);
+        for (int r = 0; r < R; ++r)
+          acc[r][k] = V::template fma_block<Dec::has_min>(acc[r][k], isum[r][k], vd, vm, a[r].d[b], a[r].s[b]);
+      }
     }
   }
-  for (int r = 0; r < R; ++r) out[r] = acc[r];
+  for (int r = 0; r < R; ++r)
+    for (int k = 0; k < NC; ++k) out[r][k] = acc[r][k];
 }
 
-// Rows [r, r+R) x one group (a pair_dec: two, columns c0 .. c0+15). bias: the per-call table of the row chunk (bias
-// table, or Q2_K's half-sum table), row r at bias + (r - r_chunk) * nb * table_entries<Dec>.
-template <class Dec, int R>
-__attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void* act, int64_t n_in, int64_t r,
+// Rows [r, r+R) x NC decoders (each one group or a pair_dec; columns from c0, 8 or 16 per
+// decoder). bias: the per-call table of the row chunk (bias table, or Q2_K's half-sum
+// table), row r at bias + (r - r_chunk) * nb * table_entries<Dec>.
+template <class Dec, int NC, int R>
+__attribute__((noinline)) void rows_quant(const Dec (&dec)[NC], int64_t nb, const void* act, int64_t n_in, int64_t r,
                                           const int32_t* bias, float* y, int64_t ldy, int64_t c0, int64_t c_lo,
                                           int64_t c_hi, const uint8_t* pf, int64_t pf_lines) {
   q8_act_row a[R];
@@ -420,18 +467,25 @@ __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void
     a[i] = q8_act_at(act, n_in, r + i);
     br[i] = bias != nullptr ? bias + i * nb * table_entries<Dec> : nullptr;
   }
-  typename ops_of<Dec>::vf out[R];
-  if constexpr (half_mins_of<Dec>) tile_kquant<Dec, R>(dec, nb, a, nullptr, br, out, pf, pf_lines);
-  else if constexpr (Dec::halves > 0) tile_kquant<Dec, R>(dec, nb, a, br, nullptr, out, pf, pf_lines);
-  else tile_quant<Dec, R>(dec, nb, a, br, out, pf, pf_lines);
+  using vf = typename ops_of<Dec>::vf;
+  vf out[R][NC];
+  if constexpr (half_mins_of<Dec>) tile_kquant<Dec, NC, R>(dec, nb, a, nullptr, br, out, pf, pf_lines);
+  else if constexpr (Dec::halves > 0) tile_kquant<Dec, NC, R>(dec, nb, a, br, nullptr, out, pf, pf_lines);
+  else tile_quant<Dec, NC, R>(dec, nb, a, br, out, pf, pf_lines);
+  constexpr int64_t width = sizeof(vf) / sizeof(float);  // columns per decoder
+  auto store8 = [&](float* yrow, int64_t c, __m256 v) {
+    store_cols(yrow, c, std::max(c_lo, c), std::min(c_hi, c + 8), v);
+  };
   for (int i = 0; i < R; ++i) {
     float* yrow = y + (r + i) * ldy;
-    if constexpr (sizeof(out[i]) == 64) {  // a pair: columns c0 .. c0+15
-      store_cols(yrow, c0, c_lo, std::min(c_hi, c0 + 8), _mm512_castps512_ps256(out[i]));
-      store_cols(yrow, c0 + 8, std::max(c_lo, c0 + 8), c_hi,
-                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(out[i]), 1)));
-    } else {
-      store_cols(yrow, c0, c_lo, c_hi, out[i]);
+    for (int k = 0; k < NC; ++k) {
+      const int64_t ck = c0 + width * k;
+      if constexpr (width == 16) {  // a pair: columns ck .. ck+15
+        store8(yrow, ck, _mm512_castps512_ps256(out[i][k]));
+        store8(yrow, ck + 8, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(out[i][k]), 1)));
+      } else {
+        store8(yrow, ck, out[i][k]);
+      }
     }
   }
 }
@@ -442,11 +496,11 @@ __attribute__((noinline)) void rows_quant(const Dec& dec, int64_t nb, const void
 //                 sub-chunks pass over them (weights leave DRAM once per chunk);
 //   sub-chunk   : activations of ~16 KiB stay in L1 while every group of
 //                 the block runs its row tiles over them.
-// Row counts are multiples of tile_rows. Blocking only changes the order in
+// Row counts are multiples of the row tile. Blocking only changes the order in
 // which (row tile, group) pairs run, never the per-output math.
 inline constexpr int64_t chunk_bytes = 256 * 1024, group_block_bytes = 256 * 1024, sub_bytes = 16 * 1024;
-inline int64_t rows_fitting(int64_t bytes, int64_t act_row_bytes) {
-  return std::max<int64_t>(tile_rows, bytes / std::max<int64_t>(act_row_bytes, 1) / tile_rows * tile_rows);
+inline int64_t rows_fitting(int64_t bytes, int64_t act_row_bytes, int64_t tile) {
+  return std::max<int64_t>(tile, bytes / std::max<int64_t>(act_row_bytes, 1) / tile * tile);
 }
 
 // Bias table of Q8_0 and IQ4_NL for rows [r0, r1): entry (r - r0) * nb + b = -128 * sum of the
@@ -481,8 +535,16 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   const int64_t n_in = w.n_in();
   const group_layout L = layout_of(w.type(), n_in);
   const int64_t arb = q8_act_row_bytes(n_in);
-  const int64_t rc = rows_fitting(chunk_bytes, arb), rs = rows_fitting(sub_bytes, arb);
-  const int64_t gblk = std::max<int64_t>(1, group_block_bytes / w.stride());
+  // Several rows: neighbouring groups run on 512-bit vectors (pair_dec), two pairs per
+  // tile where that measured faster (two_pairs_per_tile; a column range's last groups
+  // run as a pair or alone), so each activation broadcast feeds 16 or 32 columns. A
+  // single row keeps one stream (one group at a time). Q2_K: one group.
+  const bool pairs = n_rows > 1 && !half_mins_of<Dec>;
+  const bool quads = pairs && two_pairs_per_tile<Dec>;
+  using pair_t = pair_dec<inline_dec<Dec>>;
+  const int64_t row_tile = quads ? tile_rows_of<pair_t, 2> : tile_rows;
+  const int64_t rc = rows_fitting(chunk_bytes, arb, row_tile), rs = rows_fitting(sub_bytes, arb, row_tile);
+  const int64_t gblk = std::max<int64_t>(4, group_block_bytes / w.stride() / 4 * 4);
   // Prefetch distance (groups ahead) and lines of the record to prefetch per block. With 16
   // rows and more it keeps the first row tile fed (Gemma 3 270M bd16 ~520 tok/s without, ~670
   // with, Zen 4). A single row: on Zen 4 the hardware prefetchers alone streamed faster (1B
@@ -490,9 +552,6 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   // 34 -> 43 GB/s; prefetch_single_rows, isa.h).
   static const bool single_rows = prefetch_single_rows();
   const bool prefetch = n_rows > 1 || single_rows;
-  // Several rows: neighbouring groups run in pairs on 512-bit vectors (pair_dec), so each
-  // activation broadcast feeds 16 columns. A single row keeps one stream (one group at a time).
-  const bool pairs = n_rows > 1 && !half_mins_of<Dec>;
   constexpr int64_t pf_groups = k_prefetch_groups;
   const int64_t pf_lines = (w.stride() / 64 + L.nb - 1) / L.nb;
   const int64_t g_begin = col_begin / 8, g_end = (col_end + 7) / 8;
@@ -511,14 +570,17 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
       fill_table<Dec>(act, n_in, r0, r1, bias);
     }
     auto bias_at = [&](int64_t row) { return bias != nullptr ? bias + (row - r0) * L.nb * n_table : nullptr; };
-    // Rows [s0, s1) x the group(s) of dec (columns from c0), in row tiles.
-    auto tiles = [&]<class D>(const D& dec, int64_t s0, int64_t s1, int64_t c0, int64_t c_lo, int64_t c_hi,
-                              const uint8_t* pf, int64_t pf_l) {
+    // Rows [s0, s1) x the NC decoders of dec (columns from c0), in row tiles.
+    auto tiles = [&]<class D, int NC>(const D (&dec)[NC], int64_t s0, int64_t s1, int64_t c0, int64_t c_lo,
+                                      int64_t c_hi, const uint8_t* pf, int64_t pf_l) {
+      constexpr int TR = tile_rows_of<D, NC>;
       int64_t r = s0;
-      for (; r + tile_rows <= s1; r += tile_rows, pf = nullptr)
-        rows_quant<D, tile_rows>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_l);
-#define SPATE_TAIL(N) \
-  case N: rows_quant<D, N>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_l); break;
+      for (; r + TR <= s1; r += TR, pf = nullptr)
+        rows_quant<D, NC, TR>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_l);
+#define SPATE_TAIL(N)                                                                                     \
+  case N:                                                                                                 \
+    if constexpr (N < TR) rows_quant<D, NC, N>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_l); \
+    break;
       switch (s1 - r) {
         SPATE_TAIL(7) SPATE_TAIL(6) SPATE_TAIL(5) SPATE_TAIL(4) SPATE_TAIL(3) SPATE_TAIL(2) SPATE_TAIL(1)
         default: break;
@@ -530,20 +592,34 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
       for (int64_t s0 = r0; s0 < r1; s0 += rs) {
         const int64_t s1 = std::min(r1, s0 + rs);
         for (int64_t g = gb; g < gb_end;) {
-          const int64_t n_g = pairs && g + 1 < gb_end ? 2 : 1;
-          const uint8_t* rec = w.data() + g * w.stride();
+          const int64_t n_g = quads && g + 3 < gb_end ? 4 : pairs && g + 1 < gb_end ? 2 : 1;
+          const int64_t st = w.stride();
+          const uint8_t* rec = w.data() + g * st;
           const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8 * n_g);
           // Only the first row tile of the first sub-chunk streams a group from memory: it
           // prefetches the n_g groups pf_groups later (of this block, or of the next one when
           // no other sub-chunk runs in between); later tiles hit the cache.
           const int64_t pf_end = s1 == r1 ? g_end : gb_end;
           const uint8_t* pf = prefetch && s0 == r0 && g + n_g - 1 + pf_groups < pf_end
-                                  ? w.data() + (g + pf_groups) * w.stride()
+                                  ? w.data() + (g + pf_groups) * st
                                   : nullptr;
+          const int64_t pf_l = n_g * pf_lines;
           if constexpr (!half_mins_of<Dec>) {
-            if (n_g == 2) tiles(pair_dec<inline_dec<Dec>>(rec, w.stride()), s0, s1, c0, c_lo, c_hi, pf, 2 * pf_lines);
+            if constexpr (two_pairs_per_tile<Dec>) {
+              if (n_g == 4) {
+                const pair_t quad[2] = {pair_t(rec, st), pair_t(rec + 2 * st, st)};
+                tiles(quad, s0, s1, c0, c_lo, c_hi, pf, pf_l);
+              }
+            }
+            if (n_g == 2) {
+              const pair_t pair[1] = {pair_t(rec, st)};
+              tiles(pair, s0, s1, c0, c_lo, c_hi, pf, pf_l);
+            }
           }
-          if (n_g == 1) tiles(inline_dec<Dec>(rec), s0, s1, c0, c_lo, c_hi, pf, pf_lines);
+          if (n_g == 1) {
+            const inline_dec<Dec> one[1] = {inline_dec<Dec>(rec)};
+            tiles(one, s0, s1, c0, c_lo, c_hi, pf, pf_l);
+          }
           g += n_g;
         }
       }

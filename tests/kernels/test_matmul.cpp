@@ -35,8 +35,8 @@ using namespace spate::kernels::test;
 struct shape { int64_t n_out, n_in; };
 
 std::vector<shape> shapes_for(ggml_type t) {
-  if (block_of(t) == 256) return {{1, 256}, {13, 512}, {40, 256}, {9, 768}, {9, 256}};
-  if (block_of(t) == 32) return {{1, 32}, {7, 64}, {13, 96}, {40, 576}, {17, 160}, {37, 320}};
+  if (block_of(t) == 256) return {{1, 256}, {13, 512}, {40, 256}, {9, 768}, {9, 256}, {56, 256}};
+  if (block_of(t) == 32) return {{1, 32}, {7, 64}, {13, 96}, {40, 576}, {17, 160}, {37, 320}, {56, 64}};
   // Float types: {100, 40} has 13 column groups, so every row-tile / column-tile width occurs.
   return {{1, 1}, {7, 37}, {13, 64}, {24, 33}, {9, 576}, {100, 40}};
 }
@@ -382,9 +382,11 @@ void check_avx512_equals_avx2(ggml_type t, const shape& s, const packed_weight& 
     quantize_act(w2, x.data(), ldx, 0, n_rows, a2.data());
     quantize_act(w5, x.data(), ldx, 0, n_rows, a5.data());
     ASSERT_EQ(a2, a5) << tname(t);
-    // With several rows the avx512 kernel pairs neighbouring groups (16 columns on zmm): these
-    // ranges put a group in a pair, alone at a range's end, and in a pair that starts elsewhere.
-    const int64_t ranges[][2] = {{0, s.n_out}, {8, 24}, {3, s.n_out - 2}, {s.n_out / 8 * 8, s.n_out}};
+    // With several rows the avx512 kernel pairs neighbouring groups (16 columns on zmm) and
+    // runs two pairs per tile: these ranges put a group in two pairs, in a pair, alone at a
+    // range's end, and in pairs that start elsewhere (56 columns: 2 + 2 + 2 + 1 groups).
+    const int64_t ranges[][2] = {{0, s.n_out},   {8, 24}, {3, s.n_out - 2}, {s.n_out / 8 * 8, s.n_out},
+                                 {5, s.n_out - 9}, {16, s.n_out}};
     for (const auto& cr : ranges) {
       const int64_t cb = cr[0], ce = std::min(cr[1], s.n_out);
       const auto y2 = run_range(w2, a2, n_rows, ldy, cb, ce);
