@@ -303,6 +303,22 @@ struct pair_dec : D {
   }
 };
 
+// Calls f.template operator()<J>() for the 8 weight vectors of a block in the order
+// 0, 4, 1, 5, 2, 6, 3, 7: for the nibble types vectors J and J + 4 are the low and high
+// nibbles of the same 32 bytes, so neighbouring calls share one load (the int32 sums
+// are exact, so the order changes no result).
+template <class F>
+__attribute__((always_inline)) inline void for_each_vec_nibble_pairs(F&& f) {
+  f.template operator()<0>();
+  f.template operator()<4>();
+  f.template operator()<1>();
+  f.template operator()<5>();
+  f.template operator()<2>();
+  f.template operator()<6>();
+  f.template operator()<3>();
+  f.template operator()<7>();
+}
+
 // Row tiles of the main loop and int32 chains per row. One decoder per tile (a
 // group, or a pair of groups on zmm): 8 rows (measured on Zen 4: ~1.5x faster than
 // 4 at 16..512 rows). Two pairs per tile (32 columns, NC = 2): 6 rows (12 int32 and
@@ -359,7 +375,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec (&dec)[NC], int6
         for (int k = 0; k < NC; ++k) is[J % C][r][k] = V::dpbusd(is[J % C][r][k], w[k], x);
       }
     };
-    for_each_vec(step);
+    for_each_vec_nibble_pairs(step);
 #pragma GCC unroll 2
     for (int k = 0; k < NC; ++k) {
       typename V::vf vd, vm;
@@ -421,7 +437,8 @@ __attribute__((always_inline)) inline void tile_kquant(const Dec (&dec)[NC], int
           }
         }
       };
-      for_each_vec(step);
+      if constexpr (H == 1) for_each_vec_nibble_pairs(step);
+      else for_each_vec(step);
 #pragma GCC unroll 2
       for (int k = 0; k < NC; ++k) {
         const typename V::vi sc = dec[k].scale32(b, Hh);
