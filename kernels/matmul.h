@@ -102,6 +102,10 @@ void quantize_act(const packed_weight& w, const float* x, int64_t ldx, int64_t r
 // Thread-splittable by column range; col_begin/col_end are multiples of col_granularity(w), except col_end may equal n_out.
 // Only y[r*ldy + c] for c in [col_begin, col_end) are written.
 int64_t col_granularity(const packed_weight& w);
+// The column-range multiple (of col_granularity) at which matmul of n_rows rows runs fastest:
+// 32 where the avx512 kernel tiles two pairs of groups (legacy types, IQ4_NL, Q4_K, Q5_K with
+// several rows), else col_granularity(w). Splitting at other multiples gives the same results.
+int64_t col_split_multiple(const packed_weight& w, int64_t n_rows);
 void matmul(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin, int64_t col_end);
 
 }  // namespace spate::kernels
