@@ -309,14 +309,7 @@ struct pair_dec : D {
 // are exact, so the order changes no result).
 template <class F>
 __attribute__((always_inline)) inline void for_each_vec_nibble_pairs(F&& f) {
-  f.template operator()<0>();
-  f.template operator()<4>();
-  f.template operator()<1>();
-  f.template operator()<5>();
-  f.template operator()<2>();
-  f.template operator()<6>();
-  f.template operator()<3>();
-  f.template operator()<7>();
+  for_each_vec_in<0, 4, 1, 5, 2, 6, 3, 7>(f);
 }
 
 // Row tiles of the main loop and int32 chains per row. One decoder per tile (a

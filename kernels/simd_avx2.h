@@ -148,17 +148,16 @@ __attribute__((always_inline)) inline __m256 block_fma(__m256 acc, __m256i isum,
   return acc;
 }
 
+// Calls f.template operator()<J>() for each J of the pack, in the pack's order.
+template <int... J, class F>
+__attribute__((always_inline)) inline void for_each_vec_in(F&& f) {
+  (f.template operator()<J>(), ...);
+}
+
 // Calls f.template operator()<J>() for the 8 weight vectors J = 0..7 of a block, in order.
 template <class F>
 __attribute__((always_inline)) inline void for_each_vec(F&& f) {
-  f.template operator()<0>();
-  f.template operator()<1>();
-  f.template operator()<2>();
-  f.template operator()<3>();
-  f.template operator()<4>();
-  f.template operator()<5>();
-  f.template operator()<6>();
-  f.template operator()<7>();
+  for_each_vec_in<0, 1, 2, 3, 4, 5, 6, 7>(f);
 }
 
 // ---------------------------------------------------------------- reductions
