@@ -317,7 +317,7 @@ __attribute__((always_inline)) inline void for_each_vec_nibble_pairs(F&& f) {
 // 4 at 16..512 rows). Two pairs per tile (32 columns, NC = 2): 6 rows (12 int32 and
 // 12 float accumulators). With NC = 2 each activation broadcast feeds two dpbusd:
 // on a Zen 5 the 8 x 1 pair tile is bound by vector loads (two per cycle; ~100 loads
-// per 64 dpbusd, where 6 x 2 issues ~90 per 96), measured 1.23-1.27x in cache for
+// per 64 dpbusd, where 6 x 2 issues ~100 per 96), measured 1.23-1.27x in cache for
 // Q4_1 and Q8_0, 1.05x for Q4_K (perf/README.md, "Two pairs per tile"). Not for the
 // K-quants with two half scales (Q6_K, Q3_K): their half sums need a third set of
 // accumulators, and 4, 5 or 6 rows x 2 pairs measured 0.8-1.03x of 8 x 1.
