@@ -142,9 +142,8 @@ void quantize_act(const packed_weight& w, const float* x, int64_t ldx, int64_t r
 int64_t col_granularity(const packed_weight&) { return detail::group_cols; }
 
 int64_t col_split_multiple(const packed_weight& w, int64_t n_rows) {
-  const ggml_type t = w.type();
-  const bool two_pairs = w.isa() == isa_level::avx512 && detail::has_avx512_kernel(t) && n_rows > 1 &&
-                         t != ggml_type::q2_k && t != ggml_type::q3_k && t != ggml_type::q6_k;
+  const bool two_pairs = w.isa() == isa_level::avx512 && detail::has_avx512_kernel(w.type()) && n_rows > 1 &&
+                         detail::avx512_two_pairs(w.type());
   return two_pairs ? 4 * detail::group_cols : detail::group_cols;
 }
 

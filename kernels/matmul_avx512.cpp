@@ -325,7 +325,7 @@ __attribute__((always_inline)) inline void for_each_vec_nibble_pairs(F&& f) {
 // flight (a second chain at R = 8 measured no different).
 inline constexpr int tile_rows = 8;
 template <class Dec>
-inline constexpr bool two_pairs_per_tile = !half_mins_of<Dec> && Dec::halves != 2;
+inline constexpr bool two_pairs_per_tile = avx512_two_pairs(Dec::type);
 template <class Dec, int NC>
 inline constexpr int tile_rows_of = NC == 1 ? tile_rows : 6;
 template <int R, int NC>
@@ -549,6 +549,8 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
   // tile where that measured faster (two_pairs_per_tile; a column range's last groups
   // run as a pair or alone), so each activation broadcast feeds 16 or 32 columns. A
   // single row keeps one stream (one group at a time). Q2_K: one group.
+  static_assert(two_pairs_per_tile<Dec> == (!half_mins_of<Dec> && Dec::halves != 2),
+                "avx512_two_pairs (matmul_internal.h) names the types without a min-pair table or half scales");
   const bool pairs = n_rows > 1 && !half_mins_of<Dec>;
   const bool quads = pairs && two_pairs_per_tile<Dec>;
   using pair_t = pair_dec<inline_dec<Dec>>;

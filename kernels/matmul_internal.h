@@ -264,6 +264,12 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
 // other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes.
 // has_avx512_kernel is baseline code (matmul.cpp), safe on any CPU.
 bool has_avx512_kernel(ggml_type t);
+// Types whose avx512 kernel runs two pairs of groups (32 columns) per row tile when a
+// matmul has several rows (matmul_avx512.cpp, two_pairs_per_tile): not Q2_K (one group),
+// nor Q3_K and Q6_K (one pair; their two half sums leave no registers for a second).
+constexpr bool avx512_two_pairs(ggml_type t) {
+  return t != ggml_type::q2_k && t != ggml_type::q3_k && t != ggml_type::q6_k;
+}
 void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,
                    int64_t col_end);
 
