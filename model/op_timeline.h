@@ -32,7 +32,7 @@ class op_timeline {
     if (!on_) return;
     end_op();
     op_ = kind;
-    op_t0_us_ = trace::now_us();
+    op_t0_ns_ = trace::now_ns();
     pool_.set_trace_label(kind);
   }
   // Layer l begins: opens the next layer group's span at its first layer.
@@ -40,7 +40,7 @@ class op_timeline {
     if (!on_ || l % group_size_ != 0) return;
     end_group();
     group_first_ = l;
-    group_t0_us_ = trace::now_us();
+    group_t0_ns_ = trace::now_ns();
   }
   // The layers are done: closes the running op and group spans.
   void end_layers() { end_group(); }
@@ -48,15 +48,15 @@ class op_timeline {
  private:
   void end_op() {
     if (op_ == nullptr) return;
-    trace::complete(op_, "op", op_t0_us_, trace::now_us() - op_t0_us_);
+    trace::complete(op_, "op", op_t0_ns_, trace::now_ns() - op_t0_ns_);
     op_ = nullptr;
   }
   void end_group() {
     end_op();
     if (!on_ || group_first_ < 0) return;
     const int32_t last = std::min(group_first_ + group_size_, n_layer_) - 1;
-    trace::complete("layers " + std::to_string(group_first_) + "-" + std::to_string(last), "layers", group_t0_us_,
-                    trace::now_us() - group_t0_us_, {{"first_layer", group_first_}, {"last_layer", last}});
+    trace::complete("layers " + std::to_string(group_first_) + "-" + std::to_string(last), "layers", group_t0_ns_,
+                    trace::now_ns() - group_t0_ns_, {{"first_layer", group_first_}, {"last_layer", last}});
     group_first_ = -1;
   }
 
@@ -65,9 +65,9 @@ class op_timeline {
   int32_t group_size_;
   int32_t n_layer_;
   const char* op_ = nullptr;
-  int64_t op_t0_us_ = 0;
+  int64_t op_t0_ns_ = 0;
   int32_t group_first_ = -1;
-  int64_t group_t0_us_ = 0;
+  int64_t group_t0_ns_ = 0;
 };
 
 }  // namespace spate

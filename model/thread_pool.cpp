@@ -59,14 +59,14 @@ void thread_pool::drain(uint32_t gen, int tid) {
   // Profiler: a worker's share of a loop is one span on its track, from its
   // first claimed task to its last (the caller's ops are traced by the runner).
   const bool traced = tid != 0 && trace::enabled();
-  int64_t t0_us = 0, n_ran = 0;
+  int64_t t0_ns = 0, n_ran = 0;
   const char* label = nullptr;
   for (;;) {
     if (gen_of(c) != g || next_of(c) >= n_of(c)) break;
     if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // The task is ours: the loop cannot finish (nor fn_/ctx_ change) before we report it done.
     if (traced && n_ran++ == 0) {
-      t0_us = trace::now_us();
+      t0_ns = trace::now_ns();
       label = label_;
     }
     fn_(ctx_, offset_ + static_cast<int64_t>(next_of(c)), tid);
@@ -74,7 +74,7 @@ void thread_pool::drain(uint32_t gen, int tid) {
     if (done == n_of(c) && main_waiting_.load(std::memory_order_seq_cst)) futex_wake_all(n_done_);
     c = claim_.load(std::memory_order_acquire);
   }
-  if (n_ran > 0) trace::complete(label, "worker", t0_us, trace::now_us() - t0_us, {{"tasks", n_ran}});
+  if (n_ran > 0) trace::complete(label, "worker", t0_ns, trace::now_ns() - t0_ns, {{"tasks", n_ran}});
 }
 
 void thread_pool::run(int64_t n_tasks, task_fn fn, void* ctx) {

@@ -22,8 +22,8 @@ namespace {
 struct event {
   char name[40];
   const char* cat;
-  int64_t ts_us;
-  int64_t dur_us;
+  int64_t ts_ns;
+  int64_t dur_ns;
   arg args[k_max_args];
   int n_args;
 };
@@ -103,17 +103,17 @@ void write_escaped(std::FILE* f, std::string_view s) {
 
 }  // namespace
 
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void complete(std::string_view name, const char* cat, int64_t ts_us, int64_t dur_us, std::initializer_list<arg> args) {
+void complete(std::string_view name, const char* cat, int64_t ts_ns, int64_t dur_ns, std::initializer_list<arg> args) {
   if (!enabled()) return;
   event e{};
   copy_name(e.name, name);
   e.cat = cat;
-  e.ts_us = ts_us;
-  e.dur_us = dur_us;
+  e.ts_ns = ts_ns;
+  e.dur_ns = dur_ns;
   for (const arg& a : args) {
     if (e.n_args == k_max_args) break;
     e.args[e.n_args++] = a;
@@ -130,15 +130,15 @@ void set_thread_name(std::string name) {
 void scoped_span::begin(std::string_view name, const char* cat) {
   copy_name(name_, name);
   cat_ = cat;
-  t0_us_ = now_us();
+  t0_ns_ = now_ns();
 }
 
 void scoped_span::end() {
   event e{};
   std::memcpy(e.name, name_, sizeof(name_));
   e.cat = cat_;
-  e.ts_us = t0_us_;
-  e.dur_us = now_us() - t0_us_;
+  e.ts_ns = t0_ns_;
+  e.dur_ns = now_ns() - t0_ns_;
   std::copy(args_, args_ + n_args_, e.args);
   e.n_args = n_args_;
   if (enabled()) append(e);
@@ -208,7 +208,10 @@ session_result stop() {
     for (const event& e : events) {
       sep();
       std::fputs("{\"ph\":\"X\",\"pid\":1,\"tid\":", f);
-      std::fprintf(f, "%d,\"ts\":%lld,\"dur\":%lld,\"cat\":\"", b->tid, static_cast<long long>(e.ts_us), static_cast<long long>(e.dur_us));
+      // Microseconds with three decimals (the format's unit; ns precision).
+      std::fprintf(f, "%d,\"ts\":%lld.%03lld,\"dur\":%lld.%03lld,\"cat\":\"", b->tid, static_cast<long long>(e.ts_ns / 1000),
+                   static_cast<long long>(e.ts_ns % 1000), static_cast<long long>(e.dur_ns / 1000),
+                   static_cast<long long>(e.dur_ns % 1000));
       write_escaped(f, e.cat ? e.cat : "");
       std::fputs("\",\"name\":\"", f);
       write_escaped(f, e.name);

@@ -31,18 +31,19 @@ extern std::atomic<bool> g_enabled;
 // True while a session records. Any thread; relaxed.
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
 
-// Microseconds on the steady clock (the traces' time base).
-int64_t now_us();
+// Nanoseconds on the steady clock (the traces' time base). The file writes
+// microseconds with three decimals, so spans that touch stay apart.
+int64_t now_ns();
 
 struct arg {
   const char* key;  // static storage
   int64_t value;
 };
 
-// Records one span of [ts_us, ts_us + dur_us) on the calling thread. name is
+// Records one span of [ts_ns, ts_ns + dur_ns) on the calling thread. name is
 // copied (at most 39 bytes kept); cat and arg keys must be static strings.
 // Does nothing unless enabled().
-void complete(std::string_view name, const char* cat, int64_t ts_us, int64_t dur_us, std::initializer_list<arg> args = {});
+void complete(std::string_view name, const char* cat, int64_t ts_ns, int64_t dur_ns, std::initializer_list<arg> args = {});
 
 // Names the calling thread's track ("engine", "worker 1"). Cheap; call once
 // when the thread starts. Unnamed threads show as "thread N".
@@ -86,7 +87,7 @@ class scoped_span {
   bool on_;
   char name_[40] = {};
   const char* cat_ = nullptr;
-  int64_t t0_us_ = 0;
+  int64_t t0_ns_ = 0;
   arg args_[k_max_args] = {};
   int n_args_ = 0;
 };

@@ -58,7 +58,7 @@ TEST_F(TraceTest, WritesSpansOfEachThreadOnItsOwnTrack) {
   }
   std::thread t([] {
     set_thread_name("worker 1");
-    complete("attention", "worker", 100, 5, {{"tasks", 2}});
+    complete("attention", "worker", 100250, 5007, {{"tasks", 2}});  // ns
   });
   t.join();
   const session_result r = stop();
@@ -69,7 +69,7 @@ TEST_F(TraceTest, WritesSpansOfEachThreadOnItsOwnTrack) {
   const std::string json = read_file(r.path);
   EXPECT_EQ(json.rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0), 0u);
   EXPECT_NE(json.find("\"name\":\"step\",\"args\":{\"batch_size\":3,\"tokens\":-7}"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"ts\":100,\"dur\":5,\"cat\":\"worker\",\"name\":\"attention\",\"args\":{\"tasks\":2}"), std::string::npos);
+  EXPECT_NE(json.find("\"ts\":100.250,\"dur\":5.007,\"cat\":\"worker\",\"name\":\"attention\",\"args\":{\"tasks\":2}"), std::string::npos);
   EXPECT_NE(json.find("{\"name\":\"main \\\"track\\\"\"}"), std::string::npos) << "escaped thread name";
   EXPECT_NE(json.find("{\"name\":\"worker 1\"}"), std::string::npos);
   EXPECT_EQ(count(json, "\"ph\":\"X\""), 2u);
