@@ -16,11 +16,11 @@ int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx) {
 void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t first, int32_t n_ctx) {
   if (n_ctx <= first || kv.block_size <= 0) return;
   const int64_t elem = kv.dtype == kv_dtype::f16 ? 2 : 4;
-  const int64_t bytes = static_cast<int64_t>(kv.block_size) * kv.head_dim * elem;  // one head's rows of a block
+  const int64_t bytes = static_cast<int64_t>(kv.block_size) * kv.head_dim * elem;  // one head's part of a block (K or V)
   const int32_t b0 = first / kv.block_size;
   const int32_t b1 = std::min((n_ctx - 1) / kv.block_size + 1, b0 + k_prefetch_kv_blocks);
   for (int32_t b = b0; b < b1; ++b) {
-    const int64_t at = detail::kv_row_index(kv, block_table[b], kv_head, 0) * elem;
+    const int64_t at = detail::kv_block_base(kv, block_table[b], kv_head) * elem;
     const char* k = static_cast<const char*>(kv.k) + at;
     const char* v = static_cast<const char*>(kv.v) + at;
     for (int64_t o = 0; o < bytes; o += 64) {

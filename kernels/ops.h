@@ -24,8 +24,12 @@ namespace spate::kernels {
 enum class rope_mode { normal, neox };  // normal: rotate pairs (2i, 2i+1); neox: rotate (i, i + n_rot/2)
 enum class kv_dtype { f16, f32 };
 
-// Paged KV cache layout for ONE layer, K and V pools separately:
-//   element (block b, kv head h, slot s, dim d) at index ((b * n_kv_heads + h) * block_size + s) * head_dim + d
+// Paged KV cache layout for ONE layer, K and V pools separately. Kv head h of
+// block b owns block_size * head_dim elements from base = (b * n_kv_heads + h) * block_size * head_dim:
+//   V (slot-major):            element (s, d) at base + s * head_dim + d
+//   K (dim-major, transposed): element (s, d) at base + d * block_size + s
+// so attention's score pass reads consecutive slots as vector lanes (one FMA
+// chain per score, no horizontal sums) and its output pass reads V rows.
 struct paged_kv_view {
   void* k = nullptr; void* v = nullptr;   // pools for this layer (uint16_t halves if f16, floats if f32)
   kv_dtype dtype = kv_dtype::f16;

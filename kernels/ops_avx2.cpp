@@ -190,22 +190,33 @@ inline void f32_row_to_f16(const float* f, uint16_t* h, int64_t n) {
 
 void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k,
                    const float* v) {
-  const int64_t at = kv_row_index(kv, block, kv_head, slot);
+  const int64_t v_at = kv_v_row_index(kv, block, kv_head, slot);
+  const int64_t k_at = kv_k_index(kv, block, kv_head, slot, 0);  // dim d at k_at + d * block_size
+  const int64_t k_step = kv.block_size;
+  const int32_t hd = kv.head_dim;
   if (kv.dtype == kv_dtype::f32) {
-    std::memcpy(static_cast<float*>(kv.k) + at, k, sizeof(float) * kv.head_dim);
-    std::memcpy(static_cast<float*>(kv.v) + at, v, sizeof(float) * kv.head_dim);
+    std::memcpy(static_cast<float*>(kv.v) + v_at, v, sizeof(float) * hd);
+    float* kf = static_cast<float*>(kv.k) + k_at;
+    for (int32_t d = 0; d < hd; ++d) kf[d * k_step] = k[d];
     return;
   }
-  f32_row_to_f16(k, static_cast<uint16_t*>(kv.k) + at, kv.head_dim);
-  f32_row_to_f16(v, static_cast<uint16_t*>(kv.v) + at, kv.head_dim);
+  f32_row_to_f16(v, static_cast<uint16_t*>(kv.v) + v_at, hd);
+  // K: converted 8 dims at a time, then scattered down the slot's column.
+  uint16_t* kh = static_cast<uint16_t*>(kv.k) + k_at;
+  for (int32_t d0 = 0; d0 < hd; d0 += 8) {
+    uint16_t h[8];
+    const int32_t n = std::min(8, hd - d0);
+    f32_row_to_f16(k + d0, h, n);
+    for (int32_t i = 0; i < n; ++i) kh[(d0 + i) * k_step] = h[i];
+  }
 }
 
 // ---------------------------------------------------------------- attention
 // Structure (three passes, no online rescaling, so the result is a fixed
 // function of the inputs):
-//  1. scores[g][p] = scale * q_g . k_p. Positions go in tiles of 4 (8 when
-//     n_group == 1); each K vector is loaded and converted once per tile of
-//     <= 3 heads, and the per-row accumulators are reduced together with hadd.
+//  1. scores[g][p] = scale * q_g . k_p over the transposed K: 8 slots per
+//     vector, one FMA chain per score (scores_transposed, ops_simd_avx2.h);
+//     each K vector is loaded and converted once per tile of <= 3 heads.
 //  2. per head: max, w = exp(s - max) in place (padded lanes set to 0), sum.
 //  3. out_g = (sum_p w[g][p] v_p) / sum_g, computed per tile of <= 3 heads and
 //     32 dims so all accumulators stay in registers and each V element is
@@ -230,110 +241,13 @@ inline float load_1(const void* pool, int64_t at) {
   }
 }
 
-// Lane j of the result = sum of the lanes of a[j], same order as hsum8.
-inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-  const __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
-}
-
-// Scores of HT heads (q rows q + h*hd) against NP K rows starting at the
-// element offsets `rows`, over dims [0, hdv), hdv % 8 == 0. Each K vector is
-// loaded/converted once and used by all HT heads; HT*NP accumulators stay in
-// registers. Whatever HT/NP, a score's value is the same function of (q, k):
-// per-lane FMA chain over dims in order, then the hsum8 lane order.
-template <int HT, int NP, bool F16>
-inline void score_tile(const float* q, int32_t hd, int32_t hdv, const void* kpool, const int64_t* rows, float scale,
-                       float* out, int64_t stride) {
-  __m256 acc[HT][NP];
-  #pragma GCC unroll 16
-  for (int h = 0; h < HT; ++h)
-    #pragma GCC unroll 16
-    for (int j = 0; j < NP; ++j) acc[h][j] = _mm256_setzero_ps();
-  for (int32_t d = 0; d < hdv; d += 8) {
-    #pragma GCC unroll 16
-    for (int j = 0; j < NP; ++j) {
-      const __m256 k = load_kv8<F16>(kpool, rows[j] + d);
-      #pragma GCC unroll 16
-      for (int h = 0; h < HT; ++h) acc[h][j] = _mm256_fmadd_ps(_mm256_loadu_ps(q + h * hd + d), k, acc[h][j]);
-    }
-  }
-  #pragma GCC unroll 16
-  for (int h = 0; h < HT; ++h) {
-    float* o = out + h * stride;
-    if constexpr (NP == 8) {
-      _mm256_storeu_ps(o, _mm256_mul_ps(hsum8(acc[h]),
-                                        _mm256_set1_ps(scale)));
-    } else {
-      static_assert(NP == 4);
-      _mm_storeu_ps(o, _mm_mul_ps(hsum4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]), _mm_set1_ps(scale)));
-    }
-  }
-}
-
-// Unscaled partial dot products over the dims [hdv, hd) that do not fill a
-// vector (ragged head_dim only): out[h*stride + j] for j < np.
-template <bool F16>
-inline void score_tail(const float* q, int32_t n_head, int32_t hd, int32_t hdv, const void* kpool,
-                       const int64_t* rows, int32_t np, float* out, int64_t stride) {
-  for (int32_t h = 0; h < n_head; ++h)
-    for (int32_t j = 0; j < np; ++j) {
-      float acc = 0.0f;
-      for (int32_t d = hdv; d < hd; ++d) acc = std::fma(q[h * hd + d], load_1<F16>(kpool, rows[j] + d), acc);
-      out[h * stride + j] = acc;
-    }
-}
-
-template <int NP, bool F16>
-void scores_for_rows(const float* q, int32_t n_group, int32_t hd, const void* kpool, const int64_t* rows,
-                     float scale, float* out, int64_t stride) {
-  const int32_t hdv = hd & ~7;
-  if (hdv != hd) {
-    // Ragged head_dim (not 64/128): unscaled vector part, plus scalar tail, then scale.
-    for (int32_t g = 0; g < n_group; ++g) {
-      float part[8], tail[8];
-      if constexpr (NP == 8) {
-        score_tile<1, 8, F16>(q + static_cast<int64_t>(g) * hd, hd, hdv, kpool, rows, 1.0f, part, 0);
-      } else {
-        score_tile<1, 4, F16>(q + static_cast<int64_t>(g) * hd, hd, hdv, kpool, rows, 1.0f, part, 0);
-      }
-      score_tail<F16>(q + static_cast<int64_t>(g) * hd, 1, hd, hdv, kpool, rows, NP, tail, 0);
-      #pragma GCC unroll 16
-      for (int j = 0; j < NP; ++j) out[g * stride + j] = (part[j] + tail[j]) * scale;
-    }
-    return;
-  }
-  if constexpr (NP == 8) {
-    for (int32_t g = 0; g < n_group; ++g)
-      score_tile<1, 8, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
-  } else {
-    for_head_tiles(n_group, [&]<int HT>(int32_t g) {
-      score_tile<HT, 4, F16>(q + static_cast<int64_t>(g) * hd, hd, hd, kpool, rows, scale, out + g * stride, stride);
-    });
-  }
-}
-
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx2_attention {
-  // Pass 1: dst[g * stride + p] = scale * q_g . k_p for p < n_ctx (lanes up
-  // to the next multiple of 4 or 8 past n_ctx hold junk; pass 2 zeroes them).
-  // Kept out of line: inlined into attention_passes, GCC 12 spills the K row
-  // pointers of the score tiles (f16 KV attention measured ~12% slower).
+  // Pass 1: scores_transposed (ops_simd_avx2.h) in 8-lane chunks.
   template <bool F16>
-  __attribute__((noinline)) static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
+  static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                      const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
-    const int32_t hd = kv.head_dim;
-    // One head per call: 8 rows x 1 head; otherwise 4 rows x up to 3 heads.
-    const int32_t np = n_group == 1 ? 8 : 4;
-    int32_t blk = 0, slot = 0;
-    for (int32_t p0 = 0; p0 < n_ctx; p0 += np) {
-      int64_t rows[8];
-      next_kv_rows(kv, kv_head, block_table, std::min(np, n_ctx - p0), np, blk, slot, rows);
-      if (np == 8) {
-        scores_for_rows<8, F16>(q, n_group, hd, kv.k, rows, scale, dst + p0, stride);
-      } else {
-        scores_for_rows<4, F16>(q, n_group, hd, kv.k, rows, scale, dst + p0, stride);
-      }
-    }
+    scores_transposed<lanes8, void, F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);
   }
 
   // out[h][d0 .. d0 + 8*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.

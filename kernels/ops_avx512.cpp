@@ -5,22 +5,24 @@
 // Same three passes as the avx2 kernel (no online rescaling, so a result is a
 // fixed function of q and the logical K/V contents), with 16-float vectors:
 //
-//   1. scores[g][p] = scale * q_g . k_p, positions in tiles of 8 and heads in
-//      tiles of <= 3: each K vector (16 dims) is loaded/converted once per
-//      tile and feeds every head of it; 3 x 8 accumulators stay in registers.
-//      Per score: lane l accumulates dims l, l+16, l+32, ... in order (one
-//      FMA chain), then the 16 lanes are folded lo+hi into 8 and summed in
-//      the fixed hadd order of hsum8x8 below.
+//   1. scores[g][p] = scale * q_g . k_p over the transposed K
+//      (scores_transposed of ops_simd_avx2.h): 16 slots per vector, one FMA
+//      chain per score over the dims in order, no horizontal sums; each K
+//      vector is loaded/converted once per tile of <= 3 heads. Blocks whose
+//      size is not a multiple of 16 use 8-lane chunks and single slots for
+//      the rest, which compute the same chain, so scores are bitwise those of
+//      the avx2 kernel.
 //   2. per head: max, w = exp(s - max) in place, sum (softmax_heads of
 //      ops_simd_avx2.h, shared with the avx2 kernel).
 //   3. out_g = (sum_p w[g][p] v_p) / sum_g: per tile of <= 3 heads and <= 64
 //      dims, one FMA chain per (head, 16 dims) over p in order.
 //
-// Whatever the tiling (how many heads share a call, n_ctx % 8), a score and an
-// output element are computed by the same arithmetic, so results do not depend
-// on the batch (batch invariance). They differ from the avx2 kernel only by
-// float rounding (different lane grouping); tests bound both against a double
-// reference. head_dim % 16 != 0 is delegated to the avx2 kernel.
+// Whatever the tiling (how many heads share a call, n_ctx % 8, the block
+// size), a score and an output element are computed by the same arithmetic,
+// so results do not depend on the batch (batch invariance). Outputs differ
+// from the avx2 kernel only by float rounding in pass 3 (16- vs 8-lane
+// softmax sums); tests bound both against a double reference.
+// head_dim % 16 != 0 is delegated to the avx2 kernel.
 // GCC 12's avx512fintrin.h builds undefined vectors with a self-initialisation
 // that -Wmaybe-uninitialized reports once inlined (GCC PR 105593, fixed in 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -45,60 +47,37 @@ inline __m512 load16(const void* pool, int64_t at) {
   }
 }
 
-// Lane j of the result = sum of the 16 lanes of a[j]: lo256 + hi256, then the
-// pairwise hadds of hsum8; the order depends only on j's lane layout, never on the tile.
-inline __m256 hsum8x8(const __m512* a) {
-  __m256 h[8];
-  #pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {
-    h[j] = _mm256_add_ps(_mm512_castps512_ps256(a[j]),
-                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a[j]), 1)));
+// 16 float lanes: the wide lane type of the score pass (see lanes8).
+struct lanes16 {
+  using reg = __m512;
+  static constexpr int L = 16;
+  template <int HT>
+  static constexpr int nc = HT == 1 ? 8 : 4;  // 4 or 8 measured alike for HT > 1
+  static reg zero() { return _mm512_setzero_ps(); }
+  static reg bcast(const float* x) { return _mm512_set1_ps(*x); }
+  static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  template <bool F16>
+  static reg load(const void* pool, int64_t at) {
+    return load16<F16>(pool, at);
   }
-  return hsum8(h);
-}
-
-// scores of HT heads (q rows q + h*hd) against the 8 K rows at element offsets
-// rows[0..8), written to out[h*stride + 0..8). hd % 16 == 0.
-template <int HT, bool F16>
-inline void score_tile(const float* q, int32_t hd, const void* kpool, const int64_t* rows, float scale, float* out,
-                       int64_t stride) {
-  __m512 acc[HT][8];
-  #pragma GCC unroll 32
-  for (int h = 0; h < HT; ++h)
-    #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) acc[h][j] = _mm512_setzero_ps();
-  for (int32_t d = 0; d < hd; d += 16) {
-    __m512 qv[HT];
-    #pragma GCC unroll 4
-    for (int h = 0; h < HT; ++h) qv[h] = _mm512_loadu_ps(q + static_cast<int64_t>(h) * hd + d);
-    #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m512 k = load16<F16>(kpool, rows[j] + d);
-      #pragma GCC unroll 4
-      for (int h = 0; h < HT; ++h) acc[h][j] = _mm512_fmadd_ps(qv[h], k, acc[h][j]);
+  // out[0..n) = lanes [0, n) of v * scale.
+  static void store(float* out, reg v, float scale, int32_t n) {
+    v = _mm512_mul_ps(v, _mm512_set1_ps(scale));
+    if (n == L) {
+      _mm512_storeu_ps(out, v);
+    } else if (n > 0) {
+      _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n) - 1), v);
     }
   }
-  const __m256 sv = _mm256_set1_ps(scale);
-  #pragma GCC unroll 4
-  for (int h = 0; h < HT; ++h) _mm256_storeu_ps(out + h * stride, _mm256_mul_ps(hsum8x8(acc[h]), sv));
-}
+};
 
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx512_attention {
-  // Pass 1 for all n_group heads. Lanes past n_ctx (up to the next multiple of
-  // 8, inside the scores stride) hold junk that pass 2 zeroes.
+  // Pass 1: scores_transposed (ops_simd_avx2.h), 16-lane chunks, then 8.
   template <bool F16>
   static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                      const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
-    const int32_t hd = kv.head_dim;
-    int32_t blk = 0, slot = 0;
-    for (int32_t p0 = 0; p0 < n_ctx; p0 += 8) {
-      int64_t rows[8];
-      next_kv_rows(kv, kv_head, block_table, std::min(8, n_ctx - p0), 8, blk, slot, rows);
-      for_head_tiles(n_group, [&]<int HT>(int32_t g) {
-        score_tile<HT, F16>(q + static_cast<int64_t>(g) * hd, hd, kv.k, rows, scale, dst + g * stride + p0, stride);
-      });
-    }
+    scores_transposed<lanes16, lanes8, F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);
   }
 
   // out[h][d0 .. d0 + 16*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.

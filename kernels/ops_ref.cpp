@@ -67,29 +67,31 @@ void softmax_ref(float* x, int64_t n) {
 
 void kv_store_ref(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k,
                   const float* v) {
-  const int64_t at = detail::kv_row_index(kv, block, kv_head, slot);
+  const int64_t v_at = detail::kv_v_row_index(kv, block, kv_head, slot);
+  const int64_t k_at = detail::kv_k_index(kv, block, kv_head, slot, 0);  // dim d at k_at + d * block_size
+  const int64_t k_step = kv.block_size;
   if (kv.dtype == kv_dtype::f32) {
-    std::memcpy(static_cast<float*>(kv.k) + at, k, sizeof(float) * kv.head_dim);
-    std::memcpy(static_cast<float*>(kv.v) + at, v, sizeof(float) * kv.head_dim);
+    std::memcpy(static_cast<float*>(kv.v) + v_at, v, sizeof(float) * kv.head_dim);
+    for (int32_t d = 0; d < kv.head_dim; ++d) static_cast<float*>(kv.k)[k_at + d * k_step] = k[d];
     return;
   }
-  uint16_t* kh = static_cast<uint16_t*>(kv.k) + at;
-  uint16_t* vh = static_cast<uint16_t*>(kv.v) + at;
+  uint16_t* kh = static_cast<uint16_t*>(kv.k) + k_at;
+  uint16_t* vh = static_cast<uint16_t*>(kv.v) + v_at;
   for (int32_t d = 0; d < kv.head_dim; ++d) {
-    kh[d] = f32_to_fp16(k[d]);
+    kh[d * k_step] = f32_to_fp16(k[d]);
     vh[d] = f32_to_fp16(v[d]);
   }
 }
 
-// Element d of the K or V row at position p (converted to float).
-inline float kv_elem(const paged_kv_view& kv, const void* pool, int64_t row, int32_t d) {
-  if (kv.dtype == kv_dtype::f32) return static_cast<const float*>(pool)[row + d];
-  return fp16_to_f32(static_cast<const uint16_t*>(pool)[row + d]);
+// Element `at` of a K or V pool (converted to float).
+inline float kv_elem(const paged_kv_view& kv, const void* pool, int64_t at) {
+  if (kv.dtype == kv_dtype::f32) return static_cast<const float*>(pool)[at];
+  return fp16_to_f32(static_cast<const uint16_t*>(pool)[at]);
 }
 
 void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                    const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
-  const int32_t hd = kv.head_dim;
+  const int32_t hd = kv.head_dim, bs = kv.block_size;
   if (n_ctx <= 0) {
     std::memset(out, 0, sizeof(float) * n_group * hd);
     return;
@@ -100,9 +102,9 @@ void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int
     float* sc = scratch + g * stride;
     float mx = -std::numeric_limits<float>::infinity();
     for (int32_t p = first; p < n_ctx; ++p) {
-      const int64_t row = detail::kv_row_index(kv, block_table[p / kv.block_size], kv_head, p % kv.block_size);
+      const int64_t k0 = detail::kv_k_index(kv, block_table[p / bs], kv_head, p % bs, 0);
       float dot = 0.0f;
-      for (int32_t d = 0; d < hd; ++d) dot += qg[d] * kv_elem(kv, kv.k, row, d);
+      for (int32_t d = 0; d < hd; ++d) dot += qg[d] * kv_elem(kv, kv.k, k0 + static_cast<int64_t>(d) * bs);
       sc[p] = dot * scale;
       mx = std::fmax(mx, sc[p]);
     }
@@ -114,8 +116,8 @@ void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int
     float* og = out + static_cast<int64_t>(g) * hd;
     for (int32_t d = 0; d < hd; ++d) og[d] = 0.0f;
     for (int32_t p = first; p < n_ctx; ++p) {
-      const int64_t row = detail::kv_row_index(kv, block_table[p / kv.block_size], kv_head, p % kv.block_size);
-      for (int32_t d = 0; d < hd; ++d) og[d] += sc[p] * kv_elem(kv, kv.v, row, d);
+      const int64_t row = detail::kv_v_row_index(kv, block_table[p / bs], kv_head, p % bs);
+      for (int32_t d = 0; d < hd; ++d) og[d] += sc[p] * kv_elem(kv, kv.v, row + d);
     }
     const float inv = 1.0f / sum;
     for (int32_t d = 0; d < hd; ++d) og[d] *= inv;

@@ -8,9 +8,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
@@ -23,30 +25,14 @@ namespace {
 // (scalar code, but kept here with internal linkage like everything in this
 // header, so no AVX-compiled copy is shared across files)
 
-// Element offsets of the rows of the next r positions of kv head kv_head, in
-// position order, into rows[0..r); rows[r..n) = rows[0] (junk lanes past the
-// context). (blk, slot) is the cursor of the next position (start at 0, 0) and
-// is advanced past the r positions. 1 <= r <= n.
-inline void next_kv_rows(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t r, int32_t n,
-                         int32_t& blk, int32_t& slot, int64_t* rows) {
-  for (int32_t j = 0; j < r; ++j) {
-    rows[j] = kv_row_index(kv, block_table[blk], kv_head, slot);
-    if (++slot == kv.block_size) {
-      slot = 0;
-      ++blk;
-    }
-  }
-  for (int32_t j = r; j < n; ++j) rows[j] = rows[0];
-}
-
 // Calls f(p, at) for the positions p = 0 .. n_ctx-1 of kv head kv_head in
-// order, at = element offset of dim d0 of position p's row.
+// order, at = element offset of dim d0 of position p's V row.
 template <class F>
 inline void for_each_kv_pos(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t n_ctx,
                             int32_t d0, F&& f) {
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
-    int64_t at = kv_row_index(kv, block_table[b], kv_head, 0) + d0;
+    int64_t at = kv_v_row_index(kv, block_table[b], kv_head, 0) + d0;
     const int32_t end = std::min(n_ctx, p + kv.block_size);
     for (; p < end; ++p, at += kv.head_dim) f(p, at);
   }
@@ -176,11 +162,186 @@ inline void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_
   }
 }
 
+// ---------------------------------------------------------------- pass 1: scores over the transposed K
+//
+// Every score is one fixed sequence at every ISA level, lane width and tiling:
+//   acc = 0;  for d = 0 .. head_dim-1: acc = fma(q[d], k[d], acc);  score = acc * scale
+// K is dim-major within a block (paged_kv_view), so L consecutive slots of a
+// block are one vector per dim: lane i accumulates slot i's score and lanes
+// never mix. A 16-lane chunk, an 8-lane chunk and the scalar loop therefore
+// give the same bits, whatever the block size or the heads sharing a call.
+
+// L consecutive slots of one block (L = the lane type's width).
+struct k_chunk {
+  int64_t at;  // element offset of (dim 0, first slot)
+  int32_t p;   // position of the first slot (offset into a head's scores)
+  int32_t n;   // lanes stored, 0..L (0: a padding chunk, computed and dropped)
+};
+
+// 8 float lanes (AVX2+FMA+F16C): the lane type of the avx2 kernel, and of the
+// avx512 one for blocks with 8..15 slots left over.
+struct lanes8 {
+  using reg = __m256;
+  static constexpr int L = 8;
+  // Chunks per tile of HT heads: HT*NC accumulators, enough independent FMA
+  // chains to cover the FMA latency, within the 16 registers.
+  template <int HT>
+  static constexpr int nc = HT == 1 ? 8 : 4;
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg bcast(const float* x) { return _mm256_broadcast_ss(x); }
+  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  template <bool F16>
+  static reg load(const void* pool, int64_t at) {
+    if constexpr (F16) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(pool) + at)));
+    } else {
+      return _mm256_loadu_ps(static_cast<const float*>(pool) + at);
+    }
+  }
+  // out[0..n) = lanes [0, n) of v * scale.
+  static void store(float* out, reg v, float scale, int32_t n) {
+    v = _mm256_mul_ps(v, _mm256_set1_ps(scale));
+    if (n == L) {
+      _mm256_storeu_ps(out, v);
+    } else if (n > 0) {
+      _mm256_maskstore_ps(out, tail_mask(n), v);
+    }
+  }
+};
+
+// Scores of HT heads (q rows q + h*hd) for the slots of NC chunks, written to
+// out[h*stride + chunk.p + i] for i < chunk.n. k_step = block_size (elements
+// between a slot's consecutive dims). Reads L slots per chunk from ch[c].at.
+template <class V, int HT, int NC, bool F16>
+inline void score_chunks(const float* q, int32_t hd, int64_t k_step, const void* kpool, const k_chunk* ch, float scale,
+                         float* out, int64_t stride) {
+  typename V::reg acc[HT][NC];
+  #pragma GCC unroll 32
+  for (int h = 0; h < HT; ++h)
+    #pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[h][c] = V::zero();
+  int64_t at[NC];
+  #pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) at[c] = ch[c].at;
+  for (int32_t d = 0; d < hd; ++d) {
+    typename V::reg qv[HT];
+    #pragma GCC unroll 4
+    for (int h = 0; h < HT; ++h) qv[h] = V::bcast(q + static_cast<int64_t>(h) * hd + d);
+    #pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      const typename V::reg k = V::template load<F16>(kpool, at[c]);
+      at[c] += k_step;
+      #pragma GCC unroll 4
+      for (int h = 0; h < HT; ++h) acc[h][c] = V::fma(qv[h], k, acc[h][c]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int h = 0; h < HT; ++h)
+    #pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) V::store(out + h * stride + ch[c].p, acc[h][c], scale, ch[c].n);
+}
+
+// Up to 8 chunks of one lane type, scored for all heads when full or flushed.
+template <class V, bool F16>
+class chunk_batch {
+ public:
+  static constexpr int k_max = 8;
+  chunk_batch(const float* q, int32_t n_group, int32_t hd, int64_t k_step, const void* kpool, float scale, float* out,
+              int64_t stride)
+      : q_(q), n_group_(n_group), hd_(hd), k_step_(k_step), kpool_(kpool), scale_(scale), out_(out), stride_(stride) {}
+
+  void push(const k_chunk& c) {
+    ch_[n_++] = c;
+    if (n_ == k_max) flush();
+  }
+
+  // Scores the pending chunks: full tiles of nc<HT> chunks, then the rest in
+  // one tile of 1, 2, 4 or 8 chunks, padded with chunks that store nothing.
+  void flush() {
+    if (n_ == 0) return;
+    for_head_tiles(n_group_, [&]<int HT>(int32_t g) {
+      constexpr int NC = V::template nc<HT>;
+      const float* qg = q_ + static_cast<int64_t>(g) * hd_;
+      float* og = out_ + g * stride_;
+      int i = 0;
+      for (; i + NC <= n_; i += NC) score_chunks<V, HT, NC, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+      const int rem = n_ - i;
+      if (rem == 0) return;
+      for (int j = n_; j < k_max; ++j) ch_[j] = {ch_[0].at, 0, 0};
+      if (rem == 1) {
+        score_chunks<V, HT, 1, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+      } else if (rem == 2) {
+        score_chunks<V, HT, 2, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+      } else if (rem <= 4) {
+        score_chunks<V, HT, 4, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+      } else {
+        score_chunks<V, HT, 8, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+      }
+    });
+    n_ = 0;
+  }
+
+ private:
+  const float* q_;
+  int32_t n_group_, hd_;
+  int64_t k_step_;
+  const void* kpool_;
+  float scale_;
+  float* out_;
+  int64_t stride_;
+  k_chunk ch_[k_max];
+  int n_ = 0;
+};
+
+template <bool F16>
+inline float load_k1(const void* pool, int64_t at) {
+  if constexpr (F16) {
+    return _cvtsh_ss(static_cast<const uint16_t*>(pool)[at]);
+  } else {
+    return static_cast<const float*>(pool)[at];
+  }
+}
+
+// Pass 1 of attention_passes: dst[g * stride + p] = score of head g at
+// position p < n_ctx (nothing is written past n_ctx). Slots go to chunks of
+// Wide lanes where a whole chunk lies inside its block, then (when Narrow is
+// not void) to chunks of Narrow lanes, and the rest one by one (block sizes
+// that are not a multiple of the lane count).
+template <class Wide, class Narrow, bool F16>
+void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
+                       const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
+  const int32_t hd = kv.head_dim, bs = kv.block_size;
+  chunk_batch<Wide, F16> wide(q, n_group, hd, bs, kv.k, scale, dst, stride);
+  using narrow_lanes = std::conditional_t<std::is_void_v<Narrow>, Wide, Narrow>;
+  chunk_batch<narrow_lanes, F16> narrow(q, n_group, hd, bs, kv.k, scale, dst, stride);
+  int32_t p = 0;
+  for (int32_t b = 0; p < n_ctx; ++b) {
+    const int64_t base = kv_k_index(kv, block_table[b], kv_head, 0, 0);
+    const int32_t n = std::min(bs, n_ctx - p);
+    int32_t s = 0;
+    for (; s < n && s + Wide::L <= bs; s += Wide::L) wide.push({base + s, p + s, std::min(Wide::L, n - s)});
+    if constexpr (!std::is_void_v<Narrow>) {
+      for (; s < n && s + Narrow::L <= bs; s += Narrow::L) narrow.push({base + s, p + s, std::min(Narrow::L, n - s)});
+    }
+    for (; s < n; ++s) {
+      for (int32_t g = 0; g < n_group; ++g) {
+        const float* qg = q + static_cast<int64_t>(g) * hd;
+        float acc = 0.0f;
+        for (int32_t d = 0; d < hd; ++d) acc = std::fma(qg[d], load_k1<F16>(kv.k, base + s + static_cast<int64_t>(d) * bs), acc);
+        dst[g * stride + p + s] = acc * scale;
+      }
+    }
+    p += n;
+  }
+  wide.flush();
+  narrow.flush();
+}
+
 // The attention kernels' structure (three passes, no online rescaling, so the
 // result is a fixed function of q and the logical K/V contents):
 //   1. K::scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride)
 //      writes the scaled scores of head g at scratch + g * stride (junk allowed
-//      past n_ctx up to round_up(n_ctx, 8));
+//      past n_ctx up to round_up(n_ctx, 8)): scores_transposed above;
 //   2. softmax_heads turns them into weights w and inv = 1 / sum(w);
 //   3. K::v_heads<HT, F16>(w, stride, kv, kv_head, block_table, n_ctx, inv, out)
 //      writes out = (sum_p w[p] v_p) * inv for each head tile of for_head_tiles.

@@ -3,18 +3,23 @@
 // by the block_pool (allocation) and each sequence's block table; this class
 // only owns the memory.
 //
-// Layout of one layer's K (and likewise V) pool, dtype f16 or f32:
+// Layout of one layer's K and V pools, dtype f16 or f32 (kernels/ops.h
+// paged_kv_view states it too):
 //
-//   block 0                               block 1
-//   +-------------------------------+     +---------------------------
-//   | kv head 0: slot 0 [head_dim]  |     | kv head 0: slot 0 ...
-//   |            slot 1 [head_dim]  |     | ...
-//   |            ...  (block_size)  |
-//   | kv head 1: slot 0 ...         |
-//   | ...        (n_kv_heads)       |
-//   +-------------------------------+     +---------------------------
+//   block 0                                      block 1
+//   +--------------------------------------+     +------------------
+//   | kv head 0: bs * hd elements           |     | kv head 0 ...
+//   | kv head 1: ...       (n_kv_heads)     |     | ...
+//   +--------------------------------------+     +------------------
 //
-//   element (b, h, s, d) at ((b * n_kv_heads + h) * block_size + s) * head_dim + d
+//   one kv head's part of a block, V:         K (transposed):
+//     slot 0  [d0 d1 ... d(hd-1)]               dim 0  [s0 s1 ... s(bs-1)]
+//     slot 1  [d0 d1 ...        ]               dim 1  [s0 s1 ...        ]
+//     ...     (block_size rows)                 ...    (head_dim rows)
+//
+//   base(b, h) = (b * n_kv_heads + h) * block_size * head_dim
+//   V element (b, h, s, d) at base + s * head_dim + d
+//   K element (b, h, s, d) at base + d * block_size + s
 //
 // Thread-safety: the memory is written by the forward pass only for slots of
 // sequences in the current step (disjoint per task) and read by attention.

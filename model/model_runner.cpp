@@ -249,8 +249,12 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     project(xn, D, T, {{&L.wq, q_.data(), QD}, {&L.wk, k_.data(), KD}, {&L.wv, v_.data(), KD}}, prologue_of(attn_in));
     timeline.mark("rope_kv_store");
 
-    // Bias, RoPE and KV store, per token.
-    pool_.parallel_for(T, [&](int64_t t, int) {
+    // Bias, RoPE and KV store, per token, in tasks of up to block_size
+    // consecutive tokens: the slots of a block share the cache lines of its
+    // transposed K (kernels/ops.h), so a prompt's tokens of one block are
+    // written by one thread rather than alternating between cores.
+    const int64_t store_run = std::clamp<int64_t>(T / (4 * pool_.n_threads()), 1, kv.block_size);
+    auto store_token = [&](int64_t t) {
       float* qt = q_.data() + t * QD;
       float* kt = k_.data() + t * KD;
       float* vt = v_.data() + t * KD;
@@ -270,6 +274,9 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
       const int32_t block = bt[static_cast<size_t>(tr.pos / kv.block_size)];
       const int32_t slot = tr.pos % kv.block_size;
       for (int32_t h = 0; h < n_kv; ++h) ops.kv_store(kv, block, slot, h, kt + h * HD, vt + h * HD);
+    };
+    pool_.parallel_for((T + store_run - 1) / store_run, [&](int64_t task, int) {
+      for (int64_t t = task * store_run; t < std::min(T, (task + 1) * store_run); ++t) store_token(t);
     });
 
     // Attention over the (token, kv head) items, in runs of consecutive items per

@@ -461,7 +461,8 @@ struct paged_cache {
   }
 
   float elem(bool is_k, int32_t p, int32_t h, int32_t d) const {
-    const int64_t at = detail::kv_row_index(view, table[p / view.block_size], h, p % view.block_size) + d;
+    const int32_t block = table[p / view.block_size], slot = p % view.block_size;
+    const int64_t at = is_k ? detail::kv_k_index(view, block, h, slot, d) : detail::kv_v_row_index(view, block, h, slot) + d;
     if (view.dtype == kv_dtype::f32) return (is_k ? kf : vf)[at];
     return fp16_to_f32((is_k ? kh : vh)[at]);
   }
@@ -634,7 +635,8 @@ TEST_P(OpsLevel, ResultsIndependentOfBufferAlignment) {
 }
 
 // Attention depends only on the logical K/V contents: a different physical
-// block placement, a different block size's worth of pages, q at another
+// block placement, other block sizes (multiples of the 16- and 8-lane score
+// chunks, and sizes whose leftover slots go one by one), q at another
 // address, and dirty scratch all give identical bits.
 TEST_P(OpsLevel, AttentionIndependentOfPhysicalLayout) {
   const ops_table& t = ops_at();
@@ -656,6 +658,13 @@ TEST_P(OpsLevel, AttentionIndependentOfPhysicalLayout) {
     t.attention(q.data(), n_group, c.view, 1, c.table.data(), 0, n_ctx, 0.125f, oc.data(), s2.data());
     EXPECT_TRUE(bits_equal(oa, ob));
     EXPECT_TRUE(bits_equal(oa, oc));
+    for (int32_t bs : {1, 7, 13, 24, 33, 40, 64, 100}) {
+      paged_cache d(dt, bs, 2, hd, n_ctx, 10 + bs);
+      d.fill(t, n_ctx, 42);
+      std::vector<float> od(oa.size());
+      t.attention(q.data(), n_group, d.view, 1, d.table.data(), 0, n_ctx, 0.125f, od.data(), s2.data());
+      EXPECT_TRUE(bits_equal(oa, od)) << "block_size=" << bs;
+    }
     // Each head's result does not depend on which other heads share the call.
     std::vector<float> o1(hd);
     t.attention(q.data() + hd, 1, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o1.data(), s1.data());
