@@ -243,6 +243,11 @@ inline float load_1(const void* pool, int64_t at) {
 
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx2_attention {
+  // Pass 2: the 8-lane softmax_heads (ops_simd_avx2.h).
+  static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
+    detail::softmax_heads(scores, stride, n_group, n_ctx, inv);
+  }
+
   // Pass 1: scores_transposed (ops_simd_avx2.h) in 8-lane chunks.
   template <bool F16>
   static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,

@@ -12,8 +12,9 @@
 //      size is not a multiple of 16 use 8-lane chunks and single slots for
 //      the rest, which compute the same chain, so scores are bitwise those of
 //      the avx2 kernel.
-//   2. per head: max, w = exp(s - max) in place, sum (softmax_heads of
-//      ops_simd_avx2.h, shared with the avx2 kernel).
+//   2. per head: max, w = exp(s - max) in place, sum: softmax_heads16
+//      below, the avx2 kernel's exp on 16 lanes (same w bits, sums in
+//      another order).
 //   3. out_g = (sum_p w[g][p] v_p) / sum_g: per tile of <= 3 heads and <= 64
 //      dims, one FMA chain per (head, 16 dims) over p in order.
 //
@@ -29,6 +30,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
@@ -44,6 +46,78 @@ inline __m512 load16(const void* pool, int64_t at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(pool) + at)));
   } else {
     return _mm512_loadu_ps(static_cast<const float*>(pool) + at);
+  }
+}
+
+// exp_ps of ops_simd_avx2.h on 16 lanes: the same instruction sequence per
+// lane, so each lane's value is bitwise the 8-lane one.
+inline __m512 exp16(__m512 x) {
+  // min/max keep the second operand when one is NaN, so NaN passes through.
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i n1 = _mm512_srai_epi32(ni, 1);
+  const __m512i n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+
+inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }  // 0 <= n <= 16
+
+// Pass 2 on 16 lanes (the contract of softmax_heads in ops_simd_avx2.h): per
+// head, max, w = exp(s - max) in place (zeros up to round_up(n_ctx, 8)) and
+// inv = 1 / sum(w), the sum in a fixed order (two 16-lane accumulators, then
+// _mm512_reduce_add_ps).
+inline void softmax_heads16(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
+  const int64_t n = n_ctx;
+  const int64_t padded = attention_scores_stride(n_ctx);  // round_up(n_ctx, 8) <= stride
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int32_t g = 0; g < n_group; ++g) {
+    float* x = scores + g * stride;
+    __m512 m0 = ninf, m1 = ninf;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+      m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+      m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+    }
+    for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    if (i < n) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(ninf, first_lanes(n - i), x + i));
+    const __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(m0, m1)));
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    i = 0;
+    for (; i + 32 <= n; i += 32) {
+      const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+      const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), mv));
+      _mm512_storeu_ps(x + i, e0);
+      _mm512_storeu_ps(x + i + 16, e1);
+      s0 = _mm512_add_ps(s0, e0);
+      s1 = _mm512_add_ps(s1, e1);
+    }
+    for (; i + 16 <= n; i += 16) {
+      const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+      _mm512_storeu_ps(x + i, e0);
+      s0 = _mm512_add_ps(s0, e0);
+    }
+    if (i < n) {
+      const __mmask16 m = first_lanes(n - i);
+      const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)));
+      _mm512_mask_storeu_ps(x + i, first_lanes(std::min<int64_t>(16, padded - i)), e);
+      s1 = _mm512_add_ps(s1, e);
+    }
+    inv[g] = 1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
   }
 }
 
@@ -73,6 +147,10 @@ struct lanes16 {
 
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx512_attention {
+  static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
+    softmax_heads16(scores, stride, n_group, n_ctx, inv);
+  }
+
   // Pass 1: scores_transposed (ops_simd_avx2.h), 16-lane chunks, then 8.
   template <bool F16>
   static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,

@@ -342,7 +342,8 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
 //   1. K::scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride)
 //      writes the scaled scores of head g at scratch + g * stride (junk allowed
 //      past n_ctx up to round_up(n_ctx, 8)): scores_transposed above;
-//   2. softmax_heads turns them into weights w and inv = 1 / sum(w);
+//   2. K::softmax_heads(scratch, stride, n_group, n_ctx, inv) turns them into
+//      weights w and inv = 1 / sum(w) (softmax_heads above, or a wider one);
 //   3. K::v_heads<HT, F16>(w, stride, kv, kv_head, block_table, n_ctx, inv, out)
 //      writes out = (sum_p w[p] v_p) * inv for each head tile of for_head_tiles.
 // F16: the pools hold fp16 halves (else floats). n_ctx >= 1; the arguments are
@@ -364,7 +365,7 @@ void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, 
       for (int32_t p = 0; p < n_masked; ++p) scratch[g * stride + p] = -std::numeric_limits<float>::infinity();
     }
     head_floats inv(n_group);
-    softmax_heads(scratch, stride, n_group, n_ctx, inv.data());
+    K::softmax_heads(scratch, stride, n_group, n_ctx, inv.data());
     for_head_tiles(n_group, [&]<int HT>(int32_t g) {
       K::template v_heads<HT, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv.data() + g,
                                    out + static_cast<int64_t>(g) * hd);
