@@ -586,8 +586,12 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
     auto tiles = [&]<class D, int NC>(const D (&dec)[NC], int64_t s0, int64_t s1, int64_t c0, int64_t c_lo,
                                       int64_t c_hi, const uint8_t* pf, int64_t pf_l) {
       constexpr int TR = tile_rows_of<D, NC>;
+      // The row tiles share the prefetch of pf_l lines per block: tile t asks
+      // for its slice, pf_t lines per block from pf + t * pf_t * nb lines.
+      const int64_t n_t = (s1 - s0 + TR - 1) / TR;
+      pf_l = (pf_l + n_t - 1) / n_t;
       int64_t r = s0;
-      for (; r + TR <= s1; r += TR, pf = nullptr)
+      for (; r + TR <= s1; r += TR, pf = pf != nullptr ? pf + pf_l * L.nb * 64 : nullptr)
         rows_quant<D, NC, TR>(dec, L.nb, act, n_in, r, bias_at(r), y, ldy, c0, c_lo, c_hi, pf, pf_l);
 #define SPATE_TAIL(N)                                                                                     \
   case N:                                                                                                 \
@@ -608,12 +612,17 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
           const int64_t st = w.stride();
           const uint8_t* rec = w.data() + g * st;
           const int64_t c0 = g * 8, c_lo = std::max(col_begin, c0), c_hi = std::min(col_end, c0 + 8 * n_g);
-          // Only the first row tile of the first sub-chunk streams a group from memory: it
-          // prefetches the n_g groups pf_groups later (of this block, or of the next one when
-          // no other sub-chunk runs in between); later tiles hit the cache.
+          // Only the first row tile of the first sub-chunk streams a group from memory; later
+          // tiles hit the cache. The first sub-chunk prefetches groups of this block (or of the
+          // next one when no other sub-chunk runs in between): with one row tile, the n_g groups
+          // pf_groups later; with several, the next n_g groups, a slice per tile, so the stream
+          // spreads over all the tiles' work (bd16: the first of three tiles alone asked for
+          // more than a core's bandwidth while the others left memory idle).
           const int64_t pf_end = s1 == r1 ? g_end : gb_end;
-          const uint8_t* pf = prefetch && s0 == r0 && g + n_g - 1 + pf_groups < pf_end
-                                  ? w.data() + (g + pf_groups) * st
+          const int64_t tr = n_g == 4 ? tile_rows_of<pair_t, 2> : tile_rows;
+          const int64_t ahead = s1 - s0 > tr ? n_g : pf_groups;
+          const uint8_t* pf = prefetch && s0 == r0 && g + n_g - 1 + ahead < pf_end
+                                  ? w.data() + (g + ahead) * st
                                   : nullptr;
           const int64_t pf_l = n_g * pf_lines;
           if constexpr (!half_mins_of<Dec>) {

@@ -79,10 +79,14 @@ class model_runner {
   // costs a claim and a cold prefetch stream, so a task reads at least
   // k_min_stream_task_bytes of weights (SmolLM2 tg128 on Zen 4, interleaved
   // runs: 16 tasks per matmul 271 tok/s, 4 per thread 295, 2 per thread 314).
-  // Wider steps are compute-bound and get 8 tasks per thread for balance.
+  // That holds up to 32 rows (Zen 5, spate_bench bd16, 6 alternating rounds:
+  // SmolLM2 2009-2404 -> 2298-2724 tok/s with 8 rows as the bound; Gemma 3
+  // 270M 1171-1389 -> 1318-1413; the 1B shape, whose matmuls give 8 tasks per
+  // thread either way, unchanged). Wider steps are compute-bound and get 8
+  // tasks per thread for balance.
   // Chunking never changes an output's value (a column's dot product is whole).
   int64_t target_matmul_tasks(const mm_job* jobs, int n_jobs, int64_t n_rows) const;
-  static constexpr int64_t k_stream_max_rows = 8;
+  static constexpr int64_t k_stream_max_rows = 32;
   static constexpr int64_t k_min_stream_task_bytes = 256 * 1024;
   // Runs pro (if any) on every row, quantizes x once per activation format
   // and runs the jobs (at most 4).
