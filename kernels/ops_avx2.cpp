@@ -222,25 +222,6 @@ void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t
 //     32 dims so all accumulators stay in registers and each V element is
 //     loaded (and converted) once per head tile.
 
-// 8 elements [at, at + 8) of a KV pool (fp16 halves if F16, else floats) as floats. Unaligned.
-template <bool F16>
-inline __m256 load_kv8(const void* pool, int64_t at) {
-  if constexpr (F16) {
-    return load_f16x8(reinterpret_cast<const uint8_t*>(static_cast<const uint16_t*>(pool) + at));
-  } else {
-    return _mm256_loadu_ps(static_cast<const float*>(pool) + at);
-  }
-}
-
-template <bool F16>
-inline float load_1(const void* pool, int64_t at) {
-  if constexpr (F16) {
-    return _cvtsh_ss(static_cast<const uint16_t*>(pool)[at]);
-  } else {
-    return static_cast<const float*>(pool)[at];
-  }
-}
-
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx2_attention {
   // Pass 2: the 8-lane softmax_heads (ops_simd_avx2.h).
@@ -272,7 +253,7 @@ struct avx2_attention {
       for (int h = 0; h < HT; ++h) wv[h] = _mm256_broadcast_ss(w + h * stride + p);
       #pragma GCC unroll 16
       for (int c = 0; c < DC; ++c) {
-        const __m256 v = load_kv8<F16>(kv.v, at + 8 * c);
+        const __m256 v = lanes8::load<F16>(kv.v, at + 8 * c);
         #pragma GCC unroll 16
         for (int h = 0; h < HT; ++h) acc[h][c] = _mm256_fmadd_ps(wv[h], v, acc[h][c]);
       }
@@ -294,7 +275,7 @@ struct avx2_attention {
     for (int32_t h = 0; h < n_head; ++h) {
       float acc = 0.0f;
       for_each_kv_pos(kv, kv_head, block_table, n_ctx, d, [&](int32_t p, int64_t at) {
-        acc = std::fma(w[h * stride + p], load_1<F16>(kv.v, at), acc);
+        acc = std::fma(w[h * stride + p], load_kv1<F16>(kv.v, at), acc);
       });
       out[static_cast<int64_t>(h) * hd + d] = acc * inv[h];
     }

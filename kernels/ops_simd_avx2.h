@@ -178,8 +178,8 @@ struct k_chunk {
   int32_t n;   // lanes stored, 0..L (0: a padding chunk, computed and dropped)
 };
 
-// 8 float lanes (AVX2+FMA+F16C): the lane type of the avx2 kernel, and of the
-// avx512 one for blocks with 8..15 slots left over.
+// 8 float lanes (AVX2+FMA+F16C): the lane type of the avx2 kernel (its V pass
+// loads through it too), and of the avx512 one for blocks with 8..15 slots left over.
 struct lanes8 {
   using reg = __m256;
   static constexpr int L = 8;
@@ -293,8 +293,9 @@ class chunk_batch {
   int n_ = 0;
 };
 
+// Element at of a KV pool (an fp16 half if F16, else a float) as a float.
 template <bool F16>
-inline float load_k1(const void* pool, int64_t at) {
+inline float load_kv1(const void* pool, int64_t at) {
   if constexpr (F16) {
     return _cvtsh_ss(static_cast<const uint16_t*>(pool)[at]);
   } else {
@@ -327,7 +328,7 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
       for (int32_t g = 0; g < n_group; ++g) {
         const float* qg = q + static_cast<int64_t>(g) * hd;
         float acc = 0.0f;
-        for (int32_t d = 0; d < hd; ++d) acc = std::fma(qg[d], load_k1<F16>(kv.k, base + s + static_cast<int64_t>(d) * bs), acc);
+        for (int32_t d = 0; d < hd; ++d) acc = std::fma(qg[d], load_kv1<F16>(kv.k, base + s + static_cast<int64_t>(d) * bs), acc);
         dst[g * stride + p + s] = acc * scale;
       }
     }
