@@ -224,6 +224,7 @@ void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t
 
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx2_attention {
+  static constexpr int max_ht = lanes8::max_ht;
   // Pass 2: the 8-lane softmax_heads (ops_simd_avx2.h).
   static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
     detail::softmax_heads(scores, stride, n_group, n_ctx, inv);

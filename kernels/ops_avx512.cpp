@@ -8,14 +8,14 @@
 //   1. scores[g][p] = scale * q_g . k_p over the transposed K
 //      (scores_transposed of ops_simd_avx2.h): 16 slots per vector, one FMA
 //      chain per score over the dims in order, no horizontal sums; each K
-//      vector is loaded/converted once per tile of <= 3 heads. Blocks whose
+//      vector is loaded/converted once per tile of <= 4 heads. Blocks whose
 //      size is not a multiple of 16 use 8-lane chunks and single slots for
 //      the rest, which compute the same chain, so scores are bitwise those of
 //      the avx2 kernel.
 //   2. per head: max, w = exp(s - max) in place, sum: softmax_heads16
 //      below, the avx2 kernel's exp on 16 lanes (same w bits, sums in
 //      another order).
-//   3. out_g = (sum_p w[g][p] v_p) / sum_g: per tile of <= 3 heads and <= 64
+//   3. out_g = (sum_p w[g][p] v_p) / sum_g: per tile of <= 4 heads and <= 64
 //      dims, one FMA chain per (head, 16 dims) over p in order.
 //
 // Whatever the tiling (how many heads share a call, n_ctx % 8, the block
@@ -125,6 +125,7 @@ inline void softmax_heads16(float* scores, int64_t stride, int32_t n_group, int3
 struct lanes16 {
   using reg = __m512;
   static constexpr int L = 16;
+  static constexpr int max_ht = 4;  // 4 heads x 4 chunks: 16 of the 32 registers accumulate
   template <int HT>
   static constexpr int nc = HT == 1 ? 8 : 4;  // 4 or 8 measured alike for HT > 1
   static reg zero() { return _mm512_setzero_ps(); }
@@ -147,6 +148,9 @@ struct lanes16 {
 
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx512_attention {
+  // Heads per tile of the V pass: 4 x 4 accumulators of 16 dims (a GQA group
+  // of 4, as Gemma 3 270M and the 1B shape have, converts each V vector once).
+  static constexpr int max_ht = lanes16::max_ht;
   static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
     softmax_heads16(scores, stride, n_group, n_ctx, inv);
   }

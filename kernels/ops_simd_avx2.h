@@ -38,15 +38,21 @@ inline void for_each_kv_pos(const paged_kv_view& kv, int32_t kv_head, const int3
   }
 }
 
-// Splits heads [0, n_group) into tiles of 3 and one last tile of 2 or 1 and
-// calls f.template operator()<HT>(g) for each tile [g, g + HT), in order.
-template <class F>
+// Splits heads [0, n_group) into tiles of MaxHT (3 or 4) and one last tile of
+// fewer, and calls f.template operator()<HT>(g) for each tile [g, g + HT), in
+// order. A head's result never depends on its tile (per-head accumulators).
+template <int MaxHT, class F>
 inline void for_head_tiles(int32_t n_group, F&& f) {
+  static_assert(MaxHT == 3 || MaxHT == 4);
   int32_t g = 0;
-  for (; g + 3 <= n_group; g += 3) f.template operator()<3>(g);
-  if (n_group - g == 2) {
+  for (; g + MaxHT <= n_group; g += MaxHT) f.template operator()<MaxHT>(g);
+  const int32_t rest = n_group - g;
+  if constexpr (MaxHT == 4) {
+    if (rest == 3) f.template operator()<3>(g);
+  }
+  if (rest == 2) {
     f.template operator()<2>(g);
-  } else if (n_group - g == 1) {
+  } else if (rest == 1) {
     f.template operator()<1>(g);
   }
 }
@@ -183,6 +189,7 @@ struct k_chunk {
 struct lanes8 {
   using reg = __m256;
   static constexpr int L = 8;
+  static constexpr int max_ht = 3;  // heads per tile: 16 registers
   // Chunks per tile of HT heads: HT*NC accumulators, enough independent FMA
   // chains to cover the FMA latency, within the 16 registers.
   template <int HT>
@@ -259,7 +266,7 @@ class chunk_batch {
   // one tile of 1, 2, 4 or 8 chunks, padded with chunks that store nothing.
   void flush() {
     if (n_ == 0) return;
-    for_head_tiles(n_group_, [&]<int HT>(int32_t g) {
+    for_head_tiles<V::max_ht>(n_group_, [&]<int HT>(int32_t g) {
       constexpr int NC = V::template nc<HT>;
       const float* qg = q_ + static_cast<int64_t>(g) * hd_;
       float* og = out_ + g * stride_;
@@ -346,7 +353,8 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
 //   2. K::softmax_heads(scratch, stride, n_group, n_ctx, inv) turns them into
 //      weights w and inv = 1 / sum(w) (softmax_heads above, or a wider one);
 //   3. K::v_heads<HT, F16>(w, stride, kv, kv_head, block_table, n_ctx, inv, out)
-//      writes out = (sum_p w[p] v_p) * inv for each head tile of for_head_tiles.
+//      writes out = (sum_p w[p] v_p) * inv for each head tile of
+//      for_head_tiles<K::max_ht>.
 // F16: the pools hold fp16 halves (else floats). n_ctx >= 1; the arguments are
 // those of ops_table::attention.
 template <class K>
@@ -367,7 +375,7 @@ void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, 
     }
     head_floats inv(n_group);
     K::softmax_heads(scratch, stride, n_group, n_ctx, inv.data());
-    for_head_tiles(n_group, [&]<int HT>(int32_t g) {
+    for_head_tiles<K::max_ht>(n_group, [&]<int HT>(int32_t g) {
       K::template v_heads<HT, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv.data() + g,
                                    out + static_cast<int64_t>(g) * hd);
     });

@@ -665,10 +665,19 @@ TEST_P(OpsLevel, AttentionIndependentOfPhysicalLayout) {
       t.attention(q.data(), n_group, d.view, 1, d.table.data(), 0, n_ctx, 0.125f, od.data(), s2.data());
       EXPECT_TRUE(bits_equal(oa, od)) << "block_size=" << bs;
     }
-    // Each head's result does not depend on which other heads share the call.
+    // Each head's result does not depend on which other heads share the call
+    // (head tiles of 4, 3, 2 and 1 at the different levels).
     std::vector<float> o1(hd);
     t.attention(q.data() + hd, 1, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o1.data(), s1.data());
     EXPECT_TRUE(bits_equal(o1, std::vector<float>(oa.begin() + hd, oa.begin() + 2 * hd)));
+    const int32_t n_wide = 7;  // 4 + 3 heads at the avx512 level, 3 + 3 + 1 at avx2
+    const auto q7 = random_vec(rng, n_wide * hd);
+    std::vector<float> o7(n_wide * hd), s7(attention_scratch_floats(n_wide, n_ctx));
+    t.attention(q7.data(), n_wide, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o7.data(), s7.data());
+    for (int32_t h = 0; h < n_wide; ++h) {
+      t.attention(q7.data() + h * hd, 1, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o1.data(), s1.data());
+      EXPECT_TRUE(bits_equal(o1, std::vector<float>(o7.begin() + h * hd, o7.begin() + (h + 1) * hd))) << "head " << h;
+    }
   }
 }
 
