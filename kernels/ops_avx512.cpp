@@ -13,8 +13,8 @@
 //      the rest, which compute the same chain, so scores are bitwise those of
 //      the avx2 kernel.
 //   2. per head: max, w = exp(s - max) in place, sum: softmax_heads16
-//      below, the avx2 kernel's exp on 16 lanes (same w bits, sums in
-//      another order).
+//      below, exp_lanes (ops_simd_avx2.h) on 16 lanes (same w bits as the
+//      avx2 kernel, sums in another order).
 //   3. out_g = (sum_p w[g][p] v_p) / sum_g: per tile of <= 4 heads and <= 64
 //      dims, one FMA chain per (head, 16 dims) over p in order.
 //
@@ -49,31 +49,41 @@ inline __m512 load16(const void* pool, int64_t at) {
   }
 }
 
-// exp_ps of ops_simd_avx2.h on 16 lanes: the same instruction sequence per
-// lane, so each lane's value is bitwise the 8-lane one.
-inline __m512 exp16(__m512 x) {
-  // min/max keep the second operand when one is NaN, so NaN passes through.
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i n1 = _mm512_srai_epi32(ni, 1);
-  const __m512i n2 = _mm512_sub_epi32(ni, n1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
-  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
-  return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-}
+// 16 float lanes: the wide lane type of the score pass (see lanes8).
+struct lanes16 {
+  using reg = __m512;
+  static constexpr int L = 16;
+  static constexpr int max_ht = 4;  // 4 heads x 4 chunks: 16 of the 32 registers accumulate
+  template <int HT>
+  static constexpr int nc = HT == 1 ? 8 : 4;  // 4 or 8 measured alike for HT > 1
+  static reg zero() { return _mm512_setzero_ps(); }
+  static reg bcast(const float* x) { return _mm512_set1_ps(*x); }
+  static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  using ireg = __m512i;  // exp_lanes' operations, as lanes8's
+  static reg set1(float x) { return _mm512_set1_ps(x); }
+  static reg max(reg a, reg b) { return _mm512_max_ps(a, b); }
+  static reg min(reg a, reg b) { return _mm512_min_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static reg fnma(reg a, reg b, reg c) { return _mm512_fnmadd_ps(a, b, c); }
+  static reg round(reg a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static ireg to_int(reg a) { return _mm512_cvtps_epi32(a); }
+  static ireg half(ireg k) { return _mm512_srai_epi32(k, 1); }
+  static ireg sub(ireg a, ireg b) { return _mm512_sub_epi32(a, b); }
+  static reg pow2(ireg k) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23)); }
+  template <bool F16>
+  static reg load(const void* pool, int64_t at) {
+    return load16<F16>(pool, at);
+  }
+  // out[0..n) = lanes [0, n) of v * scale.
+  static void store(float* out, reg v, float scale, int32_t n) {
+    v = _mm512_mul_ps(v, _mm512_set1_ps(scale));
+    if (n == L) {
+      _mm512_storeu_ps(out, v);
+    } else if (n > 0) {
+      _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n) - 1), v);
+    }
+  }
+};
 
 inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }  // 0 <= n <= 16
 
@@ -99,52 +109,27 @@ inline void softmax_heads16(float* scores, int64_t stride, int32_t n_group, int3
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     i = 0;
     for (; i + 32 <= n; i += 32) {
-      const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
-      const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), mv));
+      const __m512 e0 = exp_lanes<lanes16>(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+      const __m512 e1 = exp_lanes<lanes16>(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), mv));
       _mm512_storeu_ps(x + i, e0);
       _mm512_storeu_ps(x + i + 16, e1);
       s0 = _mm512_add_ps(s0, e0);
       s1 = _mm512_add_ps(s1, e1);
     }
     for (; i + 16 <= n; i += 16) {
-      const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+      const __m512 e0 = exp_lanes<lanes16>(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
       _mm512_storeu_ps(x + i, e0);
       s0 = _mm512_add_ps(s0, e0);
     }
     if (i < n) {
       const __mmask16 m = first_lanes(n - i);
-      const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)));
+      const __m512 e = _mm512_maskz_mov_ps(m, exp_lanes<lanes16>(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mv)));
       _mm512_mask_storeu_ps(x + i, first_lanes(std::min<int64_t>(16, padded - i)), e);
       s1 = _mm512_add_ps(s1, e);
     }
     inv[g] = 1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
   }
 }
-
-// 16 float lanes: the wide lane type of the score pass (see lanes8).
-struct lanes16 {
-  using reg = __m512;
-  static constexpr int L = 16;
-  static constexpr int max_ht = 4;  // 4 heads x 4 chunks: 16 of the 32 registers accumulate
-  template <int HT>
-  static constexpr int nc = HT == 1 ? 8 : 4;  // 4 or 8 measured alike for HT > 1
-  static reg zero() { return _mm512_setzero_ps(); }
-  static reg bcast(const float* x) { return _mm512_set1_ps(*x); }
-  static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
-  template <bool F16>
-  static reg load(const void* pool, int64_t at) {
-    return load16<F16>(pool, at);
-  }
-  // out[0..n) = lanes [0, n) of v * scale.
-  static void store(float* out, reg v, float scale, int32_t n) {
-    v = _mm512_mul_ps(v, _mm512_set1_ps(scale));
-    if (n == L) {
-      _mm512_storeu_ps(out, v);
-    } else if (n > 0) {
-      _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n) - 1), v);
-    }
-  }
-};
 
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx512_attention {

@@ -78,34 +78,75 @@ class head_floats {
 
 // ---------------------------------------------------------------- exp and softmax passes
 
+// 8 float lanes (AVX2+FMA+F16C): the lane type of the avx2 kernel (its V pass
+// loads through it too), and of the avx512 one for blocks with 8..15 slots left over.
+struct lanes8 {
+  using reg = __m256;
+  static constexpr int L = 8;
+  static constexpr int max_ht = 3;  // heads per tile: 16 registers
+  // Chunks per tile of HT heads: HT*NC accumulators, enough independent FMA
+  // chains to cover the FMA latency, within the 16 registers.
+  template <int HT>
+  static constexpr int nc = HT == 1 ? 8 : 4;
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg bcast(const float* x) { return _mm256_broadcast_ss(x); }
+  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  // The rest of exp_lanes' operations.
+  using ireg = __m256i;
+  static reg set1(float x) { return _mm256_set1_ps(x); }
+  static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
+  static reg min(reg a, reg b) { return _mm256_min_ps(a, b); }
+  static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg fnma(reg a, reg b, reg c) { return _mm256_fnmadd_ps(a, b, c); }
+  static reg round(reg a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static ireg to_int(reg a) { return _mm256_cvtps_epi32(a); }
+  static ireg half(ireg k) { return _mm256_srai_epi32(k, 1); }
+  static ireg sub(ireg a, ireg b) { return _mm256_sub_epi32(a, b); }
+  static reg pow2(ireg k) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)); }
+  template <bool F16>
+  static reg load(const void* pool, int64_t at) {
+    if constexpr (F16) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(pool) + at)));
+    } else {
+      return _mm256_loadu_ps(static_cast<const float*>(pool) + at);
+    }
+  }
+  // out[0..n) = lanes [0, n) of v * scale.
+  static void store(float* out, reg v, float scale, int32_t n) {
+    v = _mm256_mul_ps(v, _mm256_set1_ps(scale));
+    if (n == L) {
+      _mm256_storeu_ps(out, v);
+    } else if (n > 0) {
+      _mm256_maskstore_ps(out, tail_mask(n), v);
+    }
+  }
+};
+
 // exp(x) for all floats: Cody-Waite reduction x = n*ln2 + r, |r| <= ln2/2,
 // degree-7 Taylor polynomial for exp(r) (truncation error < 0.1 ulp), then
 // scaling by 2^n in two steps so that subnormal results round once.
 // exp(-inf) = 0, exp(+inf) = inf, NaN propagates. Max error ~1 ulp.
-inline __m256 exp_ps(__m256 x) {
+// One instruction sequence per lane for every width V (lanes8 here, lanes16
+// in ops_avx512.cpp), so each lane's value is the same bits at any width.
+template <class V>
+inline typename V::reg exp_lanes(typename V::reg x) {
+  using reg = typename V::reg;
   // min/max keep the second operand when one is NaN, so NaN passes through.
-  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);  // ln2 high part, exact product
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);       // ln2 - 0.693359375
-  __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  x = V::max(V::set1(-104.0f), V::min(V::set1(89.0f), x));
+  const reg n = V::round(V::mul(x, V::set1(1.44269504088896341f)));
+  reg r = V::fnma(n, V::set1(0.693359375f), x);  // ln2 high part, exact product
+  r = V::fnma(n, V::set1(-2.12194440e-4f), r);     // ln2 - 0.693359375
+  constexpr float k_taylor[] = {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f};
+  reg p = V::set1(1.0f / 5040.0f);
+  #pragma GCC unroll 8
+  for (float c : k_taylor) p = V::fma(p, r, V::set1(c));
   // n in [-150, 128]: split into two halves, each a normal power of two.
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i n1 = _mm256_srai_epi32(ni, 1);
-  const __m256i n2 = _mm256_sub_epi32(ni, n1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-  const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+  const typename V::ireg ni = V::to_int(n);
+  const typename V::ireg n1 = V::half(ni);
+  return V::mul(V::mul(p, V::pow2(n1)), V::pow2(V::sub(ni, n1)));
 }
+
+inline __m256 exp_ps(__m256 x) { return exp_lanes<lanes8>(x); }
 
 // Max of x[0..n), n >= 1.
 inline float max_of(const float* x, int64_t n) {
@@ -182,38 +223,6 @@ struct k_chunk {
   int64_t at;  // element offset of (dim 0, first slot)
   int32_t p;   // position of the first slot (offset into a head's scores)
   int32_t n;   // lanes stored, 0..L (0: a padding chunk, computed and dropped)
-};
-
-// 8 float lanes (AVX2+FMA+F16C): the lane type of the avx2 kernel (its V pass
-// loads through it too), and of the avx512 one for blocks with 8..15 slots left over.
-struct lanes8 {
-  using reg = __m256;
-  static constexpr int L = 8;
-  static constexpr int max_ht = 3;  // heads per tile: 16 registers
-  // Chunks per tile of HT heads: HT*NC accumulators, enough independent FMA
-  // chains to cover the FMA latency, within the 16 registers.
-  template <int HT>
-  static constexpr int nc = HT == 1 ? 8 : 4;
-  static reg zero() { return _mm256_setzero_ps(); }
-  static reg bcast(const float* x) { return _mm256_broadcast_ss(x); }
-  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
-  template <bool F16>
-  static reg load(const void* pool, int64_t at) {
-    if constexpr (F16) {
-      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(pool) + at)));
-    } else {
-      return _mm256_loadu_ps(static_cast<const float*>(pool) + at);
-    }
-  }
-  // out[0..n) = lanes [0, n) of v * scale.
-  static void store(float* out, reg v, float scale, int32_t n) {
-    v = _mm256_mul_ps(v, _mm256_set1_ps(scale));
-    if (n == L) {
-      _mm256_storeu_ps(out, v);
-    } else if (n > 0) {
-      _mm256_maskstore_ps(out, tail_mask(n), v);
-    }
-  }
 };
 
 // Scores of HT heads (q rows q + h*hd) for the slots of NC chunks, written to
