@@ -100,6 +100,18 @@ inline void fill_half_bias_table(const void* act, int64_t n_in, int64_t r0, int6
   }
 }
 
+// Block-bias table for rows [r0, r1): entry (r - r0) * nb + b = mul * s, s = sum of the
+// 32 activation quants of block b of row r. Exact (|entry| <= 128 * 32 * 127). The start
+// value of a block's int32 sum when the weights are fed with an offset: Q8_0 and IQ4_NL
+// as w + 128 (mul = -128), Q4_0 and Q5_0 as their unsigned quants q (mul = -8, -16).
+inline void fill_block_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int mul, int32_t* out) {
+  const int64_t nb = n_in / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const q8_act_row a = q8_act_at(act, n_in, r);
+    for (int64_t b = 0; b < nb; ++b) out[(r - r0) * nb + b] = mul * (sum16(a.qs + 32 * b) + sum16(a.qs + 32 * b + 16));
+  }
+}
+
 // Q2_K's half-sum table for rows [r0, r1): entry (r - r0) * nb + b =
 // (s_0 & 0xffff) | s_1 << 16, s_h = sum of activation quants 16h .. 16h+15 of block b of row r.
 inline void fill_half_sum_pairs(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
@@ -120,6 +132,15 @@ inline constexpr bool half_mins_of = requires { requires Dec::half_mins; };
 // table (they declare bias_mul: Q6_K -32, Q3_K -4).
 template <class Dec>
 inline constexpr bool half_bias_of = requires { Dec::bias_mul; };
+// The block-bias multiplier of decoders whose block sums start at mul * sum(a)
+// (they declare block_bias_mul: Q4_0 -8, Q5_0 -16; avx512 Q8_0 / IQ4_NL -128); 0: none.
+template <class Dec>
+constexpr int block_bias_mul_of() {
+  if constexpr (requires { Dec::block_bias_mul; }) return Dec::block_bias_mul;
+  else return 0;
+}
+template <class Dec>
+inline constexpr bool block_bias_of = block_bias_mul_of<Dec>() != 0;
 
 // Per-thread scratch for per-call tables (grown, never shrunk; one per thread
 // and per including file, so concurrent matmul calls never share it).

@@ -55,14 +55,16 @@ inline __m256i pair16(__m256i v32) {
 //                     scales(b, s, vd, vm) from superblock(S), super-block S's
 //                     d (and -dmin) converted once for its 8 blocks.
 
-// Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region, otherwise
-// m = d * Min (Q4_0: -8, Q5_0: -16).
+// Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region (Q4_1, Q5_1),
+// otherwise the unsigned quants q with a Min * sum(a) int32 start value from the
+// block-bias table (Q4_0: -8, Q5_0: -16; block_bias_of).
 template <int Bits, int Min>
 struct dec_legacy {
   static constexpr ggml_type type = Bits == 4 ? (Min == 0 ? ggml_type::q4_1 : ggml_type::q4_0)
                                               : (Min == 0 ? ggml_type::q5_1 : ggml_type::q5_0);
   static constexpr bool is_signed = false;
-  static constexpr bool has_min = true;
+  static constexpr bool has_min = Min == 0;
+  static constexpr int block_bias_mul = Min;
   static constexpr int chunk = Bits == 4 ? 8 : 4;
   const uint8_t* g;
   const group_layout* L;
@@ -190,11 +192,12 @@ struct dec_q2_k {
 
 // int32 entries per block of a decoder's per-call table (0: none).
 template <class Dec>
-inline constexpr int table_entries = half_mins_of<Dec> ? 1 : (half_bias_of<Dec> ? 2 : 0);
+inline constexpr int table_entries = half_mins_of<Dec> || block_bias_of<Dec> ? 1 : (half_bias_of<Dec> ? 2 : 0);
 
 // The register-tiled micro-kernel: 8 columns (one group) x R rows, all nb blocks.
 // table[r]: row r's entries of the per-call table (half_mins: the half-sum
-// pair of block b at b; half_bias: the bias of half h of block b at 2b + h).
+// pair of block b at b; half_bias: the bias of half h of block b at 2b + h;
+// block_bias: the int32 start value of block b at b).
 template <class Dec, int R>
 __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb, const q8_act_row* a,
                                                      const int32_t* const* table, __m256* out, const uint8_t* pf,
@@ -228,7 +231,8 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           const __m256i t = _mm256_madd_epi16(s16[r], m);
-          if constexpr (J + 1 == Dec::chunk) isum[r] = t;
+          if constexpr (J + 1 == Dec::chunk && block_bias_of<Dec>) isum[r] = _mm256_add_epi32(t, _mm256_set1_epi32(table[r][b]));
+          else if constexpr (J + 1 == Dec::chunk) isum[r] = t;
           else isum[r] = _mm256_add_epi32(isum[r], t);
           pin(isum[r]);
         }
@@ -290,6 +294,7 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
     if constexpr (n_table > 0) {
       table = table_buffer(size_t((r1 - r0) * L.nb * n_table));
       if constexpr (half_mins_of<Dec>) fill_half_sum_pairs(act, n_in, r0, r1, table);
+      else if constexpr (block_bias_of<Dec>) fill_block_bias_table(act, n_in, r0, r1, Dec::block_bias_mul, table);
       else fill_half_bias_table(act, n_in, r0, r1, Dec::bias_mul, table);
     }
     auto table_at = [&](int64_t row) { return table != nullptr ? table + (row - r0) * L.nb * n_table : nullptr; };

@@ -26,7 +26,10 @@
 // feeds w + 128 (w XOR 0x80) and corrects exactly in int32:
 //   sum_k (w+128) * a  =  sum_k w * a  +  128 * sum_k a
 // The accumulator of (row, block) starts at -128 * sum_k a, taken from a
-// per-call table of activation block sums (bias_table below).
+// per-call table of activation block sums (fill_block_bias_table). Q4_0 and
+// Q5_0 feed their unsigned quants q and start at -8 * sum_k a (-16): the
+// block's offset stays in the exact int32 sum, so their float part per
+// (row, block) is one multiply and one FMA, as Q8_0's, not two FMAs.
 // Bounds: |partial| <= 8 vectors * 4 * 255 * 127 < 2^21: no int32 overflow.
 // IQ4_NL (signed code book values v = iq4nl_values[q]) is fed the same way:
 // the vpshufb table holds v + 128 (1..241), with the same -128 * sum(a) start.
@@ -66,15 +69,16 @@ namespace {
 //   vec<J>(b)       : weight vector J (0..7) of block b as UNSIGNED bytes
 //                     (biased by 128 when has_bias).
 //   scales(b,vd,vm) : per-column f32 scale and min of block b (as matmul_avx2).
-// Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region, otherwise
-// m = d * Min (Q4_0: -8, Q5_0: -16).
+// Legacy 32-blocks: Bits = 4 or 5; Min = 0: min from the m region (Q4_1, Q5_1),
+// otherwise the unsigned quants q with a Min * sum(a) start value (Q4_0: -8, Q5_0: -16).
 template <int Bits, int Min>
 struct dec_legacy {
   static constexpr ggml_type type = Bits == 4 ? (Min == 0 ? ggml_type::q4_1 : ggml_type::q4_0)
                                               : (Min == 0 ? ggml_type::q5_1 : ggml_type::q5_0);
-  static constexpr bool has_min = true;
-  static constexpr bool has_bias = false;
-  static constexpr int n_bias = 0;
+  static constexpr bool has_min = Min == 0;
+  static constexpr bool has_bias = Min != 0;
+  static constexpr int n_bias = Min != 0 ? 1 : 0;
+  static constexpr int block_bias_mul = Min;
   static constexpr int halves = 0;  // not a K-quant
   const uint8_t* g;
   const group_layout* L;
@@ -91,6 +95,7 @@ struct dec_biased_d {
   static constexpr bool has_min = false;
   static constexpr bool has_bias = true;
   static constexpr int n_bias = 1;
+  static constexpr int block_bias_mul = -128;
   static constexpr int halves = 0;  // not a K-quant
   const uint8_t* g;
   const group_layout* L;
@@ -513,29 +518,11 @@ inline int64_t rows_fitting(int64_t bytes, int64_t act_row_bytes, int64_t tile) 
   return std::max<int64_t>(tile, bytes / std::max<int64_t>(act_row_bytes, 1) / tile * tile);
 }
 
-// Bias table of Q8_0 and IQ4_NL for rows [r0, r1): entry (r - r0) * nb + b = -128 * sum of the
-// 32 activation quants of block b of row r. Exact (|entry| <= 128 * 32 * 127).
-void fill_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
-  const int64_t nb = n_in / 32;
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t r = r0; r < r1; ++r) {
-    const q8_act_row a = q8_act_at(act, n_in, r);
-    for (int64_t b = 0; b < nb; ++b) {
-      // sad over (q XOR 0x80) = sum(q + 128): four u64 partial sums.
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs + 32 * b));
-      const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, flip), _mm256_setzero_si256());
-      const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-      const int32_t biased = static_cast<int32_t>(_mm_cvtsi128_si32(_mm_add_epi64(h, _mm_unpackhi_epi64(h, h))));
-      out[(r - r0) * nb + b] = -128 * (biased - 128 * 32);
-    }
-  }
-}
-
 // Fills the per-call table of Dec for rows [r0, r1) (table_entries<Dec> > 0).
 template <class Dec>
 void fill_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int32_t* out) {
   if constexpr (half_mins_of<Dec>) fill_half_sum_pairs(act, n_in, r0, r1, out);
-  else if constexpr (Dec::n_bias == 1) fill_bias_table(act, n_in, r0, r1, out);
+  else if constexpr (Dec::n_bias == 1) fill_block_bias_table(act, n_in, r0, r1, block_bias_mul_of<Dec>(), out);
   else fill_half_bias_table(act, n_in, r0, r1, Dec::bias_mul, out);
 }
 

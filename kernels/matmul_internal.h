@@ -88,7 +88,7 @@ bool is_quantized(ggml_type t);
 //
 // Quants are stored unsigned (as in GGUF) except Q8_0. The math per block:
 //   IQ4_NL   : value = d*iq4nl_values[q]   (signed code book value, as Q8_0's q)
-//   Q4_0/Q5_0: value = d*q + m with m = d*(-8) / d*(-16) computed in f32
+//   Q4_0/Q5_0: value = d*(q-8) / d*(q-16), the offset taken in the int32 dot
 //   Q4_1/Q5_1: value = d*q + m
 //   Q4_K/Q5_K: value = sd*(sc*q) + (-sm)*mn
 //   Q6_K     : value = sd*(sc*(q-32))
@@ -230,7 +230,7 @@ void write_inline(const group_layout& L, const inline_layout& I, const uint8_t* 
 
 // Legacy 32-block decoders of the SIMD kernels: calls f.template operator()<Dec>()
 // with Dec = Legacy<Bits, Min> for Q4_0 <4, -8>, Q4_1 <4, 0>, Q5_0 <5, -16>,
-// Q5_1 <5, 0> (Min != 0: the block min is d * Min), or Q8 for Q8_0, and returns
+// Q5_1 <5, 0> (Min != 0: the quants' offset, q + Min), or Q8 for Q8_0, and returns
 // true; returns false (f not called) for any other type.
 template <template <int, int> class Legacy, class Q8, class F>
 bool with_legacy_decoder(ggml_type t, F&& f) {

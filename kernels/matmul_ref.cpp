@@ -1,8 +1,9 @@
 // Scalar reference matmul and activation quantization (isa_level::scalar).
 // Reads the GGUF layout directly (packed_weight points at the caller's data).
 // The per-output math is the one described in matmul_internal.h, in the same
-// order as the AVX2 and AVX-512 kernels: per block an exact integer dot product, then
-//   acc = fma(float(isum), d_w * d_a, acc);  [acc = fma(m_w, s_a, acc);]
+// order as the AVX2 and AVX-512 kernels: per block an exact integer dot product
+// (Q4_0 / Q5_0: of q - 8 / q - 16, the offset taken in int32), then
+//   acc = fma(float(isum), d_w * d_a, acc);  [acc = fma(m_w, s_a, acc);]  (Q4_1, Q5_1, Q4_K, Q5_K)
 // except Q2_K, whose min is per 16-element half: with s_h the exact sum of the
 // activation quants of half h, msum = mn_0 * s_0 + mn_1 * s_1 (int32) and
 //   acc = fma(float(isum), d_w * d_a, acc);  acc = fma(float(msum), -dmin * d_a, acc);
@@ -57,13 +58,14 @@ float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int
   for (int64_t b = 0; b < nb; ++b) {
     const int8_t* aq = a.qs + 32 * b;
     const float da = a.d[b], sa = a.s[b];
+    int sum_a = 0;  // Q4_0 / Q5_0: their -8 / -16 offset enters the exact integer sum
+    for (int i = 0; i < 32; ++i) sum_a += aq[i];
     switch (type) {
       case ggml_type::q4_0: {
         const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
         for (int e = 0; e < 32; ++e) q[e] = q4_quant(blk.qs, e);
         const float d = fp16_to_f32(blk.d);
-        acc = std::fma(float(dot32(q, aq)), d * da, acc);
-        acc = std::fma(d * -8.0f, sa, acc);
+        acc = std::fma(float(dot32(q, aq) - 8 * sum_a), d * da, acc);
         break;
       }
       case ggml_type::q4_1: {
@@ -77,8 +79,7 @@ float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int
         const auto& blk = reinterpret_cast<const block_q5_0*>(row)[b];
         for (int e = 0; e < 32; ++e) q[e] = q5_quant(blk.qs, blk.qh, e);
         const float d = fp16_to_f32(blk.d);
-        acc = std::fma(float(dot32(q, aq)), d * da, acc);
-        acc = std::fma(d * -16.0f, sa, acc);
+        acc = std::fma(float(dot32(q, aq) - 16 * sum_a), d * da, acc);
         break;
       }
       case ggml_type::q5_1: {

@@ -107,13 +107,14 @@ __attribute__((always_inline)) inline __m256i iq4nl_vec(const uint8_t* qs, __m25
 }
 
 // Per-column scale vd and min vm of a legacy block from its 8 fp16 scales at g + d:
-// Min == 0 reads 8 fp16 mins at g + m, otherwise vm = vd * Min (Q4_0: -8, Q5_0: -16)
-// and m is not used.
+// Min == 0 reads 8 fp16 mins at g + m; otherwise (Q4_0, Q5_0) there is no min term
+// (the Min * sum(a) offset is in the block's int32 start value, block_bias_mul):
+// vm = 0 and m is not used.
 template <int Min>
 __attribute__((always_inline)) inline void legacy_scales(const uint8_t* g, int64_t d, int64_t m, __m256& vd, __m256& vm) {
   vd = load_f16x8(g + d);
   if constexpr (Min == 0) vm = load_f16x8(g + m);
-  else vm = _mm256_mul_ps(vd, _mm256_set1_ps(static_cast<float>(Min)));
+  else vm = _mm256_setzero_ps();
 }
 
 // Prefetches the lines_per_block cache lines of block b of the record at pf,
