@@ -127,6 +127,78 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dpbusd_loop(int64
   return out[0];
 }
 
+// The int8 ceiling of a quantized matmul's own instruction mix. vpdpbusd issues only on
+// the two pipes that also run FP multiplies and FMAs (on a Zen 5 EPYC, 12 vpdpbusd plus
+// 4 FMAs per iteration run at 0.75x of 12 alone; converts, logic, shifts and
+// broadcast loads issue elsewhere and cost nothing up to the other two pipes' width).
+// Per 32-element block, row and 16 columns the kernels issue 8 vpdpbusd, then turn the
+// exact int32 sum into float: scale = d_w * d_a (one multiply), acc += cvt(isum) * scale
+// (one FMA), and for the types with a min term (Q4_1, Q5_1, Q4_K, Q5_K) acc += m_w * s_a
+// (a second FMA). NF = 2 or 3 such multiply-pipe ops per 8 vpdpbusd: the loop runs
+// n_iter x (24 vpdpbusd on 12 chains + 3 x NF float ops on independent accumulators),
+// with a d_w that changes every iteration so nothing is hoisted. Its rate bounds what
+// any kernel of that type can reach: 8 / (8 + NF) of the vpdpbusd peak if the multiply
+// pipes are the limit.
+// Written in inline assembly: with intrinsics GCC saw that d_w is a broadcast scalar,
+// multiplied it by d_a in scalar registers and hoisted the vector multiplies out, which
+// measured a mix the kernels never run. Registers: zmm0-11 int32 chains, zmm12-14 the
+// FMA accumulators, zmm15-17 the min-term ones, zmm18-23 temporaries, zmm24 the bytes,
+// zmm25 d_w, zmm26-28 the three blocks' d_a, zmm29 s_a, zmm30-31 the per-iteration steps.
+#define SPATE_DP(k) "vpdpbusd %%zmm24, %%zmm" #k ", %%zmm" #k "\n\t"
+#define SPATE_DP2(k) SPATE_DP(k) SPATE_DP(k)
+#define SPATE_SCALE(a, t, s, da, f) \
+  "vcvtdq2ps %%zmm" #a ", %%zmm" #t "\n\tvmulps %%zmm" #da ", %%zmm25, %%zmm" #s "\n\tvfmadd231ps %%zmm" #s ", %%zmm" #t ", %%zmm" #f "\n\t"
+#define SPATE_MIN(g) "vfmadd231ps %%zmm29, %%zmm25, %%zmm" #g "\n\t"
+template <int NF>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dpbusd_block_loop(int64_t n_iter, int seed) {
+  static_assert(NF == 2 || NF == 3);
+  alignas(64) int32_t ints[12][16];
+  alignas(64) float floats[6][16];
+  alignas(64) float consts[5][16];  // d_w, d_a x 3, s_a
+  for (int k = 0; k < 12; ++k)
+    for (int l = 0; l < 16; ++l) ints[k][l] = seed + k + l;
+  for (int k = 0; k < 6; ++k)
+    for (int l = 0; l < 16; ++l) floats[k][l] = 0.001f * static_cast<float>(seed + k);
+  const float cv[5] = {0.5f, 0.25f, 0.375f, 0.625f, -0.125f};
+  for (int k = 0; k < 5; ++k)
+    for (int l = 0; l < 16; ++l) consts[k][l] = cv[k];
+  asm volatile(
+      "vmovdqa64 0(%[i]), %%zmm0\n\tvmovdqa64 64(%[i]), %%zmm1\n\tvmovdqa64 128(%[i]), %%zmm2\n\t"
+      "vmovdqa64 192(%[i]), %%zmm3\n\tvmovdqa64 256(%[i]), %%zmm4\n\tvmovdqa64 320(%[i]), %%zmm5\n\t"
+      "vmovdqa64 384(%[i]), %%zmm6\n\tvmovdqa64 448(%[i]), %%zmm7\n\tvmovdqa64 512(%[i]), %%zmm8\n\t"
+      "vmovdqa64 576(%[i]), %%zmm9\n\tvmovdqa64 640(%[i]), %%zmm10\n\tvmovdqa64 704(%[i]), %%zmm11\n\t"
+      "vmovaps 0(%[f]), %%zmm12\n\tvmovaps 64(%[f]), %%zmm13\n\tvmovaps 128(%[f]), %%zmm14\n\t"
+      "vmovaps 192(%[f]), %%zmm15\n\tvmovaps 256(%[f]), %%zmm16\n\tvmovaps 320(%[f]), %%zmm17\n\t"
+      "vmovaps 0(%[c]), %%zmm25\n\tvmovaps 64(%[c]), %%zmm26\n\tvmovaps 128(%[c]), %%zmm27\n\t"
+      "vmovaps 192(%[c]), %%zmm28\n\tvmovaps 256(%[c]), %%zmm29\n\t"
+      "vmovdqa64 0(%[i]), %%zmm24\n\tvpternlogd $0xff, %%zmm30, %%zmm30, %%zmm30\n\t"  // bytes; step -1
+      "vmulps %%zmm29, %%zmm29, %%zmm31\n\tvmulps %%zmm31, %%zmm31, %%zmm31\n\t"       // d_w step 2^-12
+      "1:\n\t"
+      SPATE_DP2(0) SPATE_DP2(1) SPATE_DP2(2) SPATE_DP2(3) SPATE_DP2(4) SPATE_DP2(5)
+      SPATE_DP2(6) SPATE_DP2(7) SPATE_DP2(8) SPATE_DP2(9) SPATE_DP2(10) SPATE_DP2(11)
+      SPATE_SCALE(0, 18, 21, 26, 12) SPATE_SCALE(4, 19, 22, 27, 13) SPATE_SCALE(8, 20, 23, 28, 14)
+      "cmpl $3, %[nf]\n\tjne 2f\n\t"
+      SPATE_MIN(15) SPATE_MIN(16) SPATE_MIN(17)
+      "2:\n\t"
+      "vpaddb %%zmm30, %%zmm24, %%zmm24\n\tvaddps %%zmm31, %%zmm25, %%zmm25\n\t"
+      "dec %[n]\n\tjnz 1b\n\t"
+      "vmovdqa64 %%zmm0, 0(%[i])\n\tvmovdqa64 %%zmm5, 64(%[i])\n\tvmovdqa64 %%zmm11, 128(%[i])\n\t"
+      "vmovaps %%zmm12, 0(%[f])\n\tvmovaps %%zmm13, 64(%[f])\n\tvmovaps %%zmm14, 128(%[f])\n\t"
+      "vmovaps %%zmm15, 192(%[f])\n\tvmovaps %%zmm16, 256(%[f])\n\tvmovaps %%zmm17, 320(%[f])\n\t"
+      : [n] "+r"(n_iter)
+      : [i] "r"(&ints[0][0]), [f] "r"(&floats[0][0]), [c] "r"(&consts[0][0]), [nf] "r"(NF)
+      : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+        "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
+  int64_t out = int64_t{ints[0][0]} ^ ints[1][3] ^ ints[2][7];
+  for (int k = 0; k < 6; ++k) out += static_cast<int64_t>(floats[k][0] * 1e-3f);
+  return out;
+}
+#undef SPATE_DP
+#undef SPATE_DP2
+#undef SPATE_SCALE
+#undef SPATE_MIN
+
 // n_iter x 12 FMAs on 12 independent chains; the multiplier changes every iteration.
 __attribute__((target("avx2,fma"))) float fma_loop(int64_t n_iter, int seed) {
   __m256 acc[12];
@@ -206,7 +278,7 @@ int main(int argc, char** argv) {
   });
   std::vector<uint64_t> sink(static_cast<size_t>(n_threads));
   const bool has_vnni = spate::kernels::cpu_supports(spate::kernels::isa_level::avx512);
-  std::vector<double> bw, i8, vnni, f32, f32w;
+  std::vector<double> bw, i8, vnni, f32, f32w, mix2, mix3;
   const int64_t n_iter = 20'000'000;
   for (int r = 0; r < reps; ++r) {
     const double s = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += read_sum(buf + t * slice, slice); });
@@ -216,6 +288,10 @@ int main(int argc, char** argv) {
     if (has_vnni) {
       const double sv = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += dpbusd_loop(n_iter, t + r); });
       vnni.push_back(static_cast<double>(n_iter) * 12 * 64 * n_threads / sv / 1e9);
+      const double s2 = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += dpbusd_block_loop<2>(n_iter / 2, t + r); });
+      mix2.push_back(static_cast<double>(n_iter / 2) * 24 * 64 * n_threads / s2 / 1e9);
+      const double s3 = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += dpbusd_block_loop<3>(n_iter / 2, t + r); });
+      mix3.push_back(static_cast<double>(n_iter / 2) * 24 * 64 * n_threads / s3 / 1e9);
     }
     const double sf = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += static_cast<uint64_t>(fma_loop(n_iter, t + r)); });
     f32.push_back(static_cast<double>(n_iter) * 12 * 8 * n_threads / sf / 1e9);
@@ -230,10 +306,12 @@ int main(int argc, char** argv) {
   // -1 in JSON (and "n/a" in text) when the CPU lacks AVX-512 VNNI.
   const double vnni_gmac_s = has_vnni ? median(vnni) : -1.0;
   const double fma512_gmac_s = has_vnni ? median(f32w) : -1.0;
+  const double mix2_gmac_s = has_vnni ? median(mix2) : -1.0, mix3_gmac_s = has_vnni ? median(mix3) : -1.0;
   if (as_json) {
     std::printf("{\"threads\":%d,\"read_gb_s\":%.2f,\"int8_maddubs_gmac_s\":%.1f,\"int8_vnni_gmac_s\":%.1f,"
+                "\"int8_vnni_block2_gmac_s\":%.1f,\"int8_vnni_block3_gmac_s\":%.1f,"
                 "\"fp32_fma_gmac_s\":%.1f,\"fp32_fma512_gmac_s\":%.1f,\"reps\":%d,\"checksum\":%llu}\n",
-                n_threads, median(bw), median(i8), vnni_gmac_s, median(f32), fma512_gmac_s, reps,
+                n_threads, median(bw), median(i8), vnni_gmac_s, mix2_gmac_s, mix3_gmac_s, median(f32), fma512_gmac_s, reps,
                 static_cast<unsigned long long>(checksum & 0xffff));
   } else {
     std::printf("threads %d, median of %d passes\n", n_threads, reps);
@@ -241,6 +319,12 @@ int main(int argc, char** argv) {
     std::printf("  int8 vpmaddubsw     %7.1f GMAC/s (u8 x s8 multiply-adds, 256-bit)\n", median(i8));
     if (has_vnni) std::printf("  int8 vpdpbusd       %7.1f GMAC/s (u8 x s8 multiply-adds, 512-bit VNNI)\n", vnni_gmac_s);
     else std::printf("  int8 vpdpbusd           n/a (no AVX-512 VNNI)\n");
+    if (has_vnni) {
+      std::printf("    + 2 fp ops / 8    %7.1f GMAC/s (%.0f%%: the block mix of Q8_0, Q4_0, Q5_0, IQ4_NL)\n", mix2_gmac_s,
+                  100 * mix2_gmac_s / vnni_gmac_s);
+      std::printf("    + 3 fp ops / 8    %7.1f GMAC/s (%.0f%%: with a min term, Q4_1, Q5_1, Q4_K, Q5_K)\n", mix3_gmac_s,
+                  100 * mix3_gmac_s / vnni_gmac_s);
+    }
     std::printf("  fp32 FMA            %7.1f GMAC/s (%.1f GFLOP/s, 256-bit)\n", median(f32), 2 * median(f32));
     if (has_vnni) std::printf("  fp32 FMA 512-bit    %7.1f GMAC/s\n", fma512_gmac_s);
   }

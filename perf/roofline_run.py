@@ -29,7 +29,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from roofline_share import shares_of, work_per_token  # noqa: E402
 
-PROBE_KEYS = ("read_gb_s", "int8_maddubs_gmac_s", "int8_vnni_gmac_s", "fp32_fma_gmac_s", "fp32_fma512_gmac_s")
+PROBE_KEYS = ("read_gb_s", "int8_maddubs_gmac_s", "int8_vnni_gmac_s", "int8_vnni_block2_gmac_s",
+              "int8_vnni_block3_gmac_s", "fp32_fma_gmac_s", "fp32_fma512_gmac_s")
 
 
 def run_json_lines(cmd, timeout_s):

@@ -18,6 +18,12 @@ per-token work from the GGUF's matmul weights:
 (the int8 peak: spate and llama.cpp run these matmuls on 8-bit activations; it
 is the higher of the probe's 256-bit vpmaddubsw and, where the CPU has it,
 512-bit VNNI vpdpbusd figures, the instructions spate's kernels use).
+  (*_kernel, where the probe measured the VNNI block mixes: each weight type's
+  MACs at the rate of its own per-block instruction mix, roofline_probe's
+  "+ 2 fp ops / 8" for Q8_0, Q4_0, Q5_0, IQ4_NL and "+ 3" for every other
+  quantized type (a bound from above for Q6_K, Q3_K and Q2_K, which issue more),
+  attention at the fp32 peak: the ceiling no kernel of these formats can pass
+  on this machine, as the int8 peak counts the multiplies alone.)
 
 Usage: roofline_share.py --model GGUF --probe PROBE.json [--tg128 T] [--pp512 P] [--bd16 B]
        [--label NAME] (figures in tok/s; prints one line per figure, and a JSON line)
@@ -41,16 +47,35 @@ def work_per_token(path):
         return default if f is None else int(f.parts[-1][0])
 
     n_bytes = n_macs = 0
+    by_type = {}
     tensors = {t.name: t for t in r.tensors}
     for t in r.tensors:
         if t.name.startswith("blk.") and t.name.endswith(MATMUL_SUFFIXES):
             n_bytes += int(t.n_bytes)
             n_macs += int(t.n_elements)
+            by_type[t.tensor_type.name] = by_type.get(t.tensor_type.name, 0) + int(t.n_elements)
     out = tensors.get("output.weight") or tensors["token_embd.weight"]
     n_embd, n_head = meta("embedding_length"), meta("attention.head_count")
     head_dim = meta("attention.key_length", n_embd // n_head)
     return {"arch": arch, "bytes": n_bytes + int(out.n_bytes), "layer_macs": n_macs, "out_macs": int(out.n_elements),
-            "macs": n_macs + int(out.n_elements), "n_layer": meta("block_count"), "q_dim": n_head * head_dim}
+            "macs": n_macs + int(out.n_elements), "n_layer": meta("block_count"), "q_dim": n_head * head_dim,
+            "layer_macs_by_type": by_type, "out_type": out.tensor_type.name}
+
+
+# Weight types whose block mix is roofline_probe's "+ 2 fp ops / 8" (one multiply, one FMA).
+BLOCK2_TYPES = ("Q8_0", "Q4_0", "Q5_0", "IQ4_NL")
+
+
+def kernel_seconds(w, probe, n_out_rows):
+    """Seconds per token of the matmuls at their types' block-mix ceilings (None: not probed).
+
+    n_out_rows: the share of tokens that run the output projection (pp512: 1/512)."""
+    b2, b3 = probe.get("int8_vnni_block2_gmac_s", -1.0), probe.get("int8_vnni_block3_gmac_s", -1.0)
+    if b2 <= 0 or b3 <= 0:
+        return None
+    rate = lambda t: (b2 if t in BLOCK2_TYPES else b3) * 1e9
+    sec = sum(m / rate(t) for t, m in w["layer_macs_by_type"].items())
+    return sec + n_out_rows * w["out_macs"] / rate(w["out_type"])
 
 
 def shares_of(w, probe, tg128=None, pp512=None, bd16=None):
@@ -60,6 +85,8 @@ def shares_of(w, probe, tg128=None, pp512=None, bd16=None):
     *_mixed:   the time roofline of the step's own instructions: matmul MACs at
                the int8 peak plus attention's fp32 MACs at the fp32 FMA peak
                (attention runs in fp32 in spate and in llama.cpp alike).
+    *_kernel:  as *_mixed, with each weight type's MACs at its block mix's
+               ceiling (kernel_seconds); only where the probe measured it.
     """
     attn = lambda ctx: 2 * w["n_layer"] * w["q_dim"] * ctx  # QK^T and PV multiply-adds per token
     int8_peak = max(probe["int8_maddubs_gmac_s"], probe.get("int8_vnni_gmac_s", -1.0)) * 1e9
@@ -71,9 +98,15 @@ def shares_of(w, probe, tg128=None, pp512=None, bd16=None):
         matmul = w["layer_macs"] + w["out_macs"] / 512
         out["pp512_compute"] = pp512 * (matmul + attn(256)) / int8_peak
         out["pp512_mixed"] = pp512 * (matmul / int8_peak + attn(256) / fp32_peak)
+        k = kernel_seconds(w, probe, 1 / 512)
+        if k is not None:
+            out["pp512_kernel"] = pp512 * (k + attn(256) / fp32_peak)
     if bd16:  # 16 sequences, 32 prompt + 64 generated: mean context 64
         out["bd16_compute"] = bd16 * (w["macs"] + attn(64)) / int8_peak
         out["bd16_mixed"] = bd16 * (w["macs"] / int8_peak + attn(64) / fp32_peak)
+        k = kernel_seconds(w, probe, 1)
+        if k is not None:
+            out["bd16_kernel"] = bd16 * (k + attn(64) / fp32_peak)
     return out
 
 
