@@ -261,7 +261,9 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
 // AVX-512 VNNI implementations (matmul_avx512.cpp) of the quantized types
 // (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the inline records, bitwise
 // equal to matmul_avx2 for every input. Only call when cpu_supports(isa_level::avx512);
-// other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes.
+// other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes,
+// written by quantize_act_q8_avx512 on 16 lanes.
+void quantize_act_q8_avx512(const float* x, int64_t ldx, int64_t n_in, int64_t row_begin, int64_t row_end, void* act);
 // has_avx512_kernel is baseline code (matmul.cpp), safe on any CPU.
 bool has_avx512_kernel(ggml_type t);
 // Types whose avx512 kernel runs two pairs of groups (32 columns) per row tile when a

@@ -1,5 +1,6 @@
-// AVX-512 attention (kernels/ops.h `attention`) for the avx512 ISA level; the
-// other ops of that level are the avx2 ones. Compiled with -mavx512f (and the
+// AVX-512 attention (kernels/ops.h `attention`) and gated activations (swiglu,
+// geglu: the avx2 bits on 16 lanes) for the avx512 ISA level; the other ops of
+// that level are the avx2 ones. Compiled with -mavx512f (and the
 // avx2 flags); only called when cpu_supports(isa_level::avx512).
 //
 // Same three passes as the avx2 kernel (no online rescaling, so a result is a
@@ -187,6 +188,37 @@ struct avx512_attention {
   }
 };
 
+// ---------------------------------------------------------------- gated activations
+// swiglu / geglu of the avx2 level (ops_avx2.cpp silu_mul, gelu_mul) on 16 lanes: the
+// same operations lane for lane (exp_lanes, a true division), so the same bits; the
+// last n % 16 elements go to the avx2 functions.
+inline __m512 silu_mul16(__m512 g, __m512 u) {
+  const __m512 e = exp_lanes<lanes16>(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+inline __m512 gelu_mul16(__m512 g, __m512 u) {
+  const __m512 g3 = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+  const __m512 inner = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), g3, g));
+  const __m512 e = exp_lanes<lanes16>(_mm512_mul_ps(_mm512_set1_ps(-2.0f), inner));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+template <__m512 (*F)(__m512, __m512)>
+void gated16(const float* gate, const float* up, float* out, int64_t n, void (*tail)(const float*, const float*, float*, int64_t)) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, F(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+  if (i < n) tail(gate + i, up + i, out + i, n - i);
+}
+
+void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n) {
+  gated16<silu_mul16>(gate, up, out, n, ops_avx2_table().swiglu);
+}
+
+void geglu_avx512(const float* gate, const float* up, float* out, int64_t n) {
+  gated16<gelu_mul16>(gate, up, out, n, ops_avx2_table().geglu);
+}
+
 void attention_avx512(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                       const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
   if (n_ctx <= 0 || kv.head_dim % 16 != 0) {
@@ -202,6 +234,8 @@ const ops_table& ops_avx512_table() {
   static const ops_table table = [] {
     ops_table t = ops_avx2_table();
     t.attention = attention_avx512;
+    t.swiglu = swiglu_avx512;
+    t.geglu = geglu_avx512;
     return t;
   }();
   return table;

@@ -95,6 +95,10 @@ SHAPES(ggml_type::iq4_nl, IQ4_NL, rows_isa)
   BENCHMARK_CAPTURE(bm, NAME##_640x2048, T, 640, 2048)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);  \
   BENCHMARK_CAPTURE(bm, NAME##_640x1024, T, 640, 1024)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);  \
   BENCHMARK_CAPTURE(bm, NAME##_2048x2048, T, 2048, 2048)->Apply(rows_isa)->Unit(benchmark::kMicrosecond);
+// The 1B shape's FFN in Q4_0 (one thread): gate / up 2048 -> 8192 and down 8192 -> 2048, whose
+// long rows (a 32-column weight slice of 147 KiB) do not stay in L1 across the row tiles.
+BENCHMARK_CAPTURE(bm, Q4_0_8192x2048, ggml_type::q4_0, 8192, 2048)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm, Q4_0_2048x8192, ggml_type::q4_0, 2048, 8192)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
 KSHAPES(ggml_type::q4_k, Q4_K)
 KSHAPES(ggml_type::q6_k, Q6_K)
 KSHAPES(ggml_type::q3_k, Q3_K)
