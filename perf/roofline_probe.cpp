@@ -15,6 +15,11 @@
 // store-to-load round trip per instruction instead of its unit (before the fix, on
 // a Zen 5 EPYC: vpdpbusd 367 GMAC/s on two threads against 1050 unrolled, 512-bit
 // FMA 82 against 266; perf/README.md, "The probe's compute peaks were too low").
+// Where the CPU has AVX-512 VNNI it also measures the int8 ceiling of the matmul
+// kernels' own instruction mix per 32-element block (dpbusd_block_loop: vpdpbusd plus
+// the 2 or 3 float operations on the same pipes that scale a block's int32 sum), the
+// rate no kernel of those weight formats can pass; roofline_share.py's *_kernel shares
+// divide by it.
 // Each figure is the median of --reps passes.
 //
 // Units: GB/s = 1e9 bytes/s. "GMAC/s" counts multiply-adds: one vpmaddubsw
