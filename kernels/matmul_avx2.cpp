@@ -455,9 +455,7 @@ void quantize_act_q8_avx2(const float* x, int64_t ldx, int64_t n_in, int64_t row
   const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* xr = x + r * ldx;
-    auto* base = static_cast<uint8_t*>(act) + r * q8_act_row_bytes(n_in);
-    auto* d = reinterpret_cast<float*>(base + nb * 32);
-    auto* s = reinterpret_cast<float*>(base + nb * 36);
+    const q8_act_row_out out = q8_act_out(act, n_in, r);
     for (int64_t b = 0; b < nb; ++b) {
       __m256 v[4];
       for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xr + 32 * b + 8 * i);
@@ -480,9 +478,9 @@ void quantize_act_q8_avx2(const float* x, int64_t ldx, int64_t n_in, int64_t row
       const int isum = _mm_cvtsi128_si32(s4);
       const __m256i p = _mm256_permutevar8x32_epi32(
           _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), perm);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(base + 32 * b), p);
-      d[b] = db;
-      s[b] = db * static_cast<float>(isum);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.qs + 32 * b), p);
+      out.d[b] = db;
+      out.s[b] = db * static_cast<float>(isum);
     }
   }
 }

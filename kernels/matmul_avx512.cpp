@@ -647,9 +647,7 @@ void quantize_act_q8_avx512(const float* x, int64_t ldx, int64_t n_in, int64_t r
   const __m512i lim_hi = _mm512_set1_epi32(127), lim_lo = _mm512_set1_epi32(-127);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* xr = x + r * ldx;
-    auto* base = static_cast<uint8_t*>(act) + r * q8_act_row_bytes(n_in);
-    auto* d = reinterpret_cast<float*>(base + nb * 32);
-    auto* s = reinterpret_cast<float*>(base + nb * 36);
+    const q8_act_row_out out = q8_act_out(act, n_in, r);
     for (int64_t b = 0; b < nb; ++b) {
       const __m512 v0 = _mm512_loadu_ps(xr + 32 * b), v1 = _mm512_loadu_ps(xr + 32 * b + 16);
       const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -658,10 +656,10 @@ void quantize_act_q8_avx512(const float* x, int64_t ldx, int64_t n_in, int64_t r
       const __m512 vid = _mm512_set1_ps(id);
       const __m512i q0 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), lim_hi), lim_lo);
       const __m512i q1 = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid)), lim_hi), lim_lo);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(base + 32 * b), _mm512_cvtsepi32_epi8(q0));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(base + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
-      d[b] = db;
-      s[b] = db * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.qs + 32 * b), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.qs + 32 * b + 16), _mm512_cvtsepi32_epi8(q1));
+      out.d[b] = db;
+      out.s[b] = db * static_cast<float>(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)));
     }
   }
 }

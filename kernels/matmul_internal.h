@@ -39,6 +39,18 @@ inline q8_act_row q8_act_at(const void* act, int64_t n_in, int64_t r) {
           reinterpret_cast<const float*>(base + nb * 36)};
 }
 
+// The same row, to be written by a quantizer.
+struct q8_act_row_out {
+  int8_t* qs;
+  float* d;
+  float* s;
+};
+inline q8_act_row_out q8_act_out(void* act, int64_t n_in, int64_t r) {
+  const int64_t nb = n_in / 32;
+  auto* base = static_cast<uint8_t*>(act) + r * q8_act_row_bytes(n_in);
+  return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + nb * 32), reinterpret_cast<float*>(base + nb * 36)};
+}
+
 bool is_quantized(ggml_type t);
 
 // ---------------------------------------------------------------------------

@@ -21,10 +21,10 @@ void quantize_act_q8_ref(const float* x, int64_t ldx, int64_t n_in, int64_t row_
   const int64_t nb = n_in / 32;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* xr = x + r * ldx;
-    auto* base = static_cast<uint8_t*>(act) + r * q8_act_row_bytes(n_in);
-    auto* qs = reinterpret_cast<int8_t*>(base);
-    auto* d = reinterpret_cast<float*>(base + nb * 32);
-    auto* s = reinterpret_cast<float*>(base + nb * 36);
+    const q8_act_row_out out = q8_act_out(act, n_in, r);
+    int8_t* qs = out.qs;
+    float* d = out.d;
+    float* s = out.s;
     for (int64_t b = 0; b < nb; ++b) {
       float amax = 0.0f;
       for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xr[32 * b + i]));
