@@ -10,6 +10,10 @@
 //                               16 columns)
 //   dpbusd+bcast/2              one broadcast per two vpdpbusd (two pairs per
 //                               tile: one broadcast per 32 columns)
+//   dpbusd12                    12 register-only vpdpbusd chains in inline assembly
+//   dpbusd12+fma/3, +mul/3,     the same with 4 FMAs, FP multiplies, vpmulld,
+//   +mullo/3, +and/3, +cvt/3    vpandd or vcvtdq2ps on other registers: which
+//                               share vpdpbusd's pipes (ratios to dpbusd12)
 //   fma                         register operands only
 //   fma+cvtph                   one f16 load-and-convert (vcvtph2ps) per FMA
 //                               (attention's K or V row feeding one head)
@@ -101,10 +105,46 @@ __attribute__((target("avx512f,f16c"), noinline)) float fma_mix(int64_t n) {
   return _mm512_reduce_add_ps(s);
 }
 
+// 12 vpdpbusd on independent chains plus 4 other instructions on independent registers
+// per iteration (inline assembly, so nothing is folded or hoisted): whether that
+// instruction shares vpdpbusd's pipes. The float work of a quantized block (a multiply,
+// one or two FMAs) and K-quant integer scaling (vpmulld) do on a Zen 5; converts and
+// logic do not. roofline_probe's block mixes build on this.
+#define SPATE_DP12                                                                                              \
+  "vpdpbusd %%zmm30, %%zmm31, %%zmm0\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm1\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm2\n\t"     \
+  "vpdpbusd %%zmm30, %%zmm31, %%zmm3\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm4\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm5\n\t"     \
+  "vpdpbusd %%zmm30, %%zmm31, %%zmm6\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm7\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm8\n\t"     \
+  "vpdpbusd %%zmm30, %%zmm31, %%zmm9\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm10\n\tvpdpbusd %%zmm30, %%zmm31, %%zmm11\n\t"
+#define SPATE_X4(op) op " %%zmm28, %%zmm29, %%zmm12\n\t" op " %%zmm28, %%zmm29, %%zmm13\n\t" \
+                     op " %%zmm28, %%zmm29, %%zmm14\n\t" op " %%zmm28, %%zmm29, %%zmm15\n\t"
+#define SPATE_DP_LOOP(extra)                                                                            \
+  asm volatile("vpxord %%zmm30, %%zmm30, %%zmm30\n\tvpxord %%zmm31, %%zmm31, %%zmm31\n\t"                 \
+               "vpxord %%zmm28, %%zmm28, %%zmm28\n\tvpxord %%zmm29, %%zmm29, %%zmm29\n\t1:\n\t" SPATE_DP12 extra \
+               "dec %0\n\tjnz 1b"                                                                      \
+               : "+r"(n)                                                                                \
+               :                                                                                        \
+               : "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+                 "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm28", "xmm29", "xmm30", "xmm31")
+template <int Kind>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) int64_t dpbusd_with(int64_t n) {
+  if constexpr (Kind == 0) SPATE_DP_LOOP(SPATE_X4("vfmadd231ps"));
+  else if constexpr (Kind == 1) SPATE_DP_LOOP(SPATE_X4("vmulps"));
+  else if constexpr (Kind == 2) SPATE_DP_LOOP(SPATE_X4("vpmulld"));
+  else if constexpr (Kind == 3) SPATE_DP_LOOP(SPATE_X4("vpandd"));
+  else if constexpr (Kind == 4) SPATE_DP_LOOP("");
+  else SPATE_DP_LOOP("vcvtdq2ps %%zmm29, %%zmm12\n\tvcvtdq2ps %%zmm29, %%zmm13\n\t"
+                     "vcvtdq2ps %%zmm29, %%zmm14\n\tvcvtdq2ps %%zmm29, %%zmm15\n\t");
+  return n;
+}
+#undef SPATE_DP12
+#undef SPATE_X4
+#undef SPATE_DP_LOOP
+
 struct mix {
   const char* name;
   double per_iter;  // main instructions per loop iteration
   double (*run)(int64_t);
+  int unit;  // the mix whose rate the ratio divides by (itself: a unit)
 };
 
 template <int B>
@@ -112,6 +152,11 @@ double run_dpbusd(int64_t n) {
   volatile int64_t sink = 0;
   const double s = seconds([&] { sink = sink + dpbusd_mix<B>(n); });
   return s;
+}
+template <int K>
+double run_dpbusd_with(int64_t n) {
+  volatile int64_t sink = 0;
+  return seconds([&] { sink = sink + dpbusd_with<K>(n); });
 }
 template <int C>
 double run_fma(int64_t n) {
@@ -143,20 +188,28 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (size_t i = 0; i < sizeof(g_data); ++i) g_data[i] = static_cast<uint8_t>(i % 2 ? 0x3c : i * 7);  // halves ~1
-  const mix mixes[] = {{"dpbusd", k_chains, run_dpbusd<0>},       {"dpbusd+bcast", k_chains, run_dpbusd<1>},
-                       {"dpbusd+bcast/2", 2 * k_chains, run_dpbusd<2>}, {"fma", k_fma_chains, run_fma<0>},
-                       {"fma+cvtph", k_fma_chains, run_fma<1>}, {"fma+cvtph/3", k_fma_chains, run_fma<3>}};
-  double unit_rate[2] = {0, 0};  // register-only rate of vpdpbusd and of vfmadd, G/s
-  std::printf("%-16s %10s %8s\n", "mix", "G/s", "ratio");
+  const mix mixes[] = {{"dpbusd", k_chains, run_dpbusd<0>, 0},
+                       {"dpbusd+bcast", k_chains, run_dpbusd<1>, 0},
+                       {"dpbusd+bcast/2", 2 * k_chains, run_dpbusd<2>, 0},
+                       {"dpbusd12", 12, run_dpbusd_with<4>, 3},
+                       {"dpbusd12+fma/3", 12, run_dpbusd_with<0>, 3},
+                       {"dpbusd12+mul/3", 12, run_dpbusd_with<1>, 3},
+                       {"dpbusd12+mullo/3", 12, run_dpbusd_with<2>, 3},
+                       {"dpbusd12+and/3", 12, run_dpbusd_with<3>, 3},
+                       {"dpbusd12+cvt/3", 12, run_dpbusd_with<5>, 3},
+                       {"fma", k_fma_chains, run_fma<0>, 9},
+                       {"fma+cvtph", k_fma_chains, run_fma<1>, 9},
+                       {"fma+cvtph/3", k_fma_chains, run_fma<3>, 9}};
+  std::vector<double> med_of(std::size(mixes), 0.0);
+  std::printf("%-18s %10s %8s\n", "mix", "G/s", "ratio");
   for (size_t m = 0; m < std::size(mixes); ++m) {
     std::vector<double> rate;
     mixes[m].run(k_iters / 100);  // warm up (clocks, page faults)
     for (int r = 0; r < reps; ++r) rate.push_back(mixes[m].per_iter * k_iters / mixes[m].run(k_iters) / 1e9);
     std::sort(rate.begin(), rate.end());
     const double med = rate[rate.size() / 2];
-    const int unit = m < 3 ? 0 : 1;
-    if (m == 0 || m == 3) unit_rate[unit] = med;
-    std::printf("%-16s %10.2f %8.2f\n", mixes[m].name, med, med / unit_rate[unit]);
+    med_of[m] = med;
+    std::printf("%-18s %10.2f %8.2f\n", mixes[m].name, med, med / med_of[static_cast<size_t>(mixes[m].unit)]);
   }
   return 0;
 }
