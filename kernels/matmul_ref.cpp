@@ -58,14 +58,11 @@ float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int
   for (int64_t b = 0; b < nb; ++b) {
     const int8_t* aq = a.qs + 32 * b;
     const float da = a.d[b], sa = a.s[b];
-    int sum_a = 0;  // Q4_0 / Q5_0: their -8 / -16 offset enters the exact integer sum
-    for (int i = 0; i < 32; ++i) sum_a += aq[i];
     switch (type) {
       case ggml_type::q4_0: {
         const auto& blk = reinterpret_cast<const block_q4_0*>(row)[b];
-        for (int e = 0; e < 32; ++e) q[e] = q4_quant(blk.qs, e);
-        const float d = fp16_to_f32(blk.d);
-        acc = std::fma(float(dot32(q, aq) - 8 * sum_a), d * da, acc);
+        for (int e = 0; e < 32; ++e) q[e] = q4_quant(blk.qs, e) - 8;  // the offset in the exact integer dot
+        acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
         break;
       }
       case ggml_type::q4_1: {
@@ -77,9 +74,8 @@ float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int
       }
       case ggml_type::q5_0: {
         const auto& blk = reinterpret_cast<const block_q5_0*>(row)[b];
-        for (int e = 0; e < 32; ++e) q[e] = q5_quant(blk.qs, blk.qh, e);
-        const float d = fp16_to_f32(blk.d);
-        acc = std::fma(float(dot32(q, aq) - 16 * sum_a), d * da, acc);
+        for (int e = 0; e < 32; ++e) q[e] = q5_quant(blk.qs, blk.qh, e) - 16;
+        acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
         break;
       }
       case ggml_type::q5_1: {
