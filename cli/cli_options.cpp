@@ -151,7 +151,7 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
        "prefill whole prompts in steps of their own, alternating with decode steps")
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
-      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(1024), "requests waiting to run at most; more are rejected")
+      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(4096), "requests waiting to run at most; more are rejected (each embeddings input counts as one)")
       ("speculative-config", po::value(&o.speculative_config_json),
        "speculative decoding, a JSON object as in vLLM: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": \"draft.gguf\", \"num_speculative_tokens\": 4}");

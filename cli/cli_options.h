@@ -60,7 +60,7 @@ struct engine_options {
   bool no_enable_chunked_prefill_flag = false;  // --no-enable-chunked-prefill
   bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
   bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
-  int32_t max_queued_requests = 1024;     // --max-queued-requests
+  int32_t max_queued_requests = 4096;     // --max-queued-requests
   std::string speculative_config_json;    // --speculative-config (cli/speculative_options.h)
   // Filled by finish_engine_options():
   bool enable_chunked_prefill = true;

@@ -238,6 +238,9 @@ void reload_on_sighup(http_listener& listener, server_context& ctx, const serve_
   std::string err = listener.reload_tls();
   try {
     auto keys = load_api_keys(so);
+    // Configured authentication never silently becomes none (load_api_keys refuses a
+    // key file without keys; this guards the invariant whatever the sources).
+    if (keys.empty() && !ctx.api_keys()->empty()) throw std::runtime_error("the reload yields no API key");
     ctx.set_api_keys(std::move(keys));
   } catch (const std::exception& e) {
     err += (err.empty() ? "" : "; ") + std::string(e.what());
@@ -330,6 +333,11 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
                        in.tmpl_error, &constraints, tool_format, in.model->config.n_embd, pooling};
   server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
+  if (in.api_keys.empty()) {
+    spdlog::info("Authentication: none (no --api-key or --api-key-file); every route is open");
+  } else {
+    spdlog::info("Authentication: {} API key(s){}", in.api_keys.size(), so.api_key_file.empty() ? "" : " (--api-key-file is re-read on SIGHUP)");
+  }
   ctx.describe_engine_error = flag_names;
   http_listener listener(ctx);
   open_listener(listener);

@@ -62,7 +62,8 @@ struct speculative_config {
 struct engine_config {
   scheduler_config sched;                // max_model_len, budget, chunked prefill, ...
   bool enable_prefix_caching = true;
-  int32_t max_queued_requests = 1024;    // submitted but not yet running; submit() rejects beyond
+  int32_t max_queued_requests = 4096;    // submitted but not yet running; submit() rejects beyond (room for a
+                                         // 2048-input embeddings request, OpenAI's maximum, with others waiting)
   bucket_config buckets;
   speculative_config speculative;
   bool skip_warmup = false;              // no dummy forward per bucket before serving

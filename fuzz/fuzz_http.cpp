@@ -1,15 +1,26 @@
 // libFuzzer target: the HTTP request path of the server up to the router,
 // without a socket: the head is cut where the session cuts it
 // (find_head_end), obs-fold is refused (has_obs_fold), Beast's parser with
-// the server's limits parses the head and the body, then the RFC 9112 checks
-// (check_request_head) and the CORS policy run on the result.
+// the server's limits parses the head, then the RFC 9112 checks
+// (check_request_head, Transfer-Encoding included) and the head-level
+// admission (admit_request_head: Origin and API key, with and without keys)
+// run on it as the session runs them, before the body; then the body and the
+// CORS policy. Invariants checked (abort on violation): a head that passes
+// check_request_head has unambiguous framing (no Transfer-Encoding other than
+// "chunked" alone, never together with Content-Length); an admitted keyed
+// request either names a public route, is a CORS preflight or OPTIONS, or
+// carries one of the keys.
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/cors.h"
 #include "server/http_request_checks.h"
+#include "server/request_admission.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spate;
@@ -24,8 +35,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   boost::system::error_code ec;
   const size_t n = p.put(boost::asio::buffer(in.data(), end), ec);
   if (ec || !p.is_header_done()) return 0;
-  if (check_request_head(p.get().base())) return 0;
-  (void)expects_continue(p.get().base());
+  const auto& h = p.get().base();
+  if (check_request_head(h)) return 0;
+  if (h.count(http::field::transfer_encoding) > 0) {
+    // Passed: exactly one coding, "chunked", and no Content-Length.
+    if (h.count(http::field::content_length) > 0 || !p.chunked()) std::abort();
+  }
+  static const std::vector<std::string> keys = {"k1"};
+  static const std::vector<std::string> no_keys;
+  const auto denied = admit_request_head(h, keys, cors, true);
+  (void)admit_request_head(h, no_keys, cors, false);
+  if (!denied && !cors_policy::is_preflight(h) && h.method() != http::verb::options) {
+    std::string_view path = h.target();
+    path = path.substr(0, path.find('?'));
+    const bool has_key = bearer_key_accepted(keys, h) || ws_key_accepted(keys, h);
+    if (!has_key && !is_public_route(path, true)) std::abort();  // admitted without a key
+  }
+  if (denied) return 0;  // the session answers and closes: the body is never read
+  (void)expects_continue(h);
   // The body, fed as the session's reads would deliver it, until done or an error.
   for (size_t at = n; !p.is_done() && at < in.size();) {
     const size_t used = p.put(boost::asio::buffer(in.data() + at, in.size() - at), ec);

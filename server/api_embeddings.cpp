@@ -3,6 +3,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
+#include "engine/engine_config.h"
 #include "protocol/embeddings.h"
 #include "server/api_router.h"
 #include "server/generation_submit.h"
@@ -31,6 +32,13 @@ std::optional<api::api_error> prepare_inputs(const server_context& ctx, const ap
     return api::api_error{400, "'dimensions' must be the model's embedding width " + std::to_string(m.n_embd) + " (vectors are not truncated), got " +
                                    std::to_string(*r.dimensions),
                           "invalid_request_error", "dimensions", ""};
+  }
+  // Each input is one engine request: more than the queue can ever hold is refused
+  // for good (400), not as a retryable 429.
+  if (const auto bound = static_cast<size_t>(ctx.eng.config().max_queued_requests); r.n_inputs() > bound) {
+    return api::api_error{400, "'input' holds " + std::to_string(r.n_inputs()) + " inputs, more than this server ever queues (--max-queued-requests " +
+                                   std::to_string(bound) + "); send at most " + std::to_string(bound) + " per request",
+                          "invalid_request_error", "input", ""};
   }
   inputs = r.token_inputs;
   for (const auto& text : r.texts) inputs.push_back(m.tok->encode(text, /*add_special=*/true, /*parse_special=*/false));

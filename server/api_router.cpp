@@ -1,7 +1,5 @@
 #include "server/api_router.h"
 
-#include <openssl/crypto.h>
-
 #include <boost/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -11,8 +9,8 @@
 #include "server/api_embeddings.h"
 #include "server/api_profile.h"
 #include "server/metrics.h"
+#include "server/request_admission.h"
 #include "server/ui_assets.h"
-#include "server/ws_subprotocol.h"
 
 namespace spate {
 
@@ -23,15 +21,11 @@ namespace {
 const char* error_type_for(http::status st) {
   const unsigned s = static_cast<unsigned>(st);
   if (s == 401) return "authentication_error";
+  if (s == 403) return "permission_error";
   if (s == 404) return "not_found_error";
   if (s == 429) return "rate_limit_error";
   if (s >= 500) return "server_error";
   return "invalid_request_error";
-}
-
-bool requires_auth(std::string_view target) {
-  // Operational endpoints stay open (probes and scrapers carry no key).
-  return !(target == "/health" || target == "/ready" || target == "/metrics");
 }
 
 std::string_view path_of(std::string_view target) {
@@ -89,44 +83,6 @@ http::response<http::string_body> make_error_response(http::status st, std::stri
   return res;
 }
 
-namespace {
-
-// Constant time in the keys' content; the length check leaks only the length.
-bool key_accepted(const std::vector<std::string>& keys, std::string_view v) {
-  bool ok = false;
-  for (const auto& key : keys) {
-    const bool same = v.size() == key.size() && CRYPTO_memcmp(v.data(), key.data(), key.size()) == 0;
-    ok = ok || same;
-  }
-  return ok;
-}
-
-}  // namespace
-
-bool authorized(const server_context& ctx, const http::request<http::string_body>& req) {
-  const auto keys = ctx.api_keys();
-  if (keys->empty()) return true;
-  const auto it = req.find(http::field::authorization);
-  if (it == req.end()) return false;
-  std::string_view v = it->value();
-  constexpr std::string_view bearer = "Bearer ";
-  if (v.size() < bearer.size() || !std::equal(bearer.begin(), bearer.end(), v.begin(), [](char a, char b) {
-        return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
-      })) {
-    return false;
-  }
-  v.remove_prefix(bearer.size());
-  return key_accepted(*keys, v);
-}
-
-bool authorized_ws(const server_context& ctx, const http::request<http::string_body>& req) {
-  if (authorized(ctx, req)) return true;
-  const auto it = req.find(http::field::sec_websocket_protocol);
-  if (it == req.end()) return false;
-  const auto key = subprotocol_api_key(it->value());
-  return key && key_accepted(*ctx.api_keys(), *key);
-}
-
 bool is_sane_request_id(std::string_view v) {
   if (v.empty() || v.size() > 128) return false;
   for (char c : v) if (c < 0x21 || c > 0x7e) return false;
@@ -152,7 +108,6 @@ std::optional<http::response<http::string_body>> check_ws_upgrade(server_context
   if (path_of(ex.req.target()) != "/v1/responses") {
     return make_error_response(http::status::not_found, "WebSocket is served on GET /v1/responses only", "", v);
   }
-  if (!authorized_ws(ctx, ex.req)) return make_error_response(http::status::unauthorized, "missing or invalid API key", "invalid_api_key", v);
   if (ctx.draining.load()) return make_error_response(http::status::service_unavailable, "the server is shutting down", "", v);
   return std::nullopt;
 }
@@ -173,29 +128,29 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
     co_return;
   }
   auto only = [&](http::verb want) { return method == want; };
+  // HEAD is answered wherever GET is (the header only; http_io sends no body).
+  const bool get_or_head = only(http::verb::get) || only(http::verb::head);
+  const char* allow = "GET, HEAD";  // the Allow header of a 405
   // The chat page is public (like /health): it asks for the API key itself.
   if (!ctx.opts.disable_ui && ui::is_ui_path(path)) {
-    if (!only(http::verb::get)) goto wrong_method;
+    if (!get_or_head) goto wrong_method;
     co_await io.write_response(ex, ui::ui_response(path, v));
     co_return;
   }
-  if (requires_auth(path) && !authorized(ctx, ex.req)) {
-    co_await io.write_response(ex, make_error_response(http::status::unauthorized, "missing or invalid API key", "invalid_api_key", v));
-    co_return;
-  }
-  if (ctx.draining.load() && requires_auth(path)) {
+  // The API key and the Origin were checked on the head (request_admission.h).
+  if (ctx.draining.load() && !is_public_route(path, !ctx.opts.disable_ui)) {
     // A request on a keep-alive connection opened before the drain: no new
     // work; the connection closes after this answer.
     co_await io.write_response(ex, make_error_response(http::status::service_unavailable, "the server is shutting down", "", v));
     co_return;
   }
   if (path == "/health") {
-    if (!only(http::verb::get) && !only(http::verb::head)) goto wrong_method;
+    if (!get_or_head) goto wrong_method;
     co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ok\"}", v));
     co_return;
   }
   if (path == "/ready") {
-    if (!only(http::verb::get) && !only(http::verb::head)) goto wrong_method;
+    if (!get_or_head) goto wrong_method;
     if (ctx.ready.load() && !ctx.draining.load()) {
       co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ready\"}", v));
     } else {
@@ -205,17 +160,17 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
     co_return;
   }
   if (path == "/metrics") {
-    if (!only(http::verb::get)) goto wrong_method;
+    if (!get_or_head) goto wrong_method;
     co_await handle_metrics(ctx, ex, io);
     co_return;
   }
   if (path == "/v1/models") {
-    if (!only(http::verb::get)) goto wrong_method;
+    if (!get_or_head) goto wrong_method;
     co_await handle_models(ctx, ex, io);
     co_return;
   }
   if (path.starts_with("/v1/models/")) {
-    if (!only(http::verb::get)) goto wrong_method;
+    if (!get_or_head) goto wrong_method;
     if (path.substr(11) != ctx.model.name) {
       co_await io.write_response(ex, make_error_response(http::status::not_found, "The model '" + std::string(path.substr(11)) + "' does not exist",
                                                          "model_not_found", v, "model"));
@@ -225,7 +180,10 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
     co_return;
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses") {
-    if (!only(http::verb::post)) goto wrong_method;
+    if (!only(http::verb::post)) {
+      allow = "POST";
+      goto wrong_method;
+    }
     const auto kind = path == "/v1/completions"        ? api::endpoint::completions
                       : path == "/v1/chat/completions" ? api::endpoint::chat_completions
                                                        : api::endpoint::responses;
@@ -233,17 +191,26 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
     co_return;
   }
   if (path == "/v1/embeddings") {
-    if (!only(http::verb::post)) goto wrong_method;
+    if (!only(http::verb::post)) {
+      allow = "POST";
+      goto wrong_method;
+    }
     co_await handle_embeddings(ctx, ex, io);
     co_return;
   }
   if (path == "/start_profile" || path == "/stop_profile") {
-    if (!only(http::verb::post)) goto wrong_method;
+    if (!only(http::verb::post)) {
+      allow = "POST";
+      goto wrong_method;
+    }
     co_await handle_profile(ctx, ex, io, path == "/start_profile");
     co_return;
   }
   if (path == "/tokenize" || path == "/detokenize") {
-    if (!only(http::verb::post)) goto wrong_method;
+    if (!only(http::verb::post)) {
+      allow = "POST";
+      goto wrong_method;
+    }
     co_await handle_tokenize(ctx, ex, io, path == "/tokenize");
     co_return;
   }
@@ -254,6 +221,7 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
 wrong_method:
   auto res = make_error_response(http::status::method_not_allowed,
                                  "method " + std::string(ex.req.method_string()) + " is not allowed on " + std::string(path), "", v);
+  res.set(http::field::allow, allow);
   co_await io.write_response(ex, std::move(res));
 }
 

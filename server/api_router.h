@@ -15,10 +15,12 @@ namespace spate {
 
 // Dispatches ex.req (complete, body read) and writes exactly one response
 // through io. Throws only when the client is gone (write failure).
+// Precondition: the head passed admit_request_head (request_admission.h):
+// Origin and API key are not checked again here.
 boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_exchange& ex, http_io& io);
 
-// A WebSocket upgrade request: the denial response (wrong route, missing API
-// key, draining), or nullopt when the upgrade may proceed.
+// A WebSocket upgrade request: the denial response (wrong route, draining),
+// or nullopt when the upgrade may proceed. Precondition as handle_http_request's.
 std::optional<http::response<http::string_body>> check_ws_upgrade(server_context& ctx, http_exchange& ex);
 
 // {"error": {"message", "type", "param", "code"}} with the given status. The
@@ -27,14 +29,6 @@ std::optional<http::response<http::string_body>> check_ws_upgrade(server_context
 http::response<http::string_body> make_error_response(http::status st, std::string_view message, std::string_view code,
                                                       unsigned version, std::string_view param = {});
 http::response<http::string_body> make_json_response(http::status st, std::string body, unsigned version);
-
-// True when the Authorization header carries one of the API keys (constant-time
-// comparison), or no key is configured.
-bool authorized(const server_context& ctx, const http::request<http::string_body>& req);
-
-// authorized(), or the key a browser passes in Sec-WebSocket-Protocol
-// (ws_subprotocol.h) is one of the API keys. For WebSocket upgrades only.
-bool authorized_ws(const server_context& ctx, const http::request<http::string_body>& req);
 
 // X-Request-Id values we echo: 1..128 printable ASCII characters.
 bool is_sane_request_id(std::string_view v);

@@ -38,6 +38,9 @@ class cors_policy {
  public:
   explicit cors_policy(cors_config cfg);
 
+  // True when --allowed-origins lets `origin` use the server ("*": any).
+  bool allows_origin(std::string_view origin) const { return origin_allowed(origin); }
+
   // True for a CORS preflight request.
   static bool is_preflight(const http::request_header<>& req);
 

@@ -24,6 +24,10 @@ std::shared_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
   auto c = std::make_shared<ssl::context>(ssl::context::tls_server);
   c->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                  ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  // TLS 1.2's suites; TLS 1.3's (all AEAD with forward secrecy) stay OpenSSL's defaults.
+  if (SSL_CTX_set_cipher_list(c->native_handle(), o.ssl_ciphers.c_str()) != 1) {
+    throw std::runtime_error("--ssl-ciphers '" + o.ssl_ciphers + "': no cipher OpenSSL knows");
+  }
   boost::system::error_code ec;
   c->use_certificate_chain_file(o.ssl_certfile, ec);
   if (ec) throw std::runtime_error("--ssl-certfile " + o.ssl_certfile + ": " + ec.message());
@@ -92,8 +96,12 @@ asio::awaitable<void> http_listener::accept_loop() {
       spdlog::warn("accept failed: {}", ec.message());
       continue;  // e.g. EMFILE: the next accept may succeed
     }
-    if (ctx_.n_connections.load() >= ctx_.opts.max_connections) {
-      spdlog::warn("refusing a connection: --max-connections {} reached", ctx_.opts.max_connections);
+    // At the limit, the oldest idle keep-alive connection makes room (it
+    // closes on its strand right after); only when none is idle is the new
+    // one refused. Momentarily the count may exceed the limit by the
+    // connections being closed so, never by more than the limit again.
+    if (ctx_.n_connections.load() >= ctx_.opts.max_connections && !ctx_.idle.close_oldest()) {
+      spdlog::warn("refusing a connection: --max-connections {} reached and none is idle", ctx_.opts.max_connections);
       sock.close(ec);
       continue;
     }

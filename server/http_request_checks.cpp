@@ -1,6 +1,7 @@
 #include "server/http_request_checks.h"
 
 #include <boost/beast/core/string.hpp>
+#include <vector>
 
 namespace spate {
 
@@ -34,6 +35,50 @@ bool expects_continue(const http::request_header<>& h) {
   return it != h.end() && boost::beast::iequals(it->value(), "100-continue");
 }
 
+namespace {
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::optional<head_error> check_transfer_encoding(const http::request_header<>& h) {
+  if (h.count(http::field::transfer_encoding) == 0) return std::nullopt;
+  auto bad = [](std::string why) { return head_error{http::status::bad_request, "Transfer-Encoding: " + std::move(why)}; };
+  if (h.version() < 11) return bad("not allowed in an HTTP/1.0 request");
+  if (h.count(http::field::content_length) > 0) return bad("not allowed together with Content-Length");
+  // The codings of every field, in order (a list may span several fields).
+  std::vector<std::string_view> codings;
+  // Every field in arrival order (Beast's equal_range assumes equal names are adjacent).
+  for (const auto& field : h) {
+    if (field.name() != http::field::transfer_encoding) continue;
+    std::string_view v = field.value();
+    for (;;) {
+      const size_t comma = v.find(',');
+      codings.push_back(trim_ows(v.substr(0, comma)));
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+  }
+  size_t n_chunked = 0;
+  for (std::string_view c : codings) {
+    if (c.empty()) return bad("an empty transfer coding");
+    if (boost::beast::iequals(c, "chunked")) ++n_chunked;
+  }
+  if (!boost::beast::iequals(codings.back(), "chunked")) {
+    return bad("'chunked' must be the final transfer coding of a request (RFC 9112 6.3), got '" + std::string(codings.back()) + "'");
+  }
+  if (n_chunked > 1) return bad("'chunked' applied more than once");
+  if (codings.size() > 1) {
+    return head_error{http::status::not_implemented,
+                      "Transfer-Encoding: the transfer coding '" + std::string(codings.front()) + "' is not supported; send 'chunked' alone"};
+  }
+  return std::nullopt;
+}
+
 std::optional<head_error> check_request_head(const http::request_header<>& h) {
   if (h.version() >= 11) {
     const size_t n_host = h.count(http::field::host);
@@ -44,7 +89,7 @@ std::optional<head_error> check_request_head(const http::request_header<>& h) {
   if (h.version() >= 11 && h.count(http::field::expect) > 0 && !expects_continue(h)) {
     return head_error{http::status::expectation_failed, "only 'Expect: 100-continue' is supported"};
   }
-  return std::nullopt;
+  return check_transfer_encoding(h);
 }
 
 }  // namespace spate

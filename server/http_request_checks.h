@@ -34,9 +34,25 @@ struct head_error {
   std::string message;
 };
 
-// Checks the parsed header: an HTTP/1.1 request has exactly one Host field
-// (RFC 9112 section 3.2: else 400); an Expect other than 100-continue gets 417.
+// Checks the parsed header, before any body byte is read:
+//   - an HTTP/1.1 request has exactly one Host field (RFC 9112 3.2: else 400);
+//   - an Expect other than 100-continue gets 417;
+//   - the framing is unambiguous (check_transfer_encoding).
+// Every refusal closes the connection (the session lingers, then closes), so
+// bytes after a refused head are never parsed as another request.
 std::optional<head_error> check_request_head(const http::request_header<>& h);
+
+// Transfer-Encoding, as RFC 9112 6.1 and 6.3 want it for a request, so that
+// no body can be read two ways (request smuggling):
+//   - absent: the body is Content-Length bytes (or none);
+//   - present, all fields' codings together, case-insensitive:
+//       "chunked" alone                        accepted: a chunked body;
+//       chunked not the final coding, chunked
+//       twice, an empty coding                 400 (the length cannot be determined);
+//       other codings before a final chunked   501 (we decode no gzip, ...);
+//       together with Content-Length           400;
+//       in an HTTP/1.0 request                 400 (1.0 has no transfer codings).
+std::optional<head_error> check_transfer_encoding(const http::request_header<>& h);
 
 // True when the client asked for "Expect: 100-continue" (HTTP/1.1 only).
 bool expects_continue(const http::request_header<>& h);

@@ -7,6 +7,8 @@
 //                                                deadline starts at accept)
 //   read the header            --header-timeout (slow or partial headers: 408, close;
 //                                                obs-fold, no Host: 400; RFC 9112)
+//   check the head             RFC 9112 (http_request_checks.h), then Origin and
+//                              API key (request_admission.h): refused before the body
 //   Expect: 100-continue       answered "100 Continue" before the body is read
 //   read the body              --body-timeout   (413 beyond --max-body-bytes, decided on the header)
 //   handle (api_router.cpp)    none while generating; each write --write-timeout
@@ -18,6 +20,7 @@
 // Thread-safety: everything runs on the connection's strand.
 #pragma once
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -25,6 +28,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -41,6 +45,7 @@
 #include "server/api_router.h"
 #include "server/http_io.h"
 #include "server/http_request_checks.h"
+#include "server/request_admission.h"
 #include "server/server_context.h"
 #include "server/ws_responses.h"
 
@@ -62,6 +67,11 @@ class http_stream_io final : public http_io {
     decorate(ex, res);
     res.prepare_payload();
     arm_write_timer();
+    if (ex.req.method() == http::verb::head) {  // the GET's header, Content-Length included; no body
+      http::response_serializer<http::string_body> sr(res);
+      co_await http::async_write_header(s_, sr, boost::asio::use_awaitable);
+      co_return;
+    }
     co_await http::async_write(s_, res, boost::asio::use_awaitable);
   }
   boost::asio::awaitable<void> write_stream_header(http_exchange& ex, http::response<http::empty_body> res) override {
@@ -116,22 +126,45 @@ class http_stream_io final : public http_io {
   }
   void arm_write_timer() { beast::get_lowest_layer(s_).expires_after(seconds_to_duration(ctx_.opts.write_timeout_s)); }
 
-  // Waits for the socket to become readable without consuming anything. Peer
-  // closed (recv peek 0 / error) -> on_close. Data pending (a pipelined request
-  // or a TLS record) -> stop watching; a vanished client then shows at the next write.
+  // Waits for the socket to become readable without consuming anything:
+  //   error (reset)            -> on_close;
+  //   end of stream (recv 0)   -> the client half-closed (shutdown(SHUT_WR)
+  //                               after its request, as nginx and Beast allow):
+  //                               not a disconnect; wait_hangup;
+  //   data pending (a pipelined request or a TLS record) -> stop watching.
+  // A client that is really gone then shows at the next write.
   void arm_watch(const std::shared_ptr<watch_state>& st) {
     auto& sock = beast::get_lowest_layer(s_).socket();
-    sock.async_wait(boost::asio::socket_base::wait_read, [st, &sock](boost::system::error_code ec) {
+    sock.async_wait(boost::asio::socket_base::wait_read, [this, st, &sock](boost::system::error_code ec) {
       if (!st->active || ec) return;  // unwatched (the socket may be gone) or cancelled
       char c;
       const ssize_t r = ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         st->active = false;
         if (st->on_close) st->on_close();
+      } else if (r == 0) {
+        wait_hangup(st);
       } else {
         // Data pending, or a spurious wake-up (rare): stop watching; the next write detects a gone client.
         st->active = false;
       }
+    });
+  }
+  // After a half-close: on_close once the socket errs or hangs up in both
+  // directions (a reset: the client closed with unread data, or answered a
+  // write with RST). A FIN alone never completes this wait.
+  void wait_hangup(const std::shared_ptr<watch_state>& st) {
+    auto& sock = beast::get_lowest_layer(s_).socket();
+    pollfd p{sock.native_handle(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {  // already reset
+      st->active = false;
+      if (st->on_close) st->on_close();
+      return;
+    }
+    sock.async_wait(boost::asio::socket_base::wait_error, [st](boost::system::error_code ec) {
+      if (!st->active || ec) return;
+      st->active = false;
+      if (st->on_close) st->on_close();
     });
   }
 
@@ -331,8 +364,14 @@ boost::asio::awaitable<void> run_http_session(server_context& ctx, Stream stream
     if (!first && buf.size() == 0) {
       if (ctx.draining.load()) break;
       lowest.expires_after(seconds_to_duration(ctx.opts.idle_timeout_s));
-      const size_t n = co_await stream.async_read_some(buf.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) break;  // closed, reset or idle timeout: nothing to answer
+      size_t n = 0;
+      {
+        // Closed by close_oldest() when a new connection needs the slot.
+        idle_registration idle(ctx.idle, co_await asio::this_coro::executor, lowest.socket());
+        n = co_await stream.async_read_some(buf.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
+        if (idle.evicted()) spdlog::debug("closing an idle keep-alive connection: --max-connections {} reached", ctx.opts.max_connections);
+      }
+      if (ec) break;  // closed, reset, idle timeout or evicted: nothing to answer
       buf.commit(n);
       head_deadline = clock::now() + seconds_to_duration(ctx.opts.header_timeout_s);
     }
@@ -363,6 +402,13 @@ boost::asio::awaitable<void> run_http_session(server_context& ctx, Stream stream
     ex.req.base() = parser.get().base();
     if (auto bad = check_request_head(parser.get().base())) {
       co_await write_early_error(stream, ctx, ex, bad->status, std::move(bad->message), "");
+      linger = true;
+      log_access(ctx, ex);
+      break;
+    }
+    // Origin and API key, before any body byte is read or 100 Continue sent.
+    if (auto denied = admit_request_head(parser.get().base(), *ctx.api_keys(), ctx.cors, !ctx.opts.disable_ui)) {
+      co_await write_early_error(stream, ctx, ex, denied->status, std::move(denied->message), std::move(denied->code));
       linger = true;
       log_access(ctx, ex);
       break;

@@ -3,6 +3,7 @@
 #include "protocol/tool_calls.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <tuple>
@@ -20,6 +21,7 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("api-key-file", po::value(&o.api_key_file), "file with one API key per line (# comments); re-read on SIGHUP")
       ("ssl-keyfile", po::value(&o.ssl_keyfile), "TLS private key (PEM); with --ssl-certfile serves HTTPS/WSS")
       ("ssl-certfile", po::value(&o.ssl_certfile), "TLS certificate chain (PEM)")
+      ("ssl-ciphers", po::value(&o.ssl_ciphers)->default_value(o.ssl_ciphers), "TLS 1.2 cipher list (OpenSSL syntax; TLS 1.3 suites are OpenSSL's defaults). Default: ECDHE with AEAD only")
       ("chat-template", po::value(&o.chat_template_file), "Jinja chat template file overriding the model's")
       ("pooling", po::value(&o.pooling), "pooling of /v1/embeddings: mean, last or cls (default: the model's pooling_type, else last)")
       ("tool-call-parser", po::value(&o.tool_call_parser), "tool-call format of the model's output: hermes (qwen), llama3_json, mistral or generic (default: from the chat template)")
@@ -65,6 +67,14 @@ std::string finish_serve_options(serve_options& o) {
     if (auto err = parse_json_string_list(*text, flag, *out); !err.empty()) return err;
   }
   o.cors.allow_credentials = o.allow_credentials;
+  // The Fetch standard forbids credentials with "Access-Control-Allow-Origin: *"; reflecting
+  // every origin instead would let any web page make credentialed requests (with "null" too).
+  if (o.allow_credentials) {
+    for (const auto& origin : o.cors.allowed_origins) {
+      if (origin == "*") return "--allow-credentials cannot be combined with --allowed-origins '[\"*\"]' (the default): list the origins allowed to send credentials, e.g. --allowed-origins '[\"https://app.example\"]'";
+    }
+  }
+  if (o.ssl_ciphers.empty()) return "--ssl-ciphers must not be empty";
   if (const char* e = std::getenv("SPATE_PROFILER_ENABLED"); e && *e) {
     const std::string v(e);
     if (v == "1" || v == "true" || v == "True" || v == "TRUE") {
@@ -80,21 +90,32 @@ std::string finish_serve_options(serve_options& o) {
 std::vector<std::string> load_api_keys(const serve_options& o) {
   std::vector<std::string> keys = o.api_keys;
   if (o.api_key_file.empty()) return keys;
+  const std::string what = "--api-key-file " + o.api_key_file;
+  std::error_code fs_ec;
+  const auto st = std::filesystem::status(o.api_key_file, fs_ec);
+  if (fs_ec || !std::filesystem::exists(st)) throw std::runtime_error(what + ": cannot be read (no such file)");
+  if (std::filesystem::is_directory(st)) throw std::runtime_error(what + ": is a directory, not a file of keys");
   std::ifstream in(o.api_key_file);
-  if (!in) throw std::runtime_error("--api-key-file " + o.api_key_file + ": cannot be read");
+  if (!in) throw std::runtime_error(what + ": cannot be read");
   std::string line;
   int n_lines = 0;
+  size_t n_file_keys = 0;
   while (std::getline(in, line)) {
-    if (++n_lines > 100000) throw std::runtime_error("--api-key-file " + o.api_key_file + ": more than 100000 lines");
+    if (++n_lines > 100000) throw std::runtime_error(what + ": more than 100000 lines");
     const auto b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos || line[b] == '#') continue;
     const auto e = line.find_last_not_of(" \t\r");
     std::string key = line.substr(b, e - b + 1);
     for (char c : key) {
-      if (c < 0x21 || c > 0x7e) throw std::runtime_error("--api-key-file " + o.api_key_file + ": line " + std::to_string(n_lines) + " is not a printable ASCII key");
+      if (c < 0x21 || c > 0x7e) throw std::runtime_error(what + ": line " + std::to_string(n_lines) + " is not a printable ASCII key");
     }
     keys.push_back(std::move(key));
+    ++n_file_keys;
   }
+  if (in.bad()) throw std::runtime_error(what + ": read error");
+  // An empty file is a mistake (truncated, half-written, the wrong path), never a request to
+  // turn authentication off: refuse it, whatever --api-key holds.
+  if (n_file_keys == 0) throw std::runtime_error(what + ": holds no API key (empty, or only blank and # lines)");
   return keys;
 }
 

@@ -20,6 +20,12 @@ struct serve_options {
   std::string api_key_file;             // --api-key-file: one key per line (# comments); re-read on SIGHUP
   std::string ssl_keyfile;              // --ssl-keyfile (PEM)
   std::string ssl_certfile;             // --ssl-certfile (PEM)
+  // --ssl-ciphers: the TLS 1.2 cipher list (OpenSSL syntax). Default: Mozilla's
+  // "intermediate" profile without DHE, i.e. forward secrecy (ECDHE) and AEAD
+  // (GCM, ChaCha20-Poly1305) only: no RSA key exchange, no CBC, no SHA-1.
+  std::string ssl_ciphers =
+      "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+      "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
   std::string chat_template_file;       // --chat-template: overrides the model's template
   int32_t n_io_threads = 2;             // --io-threads: threads of the I/O io_context
   // Tool calls: the model's output format (vLLM's --tool-call-parser names);
@@ -61,7 +67,10 @@ std::string finish_serve_options(serve_options& opts);
 
 // --api-key values plus the keys of --api-key-file (blank lines and lines
 // starting with # ignored; surrounding whitespace trimmed). Throws
-// std::runtime_error when the file cannot be read or a key is malformed.
+// std::runtime_error, naming the file, when it cannot be read, is a
+// directory, holds a malformed key or holds no key at all: a key file that
+// yields nothing never means "no authentication" (at start-up spate refuses
+// to start; on SIGHUP the previous keys stay).
 std::vector<std::string> load_api_keys(const serve_options& opts);
 
 }  // namespace spate::cli

@@ -16,6 +16,7 @@
 
 #include "protocol/served_model.h"
 #include "server/cors.h"
+#include "server/idle_connections.h"
 #include "server/serve_options.h"
 
 namespace spate {
@@ -38,6 +39,7 @@ struct server_context {
   std::atomic<bool> ready{false};       // warmup finished and not draining
   std::atomic<bool> draining{false};    // SIGTERM received: /ready 503, no new connections
   std::atomic<int32_t> n_connections{0};
+  idle_connections idle{};              // keep-alive connections between requests (--max-connections reuse)
   std::atomic<int64_t> n_inflight{0};   // requests generating (HTTP and WebSocket)
   std::atomic<uint64_t> next_id{1};     // request ids
 

@@ -180,18 +180,42 @@ def test_cors_headers_on_responses(server):
     assert st == 200 and h["access-control-allow-origin"] == "https://app.example"
     st, h, _ = cors_request(server, "GET", "/v1/models", {"Origin": "https://app.example"})
     assert st == 401 and h["access-control-allow-origin"] == "https://app.example", "a browser app can read the 401"
-    st, h, _ = cors_request(server, "GET", "/v1/models", {"Origin": "https://evil.example", **AUTH})
-    assert st == 200 and "access-control-allow-origin" not in h
+    st, h, body = cors_request(server, "GET", "/v1/models", {"Origin": "https://evil.example", **AUTH})
+    assert st == 403 and "access-control-allow-origin" not in h, "a disallowed origin is refused (issue 32)"
+    assert json.loads(body)["error"]["code"] == "origin_not_allowed"
+    st, h, _ = cors_request(server, "GET", "/v1/models", {"Origin": f"http://127.0.0.1:{server.port}", **AUTH})
+    assert st == 200, "the server's own origin (the chat page) is always allowed"
 
 
-def test_cors_default_allows_any_origin():
-    s = SpateServer("--allow-credentials")
+def test_cors_credentials_need_listed_origins():
+    """Credentials with "*" would reflect any origin, "null" included: refused
+    at start-up (issue 32). Listed origins with credentials work."""
+    bad = subprocess.run([str(SPATE_BIN), "serve", "--model", str(SPATE_MODEL), "--allow-credentials"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--allow-credentials cannot be combined with --allowed-origins" in bad.stderr, bad.stderr
+    s = SpateServer("--allow-credentials", "--allowed-origins", '["http://localhost:3000"]', env={"SPATE_SKIP_WARMUP": "1"})
     try:
         s.wait_ready()
         st, h, _ = cors_request(s, "OPTIONS", "/v1/completions",
                                 {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST"})
         assert st == 204 and h["access-control-allow-origin"] == "http://localhost:3000"
         assert h["access-control-allow-credentials"] == "true"
+        st, h, _ = cors_request(s, "OPTIONS", "/v1/completions", {"Origin": "null", "Access-Control-Request-Method": "POST"})
+        assert st == 400 and "access-control-allow-credentials" not in h
+    finally:
+        s.stop()
+
+
+def test_cors_default_allows_any_origin():
+    s = SpateServer(env={"SPATE_SKIP_WARMUP": "1"})
+    try:
+        s.wait_ready()
+        st, h, _ = cors_request(s, "OPTIONS", "/v1/completions",
+                                {"Origin": "http://localhost:3000", "Access-Control-Request-Method": "POST"})
+        assert st == 204 and h["access-control-allow-origin"] == "*"
+        assert "access-control-allow-credentials" not in h
+        st, h, _ = cors_request(s, "GET", "/v1/models", {"Origin": "null"})
+        assert st == 200 and h["access-control-allow-origin"] == "*"
     finally:
         s.stop()
     bad = subprocess.run([str(SPATE_BIN), "serve", "--model", str(SPATE_MODEL), "--allowed-origins", "*"],

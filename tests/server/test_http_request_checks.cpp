@@ -52,6 +52,68 @@ TEST(CheckRequestHead, HostAndExpect) {
   EXPECT_FALSE(check_request_head(head(10, {{"Expect", "fancy"}}))) << "HTTP/1.0 Expect is ignored";
 }
 
+// Request smuggling (issue 32): a head whose body could be read two ways is
+// refused before any body byte is read.
+TEST(CheckTransferEncoding, OnlyAFinalChunkedAloneIsAccepted) {
+  EXPECT_FALSE(check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", "chunked"}})));
+  EXPECT_FALSE(check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", "Chunked"}})));
+  EXPECT_FALSE(check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", " chunked "}})));
+  EXPECT_FALSE(check_request_head(head(11, {{"Host", "a"}})));
+  for (const char* te : {"identity", "gzip", "xchunked", "chunked, identity", "chunked,", "chunkedx", "chunked;a=b",
+                         "chunked, chunked", ",chunked", ""}) {
+    const auto e = check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", te}}));
+    ASSERT_TRUE(e) << te;
+    EXPECT_EQ(e->status, http::status::bad_request) << te;
+    EXPECT_NE(e->message.find("Transfer-Encoding"), std::string::npos) << te;
+  }
+  // A coding we do not decode before a final chunked: 501 (RFC 9112 6.1).
+  const auto gz = check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", "gzip, chunked"}}));
+  ASSERT_TRUE(gz);
+  EXPECT_EQ(gz->status, http::status::not_implemented);
+}
+
+TEST(CheckTransferEncoding, FieldsCombineInOrder) {
+  // Two fields are one list: "chunked" then "identity" ends in identity.
+  auto e = check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", "chunked"}, {"Transfer-Encoding", "identity"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, http::status::bad_request);
+  // Non-adjacent fields are found too.
+  e = check_request_head(head(11, {{"Transfer-Encoding", "chunked"}, {"Host", "a"}, {"Transfer-Encoding", "identity"}}));
+  ASSERT_TRUE(e);
+  e = check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", "identity"}, {"X-A", "b"}, {"Transfer-Encoding", "chunked"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, http::status::not_implemented);
+}
+
+TEST(CheckTransferEncoding, WithContentLengthOrInHttp10IsRefused) {
+  auto e = check_request_head(head(11, {{"Host", "a"}, {"Transfer-Encoding", "chunked"}, {"Content-Length", "5"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, http::status::bad_request);
+  EXPECT_NE(e->message.find("Content-Length"), std::string::npos);
+  e = check_request_head(head(10, {{"Transfer-Encoding", "chunked"}}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, http::status::bad_request);
+  EXPECT_FALSE(check_request_head(head(10, {{"Content-Length", "5"}})));
+}
+
+// What Beast's parser makes of the wire bytes, then our check: the smuggling
+// repro of issue 32 is refused on its head.
+TEST(CheckTransferEncoding, TheSmugglingReproIsRefusedOnItsHead) {
+  const std::string wire =
+      "GET /health HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: identity\r\n\r\n"
+      "POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}";
+  const size_t end = find_head_end(wire);
+  ASSERT_NE(end, std::string_view::npos);
+  http::request_parser<http::string_body> p;
+  boost::system::error_code ec;
+  p.put(boost::asio::buffer(wire.data(), end), ec);
+  ASSERT_FALSE(ec);
+  ASSERT_TRUE(p.is_header_done());
+  const auto e = check_request_head(p.get().base());
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, http::status::bad_request);
+}
+
 http::request_header<> preflight_req(std::string origin, std::string method, std::string headers = "") {
   http::request_header<> h;
   h.version(11);

@@ -1,0 +1,85 @@
+#include "server/request_admission.h"
+
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
+
+#include "server/ui_assets.h"
+#include "server/ws_subprotocol.h"
+
+namespace spate {
+
+namespace {
+
+std::string_view path_of(std::string_view target) {
+  const auto q = target.find('?');
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+// Constant time in the keys' content; the length check leaks only the length.
+bool key_in(const std::vector<std::string>& keys, std::string_view v) {
+  bool ok = false;
+  for (const auto& key : keys) {
+    const bool same = v.size() == key.size() && CRYPTO_memcmp(v.data(), key.data(), key.size()) == 0;
+    ok = ok || same;
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool is_public_route(std::string_view path, bool ui_enabled) {
+  if (path == "/health" || path == "/ready" || path == "/metrics") return true;
+  return ui_enabled && ui::is_ui_path(path);
+}
+
+bool bearer_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h) {
+  const auto it = h.find(http::field::authorization);
+  if (it == h.end()) return false;
+  std::string_view v = it->value();
+  constexpr std::string_view bearer = "Bearer ";
+  if (v.size() < bearer.size() || !boost::beast::iequals(v.substr(0, bearer.size()), bearer)) return false;
+  v.remove_prefix(bearer.size());
+  return key_in(keys, v);
+}
+
+bool ws_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h) {
+  if (bearer_key_accepted(keys, h)) return true;
+  const auto it = h.find(http::field::sec_websocket_protocol);
+  if (it == h.end()) return false;
+  const auto key = subprotocol_api_key(it->value());
+  return key && key_in(keys, *key);
+}
+
+bool is_same_origin(std::string_view origin, const http::request_header<>& h) {
+  const auto host = h.find(http::field::host);
+  if (host == h.end() || host->value().empty()) return false;
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (origin.size() > scheme.size() && boost::beast::iequals(origin.substr(0, scheme.size()), scheme)) {
+      return boost::beast::iequals(origin.substr(scheme.size()), host->value());
+    }
+  }
+  return false;
+}
+
+std::optional<head_denial> admit_request_head(const http::request_header<>& h, const std::vector<std::string>& keys,
+                                              const cors_policy& cors, bool ui_enabled) {
+  if (cors_policy::is_preflight(h)) return std::nullopt;
+  if (const auto it = h.find(http::field::origin); it != h.end()) {
+    const std::string_view origin = it->value();
+    if (!cors.allows_origin(origin) && !is_same_origin(origin, h)) {
+      return head_denial{http::status::forbidden,
+                         "the origin '" + std::string(origin.substr(0, 256)) + "' is not allowed (--allowed-origins)",
+                         "origin_not_allowed"};
+    }
+  }
+  if (h.method() == http::verb::options) return std::nullopt;
+  if (is_public_route(path_of(h.target()), ui_enabled) || keys.empty()) return std::nullopt;
+  const bool ok = boost::beast::websocket::is_upgrade(h) ? ws_key_accepted(keys, h) : bearer_key_accepted(keys, h);
+  if (ok) return std::nullopt;
+  return head_denial{http::status::unauthorized, "missing or invalid API key", "invalid_api_key"};
+}
+
+}  // namespace spate

@@ -1,0 +1,67 @@
+// What is decided on a request's head, before its body is read and before
+// "100 Continue" is sent: whether the request's Origin may use the server
+// (403) and whether it carries a valid API key (401). A refused request costs
+// the server its head only: the session answers, lingers (reading and
+// dropping what the client still uploads, bounded) and closes.
+//
+//   CORS preflight (OPTIONS + Origin +     admitted; the router answers it
+//   Access-Control-Request-Method)         (204, or 400 for a disallowed origin)
+//   Origin present, neither allowed by     403 origin_not_allowed (the browser
+//   --allowed-origins nor this server's    would not show the answer, but a
+//   own origin                             "simple" POST would still run)
+//   other OPTIONS                          admitted (204 with Allow)
+//   public route (is_public_route)         admitted
+//   no API key configured                  admitted
+//   WebSocket upgrade                      the key in Authorization or in the
+//                                          Sec-WebSocket-Protocol, else 401
+//   anything else                          the key in Authorization, else 401
+//
+// Same origin: an Origin whose host[:port] is the request's Host (any of
+// http/https, since a TLS-terminating proxy may sit in front). Browsers send
+// Origin on same-origin POSTs too, so the chat page keeps working whatever
+// --allowed-origins lists.
+//
+// Thread-safety: pure functions of their arguments.
+#pragma once
+
+#include <boost/beast/http.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/cors.h"
+
+namespace spate {
+
+namespace http = boost::beast::http;
+
+// A refused head: status, message and error code for the client.
+struct head_denial {
+  http::status status;
+  std::string message;
+  std::string code;
+};
+
+// True for the routes anyone may call without a key: /health, /ready,
+// /metrics (probes and scrapers carry no key) and, when the chat page is
+// served, its files (the page asks for the key itself). `path` has no query.
+bool is_public_route(std::string_view path, bool ui_enabled);
+
+// True when the Authorization header is "Bearer <one of keys>" (scheme
+// case-insensitive; constant time in the keys' content). keys non-empty.
+bool bearer_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h);
+
+// bearer_key_accepted(), or the key a browser passes in Sec-WebSocket-Protocol
+// (ws_subprotocol.h). For WebSocket upgrades only.
+bool ws_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h);
+
+// True when origin ("scheme://host[:port]") names the server the request was
+// sent to (its Host field).
+bool is_same_origin(std::string_view origin, const http::request_header<>& h);
+
+// The table above. keys: the accepted API keys (empty: no authentication).
+std::optional<head_denial> admit_request_head(const http::request_header<>& h, const std::vector<std::string>& keys,
+                                              const cors_policy& cors, bool ui_enabled);
+
+}  // namespace spate

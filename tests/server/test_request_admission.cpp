@@ -1,0 +1,121 @@
+// Head-level admission (server/request_admission.h): Origin (403) and API key
+// (401) decided before the body is read. Pure functions, no sockets.
+#include "server/request_admission.h"
+
+#include <gtest/gtest.h>
+
+namespace spate {
+namespace {
+
+http::request_header<> req(http::verb m, std::string target, std::vector<std::pair<std::string, std::string>> fields) {
+  http::request_header<> h;
+  h.version(11);
+  h.method(m);
+  h.target(target);
+  h.set(http::field::host, "spate.example:8000");
+  for (auto& [k, v] : fields) h.insert(k, v);
+  return h;
+}
+
+const std::vector<std::string> k_keys = {"k1", "other-key"};
+const std::vector<std::string> k_no_keys = {};
+
+cors_policy listed() { return cors_policy{cors_config{{"https://app.example"}, {"*"}, {"*"}, false}}; }
+
+TEST(AdmitRequestHead, KeyOnTheHead) {
+  const cors_policy any{cors_config{}};
+  auto d = admit_request_head(req(http::verb::post, "/v1/completions", {}), k_keys, any, true);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, http::status::unauthorized);
+  EXPECT_EQ(d->code, "invalid_api_key");
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "Bearer k1"}}), k_keys, any, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "bearer other-key"}}), k_keys, any, true));
+  for (const char* bad : {"Bearer k2", "Bearer  k1", "Basic k1", "k1", "Bearer ", "Bearer k"}) {
+    EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", bad}}), k_keys, any, true)) << bad;
+  }
+  // No key configured: everything is admitted.
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {}), k_no_keys, any, true));
+  // Unknown routes need the key too (no route map for the unauthenticated).
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/nope", {}), k_keys, any, true));
+}
+
+TEST(AdmitRequestHead, PublicRoutesAndPreflights) {
+  const cors_policy any{cors_config{}};
+  for (const char* path : {"/health", "/ready", "/metrics", "/health?x=1", "/", "/index.html", "/ui/chat.js"}) {
+    EXPECT_FALSE(admit_request_head(req(http::verb::get, path, {}), k_keys, any, true)) << path;
+  }
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/", {}), k_keys, any, false)) << "the chat page is off: / is not public";
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/healthz", {}), k_keys, any, true));
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/v1/models", {}), k_keys, any, true));
+  EXPECT_FALSE(admit_request_head(
+      req(http::verb::options, "/v1/completions", {{"Origin", "https://x.example"}, {"Access-Control-Request-Method", "POST"}}),
+      k_keys, any, true))
+      << "browsers send preflights without credentials";
+  EXPECT_FALSE(admit_request_head(req(http::verb::options, "/v1/completions", {}), k_keys, any, true));
+}
+
+TEST(AdmitRequestHead, WebSocketKeyInTheSubprotocol) {
+  const cors_policy any{cors_config{}};
+  const std::vector<std::pair<std::string, std::string>> upgrade = {
+      {"Connection", "Upgrade"}, {"Upgrade", "websocket"}, {"Sec-WebSocket-Version", "13"}, {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="}};
+  auto with = [&](std::vector<std::pair<std::string, std::string>> more) {
+    auto f = upgrade;
+    f.insert(f.end(), more.begin(), more.end());
+    return req(http::verb::get, "/v1/responses", f);
+  };
+  EXPECT_TRUE(admit_request_head(with({}), k_keys, any, true));
+  EXPECT_FALSE(admit_request_head(with({{"Authorization", "Bearer k1"}}), k_keys, any, true));
+  EXPECT_FALSE(admit_request_head(with({{"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.k1"}}), k_keys, any, true));
+  EXPECT_TRUE(admit_request_head(with({{"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.k9"}}), k_keys, any, true));
+  // The subprotocol key counts for upgrades only.
+  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/responses", {{"Sec-WebSocket-Protocol", "openai-insecure-api-key.k1"}}),
+                                 k_keys, any, true));
+  // A disallowed Origin on the upgrade: 403, with or without a key.
+  auto d = admit_request_head(with({{"Origin", "https://evil.example"}, {"Authorization", "Bearer k1"}}), k_keys, listed(), true);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, http::status::forbidden);
+  d = admit_request_head(with({{"Origin", "https://evil.example"}}), k_no_keys, listed(), true);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, http::status::forbidden);
+  EXPECT_FALSE(admit_request_head(with({{"Origin", "https://app.example"}}), k_no_keys, listed(), true));
+}
+
+TEST(AdmitRequestHead, DisallowedOriginIsRefusedBeforeWork) {
+  const cors_policy p = listed();
+  // A "simple" cross-origin POST needs no preflight: it must not run.
+  for (const char* origin : {"https://evil.example", "null", "https://app.example.evil", "http://app.example", ""}) {
+    const auto d = admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", origin}, {"Content-Type", "text/plain"}}),
+                                      k_no_keys, p, true);
+    ASSERT_TRUE(d) << origin;
+    EXPECT_EQ(d->status, http::status::forbidden) << origin;
+    EXPECT_EQ(d->code, "origin_not_allowed");
+  }
+  // Before authentication: a keyless cross-origin request learns nothing about keys.
+  auto d = admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "https://evil.example"}}), k_keys, p, true);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, http::status::forbidden);
+  // Public routes too: "before any work".
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/health", {{"Origin", "https://evil.example"}}), k_no_keys, p, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "https://app.example"}}), k_no_keys, p, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {}), k_no_keys, p, true)) << "no Origin: not a browser's CORS request";
+  // "*" allows any origin.
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "null"}}), k_no_keys, cors_policy{cors_config{}}, true));
+}
+
+TEST(AdmitRequestHead, SameOriginIsAlwaysAllowed) {
+  const cors_policy p = listed();
+  // The chat page served by spate itself posts with its own origin.
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example:8000"}}), k_no_keys, p, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "https://SPATE.example:8000"}}), k_no_keys, p, true));
+  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example"}}), k_no_keys, p, true));
+  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example:8000.evil"}}), k_no_keys, p, true));
+  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "ftp://spate.example:8000"}}), k_no_keys, p, true));
+  http::request_header<> no_host = req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://"}});
+  no_host.erase(http::field::host);
+  EXPECT_TRUE(admit_request_head(no_host, k_no_keys, p, true));
+  EXPECT_TRUE(is_same_origin("https://spate.example:8000", req(http::verb::get, "/", {})));
+  EXPECT_FALSE(is_same_origin("https://", req(http::verb::get, "/", {})));
+}
+
+}  // namespace
+}  // namespace spate
