@@ -9,7 +9,7 @@
 // check_request_head has unambiguous framing (no Transfer-Encoding other than
 // "chunked" alone, never together with Content-Length); an admitted keyed
 // request either names a public route, is a CORS preflight or OPTIONS, or
-// carries one of the keys.
+// carries one of the keys; a keyless admitted request announces no body.
 #include <boost/beast/http.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +50,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     path = path.substr(0, path.find('?'));
     const bool has_key = bearer_key_accepted(keys, h) || ws_key_accepted(keys, h);
     if (!has_key && !is_public_route(path, true)) std::abort();  // admitted without a key
+  }
+  if (!denied && has_body(h) && !(bearer_key_accepted(keys, h) || ws_key_accepted(keys, h))) {
+    std::abort();  // a keyless request would make the server buffer its body
   }
   if (denied) return 0;  // the session answers and closes: the body is never read
   (void)expects_continue(h);

@@ -3,7 +3,6 @@
 #include <boost/asio/this_coro.hpp>
 #include <spdlog/spdlog.h>
 
-#include "engine/engine_config.h"
 #include "protocol/embeddings.h"
 #include "server/api_router.h"
 #include "server/generation_submit.h"
@@ -32,13 +31,6 @@ std::optional<api::api_error> prepare_inputs(const server_context& ctx, const ap
     return api::api_error{400, "'dimensions' must be the model's embedding width " + std::to_string(m.n_embd) + " (vectors are not truncated), got " +
                                    std::to_string(*r.dimensions),
                           "invalid_request_error", "dimensions", ""};
-  }
-  // Each input is one engine request: more than the queue can ever hold is refused
-  // for good (400), not as a retryable 429.
-  if (const auto bound = static_cast<size_t>(ctx.eng.config().max_queued_requests); r.n_inputs() > bound) {
-    return api::api_error{400, "'input' holds " + std::to_string(r.n_inputs()) + " inputs, more than this server ever queues (--max-queued-requests " +
-                                   std::to_string(bound) + "); send at most " + std::to_string(bound) + " per request",
-                          "invalid_request_error", "input", ""};
   }
   inputs = r.token_inputs;
   for (const auto& text : r.texts) inputs.push_back(m.tok->encode(text, /*add_special=*/true, /*parse_special=*/false));
@@ -70,7 +62,7 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   if (!err) err = prepare_inputs(ctx, r, inputs);
   auto stream = request_stream::create(co_await asio::this_coro::executor);
   std::vector<int64_t> ids;
-  if (!err) err = submit_all(ctx, embedding_requests(ctx, inputs), stream, ids);
+  if (!err) err = submit_all(ctx, embedding_requests(ctx, inputs), stream, ids, "input");
   if (err) {
     ctx.metrics.count_rejected(rejection_reason(*err));
     ex.finish_reason = "rejected";

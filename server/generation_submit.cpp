@@ -1,6 +1,7 @@
 #include "server/generation_submit.h"
 
 #include "engine/engine_api.h"
+#include "engine/engine_config.h"
 
 namespace spate {
 
@@ -14,12 +15,20 @@ std::optional<api::api_error> submit_generation(server_context& ctx, const prepa
     const int32_t sample = i % g.n;  // each prompt's samples use seed, seed + 1, ...
     if (er.params.seed && sample > 0) er.params.seed = *er.params.seed + static_cast<uint64_t>(sample);
   }
-  return submit_all(ctx, std::move(reqs), stream, ids);
+  return submit_all(ctx, std::move(reqs), stream, ids, "n");
 }
 
 std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine_request> reqs,
-                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids) {
+                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids,
+                                         std::string_view param) {
   ids.clear();
+  if (const auto bound = static_cast<size_t>(ctx.eng.config().max_queued_requests); reqs.size() > bound) {
+    const std::string m = std::to_string(bound);
+    return api::api_error{400,
+                          "this request needs " + std::to_string(reqs.size()) + " engine requests at once ('" + std::string(param) +
+                              "'), more than this server ever queues (--max-queued-requests " + m + "); send at most " + m + " per request",
+                          "invalid_request_error", std::string(param), ""};
+  }
   for (size_t i = 0; i < reqs.size(); ++i) {
     reqs[i].on_event = stream->make_callback(static_cast<int32_t>(i));
     const submit_result sr = ctx.eng.submit(std::move(reqs[i]));

@@ -25,9 +25,13 @@ std::optional<api::api_error> submit_generation(server_context& ctx, const prepa
 
 // Submits the requests in order, request i's events as choice i of stream;
 // on a refusal, cancels the ones already submitted and returns the refusal's
-// error (refusal_error). ids receives the engine ids.
+// error (refusal_error). ids receives the engine ids. More requests than the
+// engine ever queues (--max-queued-requests) are refused before any is
+// submitted with a 400 naming the limit and `param` (what multiplied them):
+// a 429 would invite retries that can never succeed.
 std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine_request> reqs,
-                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids);
+                                         const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids,
+                                         std::string_view param);
 
 void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids);
 

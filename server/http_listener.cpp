@@ -24,6 +24,9 @@ std::shared_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
   auto c = std::make_shared<ssl::context>(ssl::context::tls_server);
   c->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
                  ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  // No client-initiated renegotiation (a CPU cost a client could repeat at will) and no
+  // compression (CRIME).
+  SSL_CTX_set_options(c->native_handle(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
   // TLS 1.2's suites; TLS 1.3's (all AEAD with forward secrecy) stay OpenSSL's defaults.
   if (SSL_CTX_set_cipher_list(c->native_handle(), o.ssl_ciphers.c_str()) != 1) {
     throw std::runtime_error("--ssl-ciphers '" + o.ssl_ciphers + "': no cipher OpenSSL knows");

@@ -30,6 +30,12 @@ bool key_in(const std::vector<std::string>& keys, std::string_view v) {
 
 }  // namespace
 
+bool has_body(const http::request_header<>& h) {
+  if (h.count(http::field::transfer_encoding) > 0) return true;
+  const auto it = h.find(http::field::content_length);
+  return it != h.end() && it->value().find_first_not_of("0") != std::string_view::npos;
+}
+
 bool is_public_route(std::string_view path, bool ui_enabled) {
   if (path == "/health" || path == "/ready" || path == "/metrics") return true;
   return ui_enabled && ui::is_ui_path(path);
@@ -66,7 +72,10 @@ bool is_same_origin(std::string_view origin, const http::request_header<>& h) {
 
 std::optional<head_denial> admit_request_head(const http::request_header<>& h, const std::vector<std::string>& keys,
                                               const cors_policy& cors, bool ui_enabled) {
-  if (cors_policy::is_preflight(h)) return std::nullopt;
+  if (cors_policy::is_preflight(h)) {
+    if (keys.empty() || !has_body(h)) return std::nullopt;
+    return head_denial{http::status::payload_too_large, "a CORS preflight carries no body", ""};
+  }
   if (const auto it = h.find(http::field::origin); it != h.end()) {
     const std::string_view origin = it->value();
     if (!cors.allows_origin(origin) && !is_same_origin(origin, h)) {
@@ -75,8 +84,13 @@ std::optional<head_denial> admit_request_head(const http::request_header<>& h, c
                          "origin_not_allowed"};
     }
   }
-  if (h.method() == http::verb::options) return std::nullopt;
-  if (is_public_route(path_of(h.target()), ui_enabled) || keys.empty()) return std::nullopt;
+  if (keys.empty()) return std::nullopt;
+  if (h.method() == http::verb::options || is_public_route(path_of(h.target()), ui_enabled)) {
+    // Served without a key, so never worth a body: a keyless client must not make the server buffer one.
+    if (!has_body(h)) return std::nullopt;
+    return head_denial{http::status::payload_too_large,
+                       "a request served without an API key (a public route, OPTIONS) carries no body", ""};
+  }
   const bool ok = boost::beast::websocket::is_upgrade(h) ? ws_key_accepted(keys, h) : bearer_key_accepted(keys, h);
   if (ok) return std::nullopt;
   return head_denial{http::status::unauthorized, "missing or invalid API key", "invalid_api_key"};

@@ -5,13 +5,16 @@
 // dropping what the client still uploads, bounded) and closes.
 //
 //   CORS preflight (OPTIONS + Origin +     admitted; the router answers it
-//   Access-Control-Request-Method)         (204, or 400 for a disallowed origin)
+//   Access-Control-Request-Method)         (204, or 400 for a disallowed origin),
+//                                          413 with a body while keys are configured
 //   Origin present, neither allowed by     403 origin_not_allowed (the browser
 //   --allowed-origins nor this server's    would not show the answer, but a
 //   own origin                             "simple" POST would still run)
-//   other OPTIONS                          admitted (204 with Allow)
-//   public route (is_public_route)         admitted
 //   no API key configured                  admitted
+//   other OPTIONS, public route            admitted (OPTIONS: 204 with Allow), but
+//   (is_public_route)                      413 when the head announces a body: what
+//                                          is served without a key is never worth
+//                                          buffering a keyless client's upload
 //   WebSocket upgrade                      the key in Authorization or in the
 //                                          Sec-WebSocket-Protocol, else 401
 //   anything else                          the key in Authorization, else 401
@@ -55,6 +58,10 @@ bool bearer_key_accepted(const std::vector<std::string>& keys, const http::reque
 // bearer_key_accepted(), or the key a browser passes in Sec-WebSocket-Protocol
 // (ws_subprotocol.h). For WebSocket upgrades only.
 bool ws_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h);
+
+// True when the head announces a body: Transfer-Encoding (checked to be
+// chunked), or a Content-Length other than 0. Precondition: check_request_head passed.
+bool has_body(const http::request_header<>& h);
 
 // True when origin ("scheme://host[:port]") names the server the request was
 // sent to (its Host field).

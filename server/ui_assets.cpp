@@ -21,8 +21,6 @@ const embedded_file* find_file(std::string_view name) {
 
 }  // namespace
 
-bool is_ui_path(std::string_view path) { return path == "/" || path == "/index.html" || path.starts_with("/ui/"); }
-
 http::response<http::string_body> ui_response(std::string_view path, unsigned version) {
   const std::string_view name = path.starts_with("/ui/") ? path.substr(4) : std::string_view("index.html");
   const embedded_file* f = find_file(name);

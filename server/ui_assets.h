@@ -20,7 +20,7 @@ struct embedded_file {
 std::span<const embedded_file> files();
 
 // True for the chat page's paths: "/", "/index.html" and "/ui/<file>".
-bool is_ui_path(std::string_view path);
+inline bool is_ui_path(std::string_view path) { return path == "/" || path == "/index.html" || path.starts_with("/ui/"); }
 
 // The response for a GET of a UI path: 200 with the file, its content type,
 // no-cache and a Content-Security-Policy that allows this origin only; 404

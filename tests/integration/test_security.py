@@ -198,6 +198,18 @@ def rss_bytes(pid) -> int:
     raise AssertionError("no VmRSS")
 
 
+def test_what_is_served_without_a_key_takes_no_body(server):
+    """Public routes and OPTIONS need no key, so a keyless client could use
+    them to make the server buffer a body: refused on the head instead."""
+    for method, path in (("GET", "/health"), ("POST", "/metrics"), ("OPTIONS", "/v1/completions"), ("GET", "/")):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+            s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 8000000\r\n\r\n".encode())
+            head = s.recv(4096)
+            assert status_of(head) == 413, (method, path, head)
+    assert exchange(server.port, b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").startswith(
+        b"HTTP/1.1 200")
+
+
 def test_keyless_uploads_are_not_held_in_memory(server):
     """20 concurrent keyless 7 MiB uploads read to the end: each client reads its
     401 (lingering close), and the server holds none of the bodies (before the
@@ -317,6 +329,21 @@ def test_tls12_offers_only_ecdhe_with_aead(tls_files):
         s.stop()
 
 
+def test_tls_client_renegotiation_is_refused(tls_files):
+    """A TLS 1.2 client may not renegotiate (a CPU cost it could repeat at will)."""
+    s = SpateServer(tls=tls_files, env=SKIP_WARMUP)
+    try:
+        s.wait_ready(ssl_context=ssl._create_unverified_context())
+        p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{s.port}", "-tls1_2"],
+                           input="R\n", capture_output=True, text=True, timeout=30)
+        assert "RENEGOTIATING" in p.stdout + p.stderr, p.stdout + p.stderr
+        assert "no renegotiation" in p.stdout + p.stderr, p.stdout + p.stderr
+        with urllib.request.urlopen(s.base_url + "/health", context=ssl._create_unverified_context(), timeout=10) as r:
+            assert r.status == 200
+    finally:
+        s.stop()
+
+
 def test_ssl_ciphers_sets_the_list(tls_files):
     s = SpateServer("--ssl-ciphers", "ECDHE-RSA-AES256-GCM-SHA384", tls=tls_files, env=SKIP_WARMUP)
     try:
@@ -338,6 +365,11 @@ def test_embeddings_over_the_queue_bound_get_400_not_429(server):
     assert "--max-queued-requests 8" in body["error"]["message"] and body["error"]["param"] == "input"
     st, body, _ = post_json(server.base_url, "/v1/embeddings", {"input": ["a"] * 8}, headers=AUTH)
     assert st == 200 and len(body["data"]) == 8
+    # The same bound for prompts x n: 10 choices can never be queued at once.
+    st, body, _ = post_json(server.base_url, "/v1/completions", {"prompt": ["a", "b"], "n": 5, "max_tokens": 1}, headers=AUTH)
+    assert st == 400 and body["error"]["param"] == "n" and "--max-queued-requests 8" in body["error"]["message"], body
+    st, body, _ = post_json(server.base_url, "/v1/completions", {"prompt": ["a", "b"], "n": 4, "max_tokens": 1}, headers=AUTH)
+    assert st == 200 and len(body["choices"]) == 8
 
 
 # ------------------------------------------- idle connections and HEAD, default limits

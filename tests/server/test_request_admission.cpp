@@ -54,6 +54,30 @@ TEST(AdmitRequestHead, PublicRoutesAndPreflights) {
   EXPECT_FALSE(admit_request_head(req(http::verb::options, "/v1/completions", {}), k_keys, any, true));
 }
 
+TEST(AdmitRequestHead, WhatIsServedWithoutAKeyCarriesNoBody) {
+  const cors_policy any{cors_config{}};
+  for (auto [m, path] : {std::pair{http::verb::get, "/health"}, {http::verb::post, "/metrics"}, {http::verb::options, "/v1/completions"},
+                         {http::verb::get, "/ui/chat.js"}}) {
+    for (auto body : std::vector<std::pair<std::string, std::string>>{{"Content-Length", "8000000"}, {"Transfer-Encoding", "chunked"},
+                                                                     {"Content-Length", "1"}}) {
+      auto d = admit_request_head(req(m, path, {body}), k_keys, any, true);
+      ASSERT_TRUE(d) << path << " " << body.first;
+      EXPECT_EQ(d->status, http::status::payload_too_large);
+      EXPECT_FALSE(admit_request_head(req(m, path, {body}), k_no_keys, any, true)) << "no keys: nothing to protect";
+    }
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"Content-Length", "0"}}), k_keys, any, true)) << path;
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"Content-Length", "000"}}), k_keys, any, true)) << path;
+  }
+  auto d = admit_request_head(req(http::verb::options, "/v1/completions", {{"Origin", "https://x.example"}, {"Access-Control-Request-Method", "POST"},
+                                                                          {"Content-Length", "100"}}),
+                              k_keys, any, true);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, http::status::payload_too_large);
+  // With the key the body is welcome.
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "Bearer k1"}, {"Content-Length", "100"}}),
+                                  k_keys, any, true));
+}
+
 TEST(AdmitRequestHead, WebSocketKeyInTheSubprotocol) {
   const cors_policy any{cors_config{}};
   const std::vector<std::pair<std::string, std::string>> upgrade = {
