@@ -334,7 +334,13 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   if (in.api_keys.empty()) {
-    spdlog::info("Authentication: none (no --api-key or --api-key-file); every route is open");
+    const bool loopback = so.host == "127.0.0.1" || so.host == "::1" || so.host.starts_with("127.");
+    if (loopback) {
+      spdlog::info("Authentication: none (no --api-key or --api-key-file); every route is open");
+    } else {
+      spdlog::warn("Authentication: none, and --host {} is not a loopback address: anyone who reaches it can use every route; "
+                   "set --api-key-file", so.host);
+    }
   } else {
     spdlog::info("Authentication: {} API key(s){}", in.api_keys.size(), so.api_key_file.empty() ? "" : " (--api-key-file is re-read on SIGHUP)");
   }
