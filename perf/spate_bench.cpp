@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   po::options_description desc("spate_bench");
   desc.add_options()("model", po::value(&model_path))("threads", po::value(&threads))("reps", po::value(&reps))(
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
-      "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")("reference", po::bool_switch(&force_reference), "the scalar reference kernels (as SPATE_FORCE_REFERENCE=1)")(
+      "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")(
+      "reference", po::bool_switch(&force_reference), "the scalar reference kernels (as SPATE_FORCE_REFERENCE=1)")(
       "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/op_breakdown.py)")(
       "weights-isa", po::value(&weights_isa), "avx2: run the matmuls on the AVX2 kernels on an AVX-512 CPU (other ops unchanged)");
   po::variables_map vm;
@@ -75,8 +76,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", err.c_str());
     return 2;
   }
-  isa.force_reference = isa.force_reference || force_reference;
-  const std::string kernels_used = cli::init_kernels(isa);
+  const bool env_reference = isa.force_reference;
+  isa.force_reference = env_reference || force_reference;
+  std::string kernels_used = cli::init_kernels(isa);
+  if (force_reference && !env_reference) {
+    kernels_used = std::string(kernels::isa_name(kernels::active_isa())) + " (--reference)";
+  }
 
   auto file = gguf_file::open(model_path);
   const model_config cfg = read_model_config(*file);
