@@ -97,12 +97,34 @@ std::string finish_model_options(model_options& o) {
     return e.what();
   }
   if (o.max_model_len < 0) return "--max-model-len must be >= 0";
-  const char* force = std::getenv("SPATE_FORCE_REFERENCE");
-  o.force_reference = force && *force && std::string(force) != "0" && std::string(force) != "false";
-  const auto isa = kernels::init_isa(o.force_reference);
-  spdlog::info("Kernels: {}{}; device executor: {} threads", kernels::isa_name(isa),
-               o.force_reference ? " (forced by SPATE_FORCE_REFERENCE)" : "", o.n_threads);
+  if (auto err = read_isa_env(o.isa); !err.empty()) return err;
+  spdlog::info("Kernels: {}; device executor: {} threads", init_kernels(o.isa), o.n_threads);
   return "";
+}
+
+std::string parse_isa_env(const char* force_reference, const char* max_isa, isa_options& o) {
+  const std::string force = force_reference ? force_reference : "";
+  o.force_reference = !force.empty() && force != "0" && force != "false";
+  o.max_isa = kernels::isa_level::avx512;
+  if (max_isa && *max_isa && !kernels::parse_isa_level(max_isa, o.max_isa)) {
+    return std::string("SPATE_MAX_ISA must be scalar, avx2 or avx512, got '") + max_isa + "'";
+  }
+  return "";
+}
+
+std::string read_isa_env(isa_options& o) {
+  return parse_isa_env(std::getenv("SPATE_FORCE_REFERENCE"), std::getenv("SPATE_MAX_ISA"), o);
+}
+
+std::string init_kernels(const isa_options& o) {
+  const kernels::isa_level level = kernels::init_isa(o.force_reference, o.max_isa);
+  std::string out = kernels::isa_name(level);
+  if (o.force_reference) {
+    out += " (forced by SPATE_FORCE_REFERENCE)";
+  } else if (level != kernels::detect_isa()) {
+    out += std::string(" (capped by SPATE_MAX_ISA=") + kernels::isa_short_name(o.max_isa) + ")";
+  }
+  return out;
 }
 
 namespace {

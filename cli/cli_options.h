@@ -19,6 +19,31 @@ struct loaded_model;
 
 namespace spate::cli {
 
+// The kernel level's environment, read once at start-up (read_isa_env) and
+// applied by init_kernels():
+//   SPATE_FORCE_REFERENCE: set, non-empty and not "0" or "false": the scalar
+//     reference kernels;
+//   SPATE_MAX_ISA=scalar|avx2|avx512: the highest level to run. It caps the
+//     level CPUID allows and never raises it (avx512 on an AVX2-only CPU runs
+//     avx2); scalar is the reference. Unset or empty: no cap.
+struct isa_options {
+  bool force_reference = false;
+  kernels::isa_level max_isa = kernels::isa_level::avx512;  // avx512, the highest: no cap
+};
+
+// Parses the two variables' values (nullptr: unset) into o. Returns "" or an
+// error naming the variable and its accepted values.
+std::string parse_isa_env(const char* force_reference, const char* max_isa, isa_options& o);
+
+// parse_isa_env() of this process's SPATE_FORCE_REFERENCE and SPATE_MAX_ISA.
+std::string read_isa_env(isa_options& o);
+
+// Fixes the kernel level (kernels::init_isa) from o, before any weight is
+// loaded. Returns the "Kernels: ..." description for the start-up log: the
+// level's name, and why when it is below what the CPU allows, e.g.
+// "avx2+fma+f16c (capped by SPATE_MAX_ISA=avx2)".
+std::string init_kernels(const isa_options& o);
+
 struct model_options {
   std::string model_path;         // --model; default: the cached SmolLM2-135M-Instruct Q4_1
   int32_t n_threads = 0;          // --threads; 0 = physical cores
@@ -29,7 +54,7 @@ struct model_options {
   uint64_t seed = 0;              // --seed: base of per-request seeds when a request sets none
   std::string log_level = "info"; // --log-level
   std::string log_format = "text"; // --log-format text|json (one JSON object per line)
-  bool force_reference = false;   // SPATE_FORCE_REFERENCE=1: scalar reference kernels
+  isa_options isa;                // SPATE_FORCE_REFERENCE, SPATE_MAX_ISA (read by finish_model_options)
 };
 
 // Options of the serving engine (scheduler, prefix cache, queue), plus the

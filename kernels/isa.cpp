@@ -65,15 +65,20 @@ isa_level detect_isa() {
 
 bool cpu_supports(isa_level level) { return static_cast<int>(level) <= static_cast<int>(detect_isa()); }
 
-isa_level init_isa(bool force_reference) {
-  const isa_level level = force_reference ? isa_level::scalar : detect_isa();
+isa_level choose_isa(isa_level detected, bool force_reference, isa_level max_level) {
+  if (force_reference) return isa_level::scalar;
+  return static_cast<int>(max_level) < static_cast<int>(detected) ? max_level : detected;
+}
+
+isa_level init_isa(bool force_reference, isa_level max_level) {
+  const isa_level level = choose_isa(detect_isa(), force_reference, max_level);
   g_active.store(static_cast<int>(level), std::memory_order_release);
   return level;
 }
 
 isa_level active_isa() {
   int v = g_active.load(std::memory_order_acquire);
-  if (v < 0) return init_isa(false);
+  if (v < 0) return init_isa(false, isa_level::avx512);
   return static_cast<isa_level>(v);
 }
 
@@ -84,6 +89,25 @@ const char* isa_name(isa_level level) {
     case isa_level::avx512: return "avx512vnni+avx2+fma+f16c";
   }
   return "unknown";
+}
+
+const char* isa_short_name(isa_level level) {
+  switch (level) {
+    case isa_level::scalar: return "scalar";
+    case isa_level::avx2: return "avx2";
+    case isa_level::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+bool parse_isa_level(std::string_view name, isa_level& level) {
+  for (const isa_level l : {isa_level::scalar, isa_level::avx2, isa_level::avx512}) {
+    if (name == isa_short_name(l)) {
+      level = l;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace spate::kernels

@@ -1,10 +1,13 @@
 // Instruction-set selection for the kernel dispatch tables.
 //
 // Contract: init_isa() is called once at start-up, from the main thread, before
-// any kernel table is requested (the CLI reads SPATE_FORCE_REFERENCE from the
-// environment into its typed config and passes it here; nothing deep reads the
-// environment). Afterwards active_isa() is read-only and thread-safe.
+// any kernel table is requested (the CLI reads SPATE_FORCE_REFERENCE and
+// SPATE_MAX_ISA from the environment into its typed config and passes them
+// here; nothing deep reads the environment). Afterwards active_isa() is
+// read-only and thread-safe.
 #pragma once
+
+#include <string_view>
 
 namespace spate::kernels {
 
@@ -23,15 +26,29 @@ isa_level detect_isa();
 // True when kernels of `level` may run on this CPU (level <= detect_isa()).
 bool cpu_supports(isa_level level);
 
-// Fixes the active level: detect_isa(), or scalar when force_reference is set.
-// Returns the level chosen. Calling it again is allowed (tests) but not while
-// kernels run on other threads.
-isa_level init_isa(bool force_reference);
+// The level to run: scalar when force_reference is set, else the lower of
+// `detected` and `max_level` (a cap never raises the level: max_level avx512
+// on an avx2 CPU gives avx2). Pure, so that tests can pass any detected level.
+isa_level choose_isa(isa_level detected, bool force_reference, isa_level max_level);
+
+// Fixes the active level: choose_isa(detect_isa(), force_reference, max_level);
+// max_level avx512 (the highest) is no cap. Returns the level chosen. Calling
+// it again is allowed (tests) but not while kernels run on other threads.
+// Weights are packed for one level (pack_weight): load them after this call,
+// at active_isa().
+isa_level init_isa(bool force_reference, isa_level max_level);
 
 // The level in force (detect_isa() if init_isa() was never called).
 isa_level active_isa();
 
 const char* isa_name(isa_level level);
+
+// A level's short name, as SPATE_MAX_ISA spells it: "scalar", "avx2", "avx512".
+const char* isa_short_name(isa_level level);
+
+// Parses a short name (exactly, lower case) into `level`. Returns false,
+// leaving `level` unchanged, for anything else.
+bool parse_isa_level(std::string_view name, isa_level& level);
 
 // Whether single-row (batch-1 decode) matmuls at the avx512 level software-prefetch
 // their weight stream: true on AMD family 1Ah (Zen 5) and later, where it measured

@@ -20,6 +20,7 @@
 #include "engine/sampler.h"
 #include "model/model_weights.h"
 #include "model/thread_pool.h"
+#include "cli/cli_options.h"
 #include "kernels/isa.h"
 #include "model/model_paths.h"
 #include "util/trace.h"
@@ -61,13 +62,26 @@ int main(int argc, char** argv) {
   po::options_description desc("spate_bench");
   desc.add_options()("model", po::value(&model_path))("threads", po::value(&threads))("reps", po::value(&reps))(
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
-      "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")("reference", po::bool_switch(&force_reference))(
+      "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")(
+      "reference", po::bool_switch(&force_reference), "the scalar reference kernels (as SPATE_FORCE_REFERENCE=1)")(
       "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/op_breakdown.py)")(
       "weights-isa", po::value(&weights_isa), "avx2: run the matmuls on the AVX2 kernels on an AVX-512 CPU (other ops unchanged)");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);
   po::notify(vm);
-  kernels::init_isa(force_reference);
+  // The kernel level as the server picks it: SPATE_FORCE_REFERENCE (or
+  // --reference) and SPATE_MAX_ISA, read once here.
+  cli::isa_options isa;
+  if (const std::string err = cli::read_isa_env(isa); !err.empty()) {
+    std::fprintf(stderr, "%s\n", err.c_str());
+    return 2;
+  }
+  const bool env_reference = isa.force_reference;
+  isa.force_reference = env_reference || force_reference;
+  std::string kernels_used = cli::init_kernels(isa);
+  if (force_reference && !env_reference) {
+    kernels_used = std::string(kernels::isa_name(kernels::active_isa())) + " (--reference)";
+  }
 
   auto file = gguf_file::open(model_path);
   const model_config cfg = read_model_config(*file);
@@ -88,7 +102,7 @@ int main(int argc, char** argv) {
   model_runner runner(cfg, w, kv, pool);
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab) * std::max(batch, 1));
   std::fprintf(stderr, "model %s, %d threads, kernels %s, matmuls %s\n", model_path.c_str(), threads,
-               kernels::isa_name(kernels::active_isa()), kernels::isa_name(level));
+               kernels_used.c_str(), kernels::isa_name(level));
 
   if (!trace_dir.empty()) {
     if (const std::string err = trace::start(trace_dir); !err.empty()) {

@@ -1,9 +1,12 @@
 // Shared set-up for integration tests that run the real default model.
 // The model path comes from SPATE_MODEL, else the cache the setup script fills.
+// The kernel level is chosen as `spate` chooses it (SPATE_FORCE_REFERENCE,
+// SPATE_MAX_ISA), once, before the first model is loaded.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -12,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_options.h"
 #include "engine/block_pool.h"
 #include "model/kv_cache.h"
 #include "model/model_loader.h"
@@ -39,9 +43,27 @@ inline std::string gemma_model_path() {
   return m && *m ? std::string(m) : cached_model_path("gemma-3-270m-q4_k_m.gguf");
 }
 
-// Each model loaded once and shared by all tests of the binary (loading is the slow part).
+// Fixes the kernel level from the environment through the CLI's typed path
+// (cli::read_isa_env, cli::init_kernels), on the first call; later calls do
+// nothing. scripts/test.sh runs these tests again under SPATE_MAX_ISA=avx2.
+inline void init_kernels_once() {
+  static const bool done = [] {
+    cli::isa_options o;
+    if (const std::string err = cli::read_isa_env(o); !err.empty()) {
+      std::fprintf(stderr, "%s\n", err.c_str());
+      std::abort();
+    }
+    std::printf("Kernels: %s\n", cli::init_kernels(o).c_str());
+    return true;
+  }();
+  (void)done;
+}
+
+// Each model loaded once and shared by all tests of the binary (loading is the
+// slow part), with its weights packed for the level init_kernels_once() fixed.
 inline loaded_model& shared_model_at(const std::string& path, const char* fetch_hint = "scripts/fetch-model.sh") {
   static std::map<std::string, std::unique_ptr<loaded_model>> models;
+  init_kernels_once();
   auto& m = models[path];
   if (!m) {
     if (!std::ifstream(path)) {

@@ -4,11 +4,29 @@ shape (float and base64), both poolings against llama.cpp's embeddings
 tests/reference/make_embedding_fixtures.py), batching through the engine, and
 clear errors for bad input.
 
-Tolerance, stated once: each vector's cosine similarity to llama.cpp's is at
-least 0.999 and no component differs by more than 0.015 (both engines quantize
-activations to 8 bits per block; llama.cpp keeps attention in f16). Measured:
-0.0088 on an AVX2 machine, 0.0107 on an AVX-512 one (last pooling), whose
-attention kernel sums in another order."""
+Tolerance, stated once, and it must hold at every kernel level (scripts/test.sh
+runs this file again under SPATE_MAX_ISA=avx2): each vector's cosine similarity
+to llama.cpp's is at least 0.999, and no component differs by more than 0.025.
+Both engines quantize activations to 8 bits per 32-block before each matmul,
+at different points (llama.cpp also rounds attention to f16), and each kernel
+level rounds its sums in its own order. For unit vectors the cosine bound
+alone allows a component error up to sqrt(2 * 0.001) = 0.045; the max bound
+says that the error is spread over the 576 components, not concentrated in
+one (a component at 0.025 would hold a third of the squared error the cosine
+allows). Measured on 2026-11-27 with the same build on one AVX-512 VNNI
+machine, per level (SPATE_MAX_ISA):
+                  max |component - llama.cpp|   min cosine
+  last  scalar    0.0110                        0.99965
+        avx2      0.0156                        0.99941
+        avx512    0.0129                        0.99961
+  mean  scalar    0.0069                        0.99978
+        avx2      0.0057                        0.99983
+        avx512    0.0057                        0.99983
+The worst text is the same at every level (the accented one with an emoji,
+last pooling: one position's state, where mean pooling averages the rounding
+out), and the levels differ from each other there by up to 0.0046; 0.025 is
+1.6 times the worst level's figure. 0.015, the bound before, was tuned on one
+machine and failed on an AVX2-only one with the 0.0156 above."""
 import base64
 import json
 import math
@@ -61,7 +79,7 @@ def test_matches_llama_cpp(servers, pooling):
         assert len(v) == len(want) == 576
         assert abs(math.sqrt(sum(x * x for x in v)) - 1.0) < 1e-4  # normalized
         assert cosine(v, want) >= 0.999
-        assert max(abs(x - y) for x, y in zip(v, want)) <= 0.015
+        assert max(abs(x - y) for x, y in zip(v, want)) <= 0.025
 
 
 def test_base64_is_the_same_vector(servers):

@@ -24,14 +24,7 @@ inline const isa_level k_all_levels[] = {isa_level::scalar, isa_level::avx2, isa
 inline const isa_level k_simd_levels[] = {isa_level::avx2, isa_level::avx512};
 
 // Test-name suffix of a level: "scalar", "avx2", "avx512".
-inline std::string level_label(const ::testing::TestParamInfo<isa_level>& info) {
-  switch (info.param) {
-    case isa_level::scalar: return "scalar";
-    case isa_level::avx2: return "avx2";
-    case isa_level::avx512: return "avx512";
-  }
-  return "unknown";
-}
+inline std::string level_label(const ::testing::TestParamInfo<isa_level>& info) { return isa_short_name(info.param); }
 
 // Skips the current test when the CPU lacks `level`.
 #define SPATE_SKIP_UNLESS_CPU_SUPPORTS(level) \
