@@ -9,7 +9,7 @@
 # between clones), then the ASan + UBSan run (scripts/sanitize.sh asan) on a
 # subset that fits CI's time: every C++ test but the slow real-model suites
 # (the llama.cpp reference, the real-model engine tests, one long grammar
-# walk; all of them run unsanitized above), and the server's HTTP hardening
+# walk; all of them run unsanitized above), and the server's HTTP hardening, security
 # and failure-injection tests against the sanitized binary. The full
 # sanitizer runs are `scripts/sanitize.sh asan|tsan`: see README.md, "Hardening".
 # SPATE_REQUIRE_TESTDATA=1: tests that need ../shared/testdata fail, instead
@@ -59,4 +59,5 @@ python3 -m pytest -q tests/integration
 )
 bash scripts/fuzz.sh all 30
 SANITIZE_CTEST_ARGS='-E ^(Models/ReferenceLlamaCpp|Engine\.|VocabTrie\.CachedMasksAlongADocumentEqualTheWalk)' \
-  bash scripts/sanitize.sh asan tests/integration/test_http_hardening.py tests/integration/test_failure_injection.py
+  bash scripts/sanitize.sh asan tests/integration/test_http_hardening.py tests/integration/test_security.py \
+  tests/integration/test_failure_injection.py
