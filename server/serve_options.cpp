@@ -34,7 +34,7 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("io-threads", po::value(&o.n_io_threads)->default_value(o.n_io_threads), "threads running the network I/O")
       ("max-body-bytes", po::value(&o.max_body_bytes)->default_value(o.max_body_bytes), "largest accepted request body (413 beyond)")
       ("max-ws-message-bytes", po::value(&o.max_ws_message_bytes)->default_value(o.max_ws_message_bytes), "largest accepted WebSocket message")
-      ("max-connections", po::value(&o.max_connections)->default_value(o.max_connections), "open connections at most; more are closed at once")
+      ("max-connections", po::value(&o.max_connections)->default_value(o.max_connections), "open connections at most; at the limit the oldest idle keep-alive connection is closed to make room, else the new one")
       ("header-timeout", po::value(&o.header_timeout_s)->default_value(o.header_timeout_s), "seconds from a request's first byte to its complete header")
       ("body-timeout", po::value(&o.body_timeout_s)->default_value(o.body_timeout_s), "seconds to receive a request body")
       ("idle-timeout", po::value(&o.idle_timeout_s)->default_value(o.idle_timeout_s), "seconds a keep-alive connection may wait for its next request")
