@@ -28,11 +28,6 @@ const char* error_type_for(http::status st) {
   return "invalid_request_error";
 }
 
-std::string_view path_of(std::string_view target) {
-  const auto q = target.find('?');
-  return q == std::string_view::npos ? target : target.substr(0, q);
-}
-
 json::object model_object(const server_context& ctx) {
   json::object m;
   m["id"] = ctx.model.name;

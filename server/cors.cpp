@@ -1,5 +1,7 @@
 #include "server/cors.h"
 
+#include "server/http_request_checks.h"
+
 #include <algorithm>
 #include <boost/beast/core/string.hpp>
 #include <boost/json.hpp>
@@ -15,12 +17,6 @@ bool contains(const std::vector<std::string>& v, std::string_view s) { return st
 
 bool contains_nocase(const std::vector<std::string>& v, std::string_view s) {
   return std::any_of(v.begin(), v.end(), [&](const std::string& x) { return boost::beast::iequals(x, s); });
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -59,7 +55,7 @@ std::optional<std::string> cors_policy::disallowed_header(std::string_view reque
   static const std::vector<std::string> safelisted = {"accept", "accept-language", "content-language", "content-type"};
   while (!requested.empty()) {
     const size_t comma = requested.find(',');
-    const std::string_view name = trim(requested.substr(0, comma));
+    const std::string_view name = trim_ows(requested.substr(0, comma));
     if (!name.empty() && !contains_nocase(cfg_.allowed_headers, name) && !contains_nocase(safelisted, name)) {
       return std::string(name);
     }

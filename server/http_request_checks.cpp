@@ -35,15 +35,11 @@ bool expects_continue(const http::request_header<>& h) {
   return it != h.end() && boost::beast::iequals(it->value(), "100-continue");
 }
 
-namespace {
-
 std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
-
-}  // namespace
 
 std::optional<head_error> check_transfer_encoding(const http::request_header<>& h) {
   if (h.count(http::field::transfer_encoding) == 0) return std::nullopt;

@@ -18,6 +18,10 @@ namespace spate {
 
 namespace http = boost::beast::http;
 
+// s without the spaces and tabs around it (RFC 9110's OWS), e.g. an element of
+// a comma-separated field value.
+std::string_view trim_ows(std::string_view s);
+
 // The size of the request head (request line, fields and the blank line that
 // ends them) at the start of data, or npos while the blank line has not come.
 // A bare LF ends a line too, so a head of bare-LF lines is found and then

@@ -13,11 +13,6 @@ namespace spate {
 
 namespace {
 
-std::string_view path_of(std::string_view target) {
-  const auto q = target.find('?');
-  return q == std::string_view::npos ? target : target.substr(0, q);
-}
-
 // Constant time in the keys' content; the length check leaks only the length.
 bool key_in(const std::vector<std::string>& keys, std::string_view v) {
   bool ok = false;
@@ -29,6 +24,11 @@ bool key_in(const std::vector<std::string>& keys, std::string_view v) {
 }
 
 }  // namespace
+
+std::string_view path_of(std::string_view target) {
+  const auto q = target.find('?');
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
 
 bool has_body(const http::request_header<>& h) {
   if (h.count(http::field::transfer_encoding) > 0) return true;

@@ -46,6 +46,9 @@ struct head_denial {
   std::string code;
 };
 
+// The path of a request target: what comes before '?'.
+std::string_view path_of(std::string_view target);
+
 // True for the routes anyone may call without a key: /health, /ready,
 // /metrics (probes and scrapers carry no key) and, when the chat page is
 // served, its files (the page asks for the key itself). `path` has no query.

@@ -1,22 +1,14 @@
 #include "server/ws_subprotocol.h"
 
+#include "server/http_request_checks.h"
+
 namespace spate {
-
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-}  // namespace
 
 std::vector<std::string_view> offered_subprotocols(std::string_view header) {
   std::vector<std::string_view> out;
   for (;;) {
     const size_t comma = header.find(',');
-    const std::string_view item = trim(header.substr(0, comma));
+    const std::string_view item = trim_ows(header.substr(0, comma));
     if (!item.empty()) out.push_back(item);
     if (comma == std::string_view::npos) break;
     header.remove_prefix(comma + 1);

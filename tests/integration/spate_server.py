@@ -174,3 +174,28 @@ def post_json(base_url, path, body, headers=None, timeout=120, raw=None):
         return status, json.loads(payload), hdrs
     except ValueError:
         return status, payload.decode(errors="replace"), hdrs
+
+
+def exchange(port, data: bytes, timeout=10, half_close=False) -> bytes:
+    """Sends raw bytes on a fresh connection to 127.0.0.1:port (then
+    shutdown(SHUT_WR) if half_close) and returns all that comes back until the
+    server closes (or resets, or timeout seconds pass without a byte)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+def status_of(response: bytes) -> int:
+    """The status code of a raw HTTP response."""
+    return int(response.split(b"\r\n", 1)[0].split(b" ")[1])

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, post_json
+from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, exchange, post_json, status_of
 
 HEADER_TIMEOUT = 2
 
@@ -35,22 +35,7 @@ AUTH = {"Authorization": "Bearer k1"}
 
 def raw(server, data: bytes, timeout=10) -> bytes:
     """Sends data on a fresh connection and reads until the server closes."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as s:
-        s.sendall(data)
-        out = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out
-
-
-def status_of(response: bytes) -> int:
-    return int(response.split(b"\r\n", 1)[0].split(b" ")[1])
+    return exchange(server.port, data, timeout)
 
 
 def test_silent_connections_are_closed_after_the_header_timeout(server):

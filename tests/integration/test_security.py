@@ -28,7 +28,8 @@ import pytest
 import websockets.sync.client
 from websockets.exceptions import InvalidStatus
 
-from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, free_port, post_json, self_signed_cert
+from spate_server import (MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, exchange, free_port, post_json, self_signed_cert,
+                          status_of)
 
 SKIP_WARMUP = {"SPATE_SKIP_WARMUP": "1"}
 KEY = "k1"
@@ -43,29 +44,6 @@ def server():
         yield s.wait_ready()
     finally:
         s.stop()
-
-
-def exchange(port, data: bytes, timeout=10, half_close=False) -> bytes:
-    """Sends data on a fresh connection (then shutdown(SHUT_WR) if half_close)
-    and reads until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(data)
-        if half_close:
-            s.shutdown(socket.SHUT_WR)
-        out = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out
-
-
-def status_of(response: bytes) -> int:
-    return int(response.split(b"\r\n", 1)[0].split(b" ")[1])
 
 
 def completion_request(body: dict, extra_headers: bytes = b"") -> bytes:
