@@ -412,4 +412,6 @@ void engine::wait_idle() { impl_->wait_idle(); }
 void engine::stop() { impl_->stop(); }
 const engine_config& engine::config() const { return impl_->config(); }
 
+int32_t engine::max_queued_requests() const { return impl_->config().max_queued_requests; }
+
 }  // namespace spate

@@ -272,6 +272,10 @@ class engine {
 
   const engine_config& config() const;
 
+  // The most requests submit() ever holds waiting (engine_config's
+  // max_queued_requests): a group larger than this can never be admitted at once.
+  int32_t max_queued_requests() const;
+
  private:
   class impl;
   std::unique_ptr<impl> impl_;

@@ -1,7 +1,6 @@
 #include "server/generation_submit.h"
 
 #include "engine/engine_api.h"
-#include "engine/engine_config.h"
 
 namespace spate {
 
@@ -22,7 +21,7 @@ std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine
                                          const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids,
                                          std::string_view param) {
   ids.clear();
-  if (const auto bound = static_cast<size_t>(ctx.eng.config().max_queued_requests); reqs.size() > bound) {
+  if (const auto bound = static_cast<size_t>(ctx.eng.max_queued_requests()); reqs.size() > bound) {
     const std::string m = std::to_string(bound);
     return api::api_error{400,
                           "this request needs " + std::to_string(reqs.size()) + " engine requests at once ('" + std::string(param) +
