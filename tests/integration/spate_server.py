@@ -174,3 +174,16 @@ def post_json(base_url, path, body, headers=None, timeout=120, raw=None):
         return status, json.loads(payload), hdrs
     except ValueError:
         return status, payload.decode(errors="replace"), hdrs
+
+
+def wait_listener_closed(port, timeout=30.0):
+    """Returns once 127.0.0.1:port refuses connections: a server that got SIGTERM
+    has begun its drain (it sets the draining flag, then closes its listener)."""
+    deadline = time.monotonic() + timeout * SLOWDOWN
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        except ConnectionRefusedError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"port {port} still accepts connections after {timeout * SLOWDOWN:.0f} s")

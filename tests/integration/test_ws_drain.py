@@ -16,14 +16,13 @@ needs the server alive after SIGTERM; closing it ends the drain."""
 import http.client
 import json
 import signal
-import socket
 import time
 
 import pytest
 import websockets.exceptions
 import websockets.sync.client as ws_client
 
-from spate_server import MODEL_NAME, SLOWDOWN, SPATE_BIN, SPATE_MODEL, SpateServer
+from spate_server import MODEL_NAME, SLOWDOWN, SPATE_BIN, SPATE_MODEL, SpateServer, wait_listener_closed
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing", allow_module_level=True)
@@ -65,18 +64,6 @@ def one_response(ws, text="Say hi.", max_output_tokens=4):
         ev = json.loads(ws.recv(timeout=EVENT_TIMEOUT))
         if ev["type"] in ("response.completed", "response.incomplete", "response.failed", "error"):
             return ev
-
-
-def wait_draining(s):
-    """Returns once the drain has begun: the listener is closed (refused)."""
-    deadline = time.monotonic() + 30 * SLOWDOWN
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", s.port), timeout=5).close()
-        except ConnectionRefusedError:
-            return
-        time.sleep(0.02)
-    raise AssertionError("the listener still accepts 30 s after SIGTERM")
 
 
 def start_drain_holder(s):
@@ -150,7 +137,7 @@ def test_response_requested_during_drain_is_refused_then_1001():
         assert keep_alive.getresponse().read()
         holder = start_drain_holder(s)
         s.proc.send_signal(signal.SIGTERM)
-        wait_draining(s)
+        wait_listener_closed(s.port)  # the drain has begun
         try:
             ws.send(create("Say hi again.", 4))
         except websockets.exceptions.ConnectionClosed:
