@@ -3,7 +3,8 @@ serve` on loopback with the `websockets` client. A drain never cuts a
 WebSocket (a TCP close without a close frame):
 
 - a response in flight at SIGTERM completes, then the server closes the
-  socket with 1001 (going away);
+  socket with 1001 (going away); one the shutdown timeout cuts short ends
+  with its final event, then 1001;
 - an idle WebSocket gets 1001 at once, and the server does not wait for it;
 - a response.create during the drain starts nothing: an `error` event (code
   shutting_down, like HTTP's 503) at most, then 1001; a client may retry it
@@ -104,6 +105,27 @@ def test_response_in_flight_at_sigterm_completes_then_close_1001():
         assert_going_away(closed, events)
         assert s.proc.wait(timeout=60 * SLOWDOWN) == 0, s.log_text()[-3000:]
         assert "still in flight" not in s.log_text()
+    finally:
+        s.stop()
+
+
+def test_response_cut_by_the_shutdown_timeout_still_ends_with_its_final_event_and_1001():
+    s = SpateServer("--shutdown-timeout", "1")
+    try:
+        s.wait_ready()
+        ws = ws_client.connect(ws_url(s))
+        # Far longer than the 1 s drain: counting to 1000 takes over 2000 tokens.
+        ws.send(create("Count from 1 to 1000, separated by commas.", 4000))
+        while json.loads(ws.recv(timeout=EVENT_TIMEOUT))["type"] != "response.output_text.delta":
+            pass
+        s.proc.send_signal(signal.SIGTERM)
+        events, closed = read_until_closed(ws)
+        types = [e["type"] for e in events]
+        assert types and types[-1] in ("response.completed", "response.incomplete", "response.failed"), types[-5:]
+        assert events[-1]["response"]["usage"]["output_tokens"] < 4000, events[-1]["response"]["usage"]
+        assert_going_away(closed, events)
+        assert s.proc.wait(timeout=60 * SLOWDOWN) == 0, s.log_text()[-3000:]
+        assert "shutdown timeout: cancelling 1 request(s) still in flight" in s.log_text(), s.log_text()[-3000:]
     finally:
         s.stop()
 
