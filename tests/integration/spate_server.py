@@ -183,7 +183,7 @@ def wait_listener_closed(port, timeout=30.0):
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
-        except ConnectionRefusedError:
+        except (ConnectionRefusedError, ConnectionResetError):  # reset: in the backlog as the listener closed
             return
         time.sleep(0.02)
     raise AssertionError(f"port {port} still accepts connections after {timeout * SLOWDOWN:.0f} s")
