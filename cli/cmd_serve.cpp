@@ -1,8 +1,9 @@
 // `spate serve`: the OpenAI-compatible server. Loads the model, binds the
 // listener (so /health answers and /ready says 503 during warmup), warms the
 // engine up, then serves until SIGINT/SIGTERM: drain (no new connections,
-// /ready 503, requests in flight finish up to --shutdown-timeout), then cancel
-// what is left and exit 0. A second signal forces the stop.
+// /ready 503, requests in flight finish and WebSockets close with 1001, up to
+// --shutdown-timeout), then cancel what is left and exit 0. A second signal
+// forces the stop.
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 
@@ -253,10 +254,12 @@ void reload_on_sighup(http_listener& listener, server_context& ctx, const serve_
   }
 }
 
-// Drains after the stop signal sig: /ready 503, no new connections, requests in flight get
-// up to --shutdown-timeout (a second SIGINT/SIGTERM cuts that short); then the engine stops
-// (what is left finishes with reason abort), the sessions get up to 2 s to write their final
-// events, and the listener stops.
+// Drains after the stop signal sig: /ready 503, no new connections, open WebSockets are told
+// to close (1001, once their response is written: ws_responses.h); requests in flight and
+// open WebSockets get up to --shutdown-timeout (a second SIGINT/SIGTERM cuts that short);
+// then the engine stops (what is left finishes with reason abort), the sessions get up to
+// 2 s to write their final events and close their WebSockets, and the listener stops (what
+// is still open is cut).
 void drain_and_stop(const sigset_t& sigs, int sig, const serve_options& so, server_context& ctx, engine& eng,
                     http_listener& listener, service_notifier& notifier) {
   spdlog::info("Received {}: draining (up to {} s)", sig == SIGINT ? "SIGINT" : "SIGTERM", so.shutdown_timeout_s);
@@ -264,9 +267,13 @@ void drain_and_stop(const sigset_t& sigs, int sig, const serve_options& so, serv
   ctx.ready = false;
   ctx.draining = true;
   listener.stop_accepting();
+  ctx.open_ws.begin_drain();
+  // A WebSocket's events are written after its response stops counting in n_inflight, and an
+  // idle one counts nowhere else: the drain ends when both are 0.
+  const auto busy = [&ctx] { return ctx.n_inflight.load() > 0 || ctx.open_ws.open() > 0; };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(so.shutdown_timeout_s);
   bool forced = false;
-  while (ctx.n_inflight.load() > 0) {
+  while (busy()) {
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) break;
     const int again = wait_signal(sigs, std::min(left, 0.05));
@@ -275,14 +282,14 @@ void drain_and_stop(const sigset_t& sigs, int sig, const serve_options& so, serv
       break;
     }
   }
-  if (ctx.n_inflight.load() > 0) {
-    spdlog::warn("{}: cancelling {} request(s) still in flight", forced ? "second signal" : "shutdown timeout",
-                 ctx.n_inflight.load());
+  if (busy()) {
+    spdlog::warn("{}: cancelling {} request(s) still in flight; {} WebSocket(s) open", forced ? "second signal" : "shutdown timeout",
+                 ctx.n_inflight.load(), ctx.open_ws.open());
   }
   eng.stop();  // in-flight requests finish with reason abort
-  // Let the sessions write their final events (bounded).
+  // Let the sessions write their final events and close their WebSockets (bounded).
   const auto flush_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (ctx.n_inflight.load() > 0 && std::chrono::steady_clock::now() < flush_deadline) {
+  while (busy() && std::chrono::steady_clock::now() < flush_deadline) {
     const int again = wait_signal(sigs, 0.02);
     if (again == SIGINT || again == SIGTERM) break;
   }

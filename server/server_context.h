@@ -3,7 +3,7 @@
 //
 // Thread-safety: the references point at objects that are themselves safe to
 // use from any I/O thread (engine::submit/cancel/stats, metrics, the const
-// model/tokenizer/chat template). The flags are atomics.
+// model/tokenizer/chat template). The flags are atomics; open_ws locks.
 #pragma once
 
 #include <atomic>
@@ -18,6 +18,7 @@
 #include "server/cors.h"
 #include "server/idle_connections.h"
 #include "server/serve_options.h"
+#include "server/ws_registry.h"
 
 namespace spate {
 
@@ -41,6 +42,7 @@ struct server_context {
   std::atomic<int32_t> n_connections{0};
   idle_connections idle{};              // keep-alive connections between requests (--max-connections reuse)
   std::atomic<int64_t> n_inflight{0};   // requests generating (HTTP and WebSocket)
+  ws_registry open_ws{};                // open Responses WebSockets: the drain waits for them and closes them
   std::atomic<uint64_t> next_id{1};     // request ids
 
   // "prefix-<16 hex digits>", unique within the process.

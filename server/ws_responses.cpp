@@ -37,6 +37,7 @@ asio::awaitable<void> ws_pump(server_context& ctx, std::shared_ptr<ws_connection
   st->busy = false;
   st->ids.clear();
   st->rs.reset();
+  st->wake.cancel();  // a draining writer closes once idle
 }
 
 // Submits c and spawns its pump; a refusal becomes an error event.
@@ -72,8 +73,10 @@ void ws_handle_message(server_context& ctx, const std::shared_ptr<ws_connection>
                     "response_in_progress"});
     return;
   }
-  if (ctx.draining.load()) {
+  if (ctx.draining.load() || st->drain) {
+    // Like HTTP's 503 on a keep-alive connection during the drain: refused, then closed (1001).
     st->send_error({503, "the server is shutting down", "server_error", "", "shutting_down"});
+    st->begin_drain();
     return;
   }
   start_response(ctx, st, std::move(c), t_arrival);

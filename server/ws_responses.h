@@ -9,6 +9,16 @@
 // One response runs at a time; response.create while one runs gets an error
 // event. Limits: --max-ws-message-bytes per message (bigger: close 1009),
 // --idle-timeout with keep-alive pings.
+//
+// Drain (SIGTERM): the connection holds a ws_registry ticket (ctx.open_ws)
+// from before its upgrade until its socket is closed, so the drain waits for
+// it. Once the drain begins, the writer closes the WebSocket with 1001 (going
+// away) as soon as no response runs and every queued event is written: at
+// once when idle, after the final event of a response in flight. A
+// response.create during the drain starts nothing: an error event (code
+// shutting_down) and then 1001; no response has begun, so a client may retry
+// it elsewhere. An upgrade that the drain overtook after check_ws_upgrade
+// gets 503, as check_ws_upgrade answers during the drain.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -47,6 +57,7 @@ struct ws_connection {
   bool closing = false;
   int n_live = 0;                      // writer + pump coroutines running
   bool busy = false;                   // a response is running
+  bool drain = false;                  // the server drains: close with 1001 once idle and flushed
   std::vector<int64_t> ids;            // its engine requests
   std::shared_ptr<request_stream> rs;
   int64_t error_seq = 0;
@@ -64,6 +75,11 @@ struct ws_connection {
   }
   // Cancels the running response's engine requests and interrupts its pump.
   void stop_response(server_context& ctx);
+  // The server drains: the writer closes with 1001 once idle and flushed.
+  void begin_drain() {
+    drain = true;
+    wake.cancel();
+  }
 };
 
 // One text message from the client, read at t_arrival: a response.create
@@ -74,14 +90,25 @@ void ws_handle_message(server_context& ctx, const std::shared_ptr<ws_connection>
                        std::chrono::steady_clock::time_point t_arrival);
 
 // The only coroutine writing to ws: drains st->outgoing in order until
-// st->closing and empty. A failed write stops the running response.
+// st->closing and empty, or until st->drain with no response running, when
+// it closes the WebSocket with 1001 (the reader's pending read then ends). A
+// failed write stops the running response.
 template <class WsStream>
 boost::asio::awaitable<void> ws_write_loop(WsStream& ws, std::shared_ptr<ws_connection> st, server_context& ctx) {
   namespace asio = boost::asio;
+  namespace websocket = boost::beast::websocket;
   boost::system::error_code ec;
   for (;;) {
     if (st->outgoing.empty()) {
       if (st->closing) break;
+      if (st->drain && !st->busy) {
+        // Bounded by the stream's handshake_timeout, which Beast applies to the closing handshake.
+        if (ws.is_open()) {
+          co_await ws.async_close(websocket::close_reason(websocket::close_code::going_away, "server shutting down"),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+        }
+        break;
+      }
       st->wake.expires_at(std::chrono::steady_clock::time_point::max());
       co_await st->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
@@ -99,9 +126,34 @@ boost::asio::awaitable<void> ws_write_loop(WsStream& ws, std::shared_ptr<ws_conn
   }
 }
 
+// Answers an upgrade that the drain overtook (ws_registry::ticket::late) with
+// 503 and Connection: close, as check_ws_upgrade does during the drain; no
+// byte of a WebSocket was sent, so a balancer may retry it elsewhere. The
+// caller then drops the stream.
+template <class Stream>
+boost::asio::awaitable<void> refuse_upgrade_draining(server_context& ctx, Stream& stream, http_exchange& ex) {
+  namespace asio = boost::asio;
+  namespace beast = boost::beast;
+  auto res = make_error_response(http::status::service_unavailable, "the server is shutting down", "", ex.req.version());
+  res.set(http::field::server, "spate");
+  res.set("X-Request-Id", ex.request_id);
+  ctx.cors.decorate(ex.req.base(), res);
+  res.keep_alive(false);
+  res.prepare_payload();
+  ex.status = res.result_int();
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(ctx.opts.write_timeout_s)));
+  boost::system::error_code ec;
+  co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+  log_access(ctx, ex);
+  lowest.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+}
+
 // Accepts the upgrade of ex.req on stream and runs the connection (the
 // reader) until it closes; then stops the response, waits for the writer and
-// pump, logs the exchange and closes. Never throws.
+// pump, logs the exchange and closes. Holds a ctx.open_ws ticket throughout
+// (see the drain above). Never throws.
 template <class Stream>
 boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream, http_exchange ex) {
   namespace asio = boost::asio;
@@ -127,6 +179,19 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
     res.set("X-Request-Id", rid);
     if (!subprotocol.empty()) res.set(http::field::sec_websocket_protocol, subprotocol);
   }));
+  auto st = std::make_shared<ws_connection>(exec);
+  st->request_id = rid;
+  // Counted by the drain from before the 101 until the socket is closed. The
+  // drain's notice is posted to this strand (exec) and finds st if it lives.
+  const auto ticket = ctx.open_ws.enter([exec, w = std::weak_ptr<ws_connection>(st)] {
+    asio::post(exec, [w] {
+      if (auto s = w.lock()) s->begin_drain();
+    });
+  });
+  if (ticket->late()) {
+    co_await refuse_upgrade_draining(ctx, ws.next_layer(), ex);
+    co_return;
+  }
   boost::system::error_code ec;
   co_await ws.async_accept(ex.req, asio::redirect_error(asio::use_awaitable, ec));
   ex.status = 101;
@@ -134,8 +199,6 @@ boost::asio::awaitable<void> run_ws_responses(server_context& ctx, Stream stream
     log_access(ctx, ex);
     co_return;
   }
-  auto st = std::make_shared<ws_connection>(exec);
-  st->request_id = rid;
   ++st->n_live;
   asio::co_spawn(exec, ws_write_loop(ws, st, ctx), [st](std::exception_ptr) { st->coroutine_ended(); });
 

@@ -9,6 +9,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
+import websockets.exceptions
 import websockets.sync.client as ws_client
 
 from spate_server import MODEL_NAME, SLOWDOWN
@@ -16,14 +17,30 @@ from spate_server import MODEL_NAME, SLOWDOWN
 HANG_S = 90 * SLOWDOWN  # a request with no progress for this long counts as a hang
 
 
+# A WebSocket closed with one of these before any response event, or refused with an
+# `error` event of this code, started nothing: the client may send it again (through
+# the balancer, to another replica), as HAProxy re-sends a request answered 503. spate
+# closes with 1001 (going away) when it drains; 1012 (service restart) is the same for
+# other servers.
+RETRYABLE_WS_CLOSE = (1001, 1012)
+RETRYABLE_WS_ERROR = "shutting_down"
+WS_ATTEMPTS = 3
+
+
 class Outcome:
-    __slots__ = ("kind", "session", "t_start", "t_end", "status", "replica", "result", "detail", "ttft_s", "n_tokens")
+    __slots__ = ("kind", "session", "t_start", "t_end", "status", "replica", "result", "detail", "ttft_s", "n_tokens",
+                 "refusals")
 
     def __init__(self, kind, session):
         self.kind, self.session = kind, session
         self.t_start, self.t_end = time.monotonic(), None
         self.status, self.replica, self.result, self.detail = None, None, None, ""
         self.ttft_s, self.n_tokens = None, 0
+        self.refusals = []  # WebSocket attempts refused by a draining replica before this one, how
+
+    @property
+    def retries(self):
+        return len(self.refusals)
 
     def in_flight_at(self, t):
         return self.t_start <= t <= (self.t_end or float("inf"))
@@ -107,17 +124,40 @@ def completion(url, session, prompt, max_tokens=16):
     return o
 
 
-def responses_ws(url, session, text, max_tokens=16):
+def responses_ws(url, session, text, max_tokens=16, on_open=None):
+    """One response over a Responses WebSocket. Sent again (up to WS_ATTEMPTS in all) when
+    a draining replica refused it before it started: see RETRYABLE_WS_CLOSE. on_open(outcome),
+    if given, is called on each attempt once the WebSocket is open, before the request is
+    sent (a test drains the replica there)."""
     o = Outcome("responses_ws", session)
+    try:
+        while True:
+            refusal = _responses_ws_attempt(o, url, session, text, max_tokens, on_open)
+            if refusal is None or o.retries + 1 >= WS_ATTEMPTS:
+                break
+            o.refusals.append(refusal)
+    finally:
+        o.t_end = time.monotonic()
+    return o
+
+
+def _responses_ws_attempt(o, url, session, text, max_tokens, on_open):
+    """One attempt, recorded in o. Returns None, or how a draining replica refused it
+    ("close 1001", "error shutting_down; close 1001"): nothing was started, it may be retried."""
+    o.status, o.replica, o.result, o.detail = None, None, None, ""
+    started = False  # a response event arrived: never retried from here
     try:
         with ws_client.connect(url.replace("http", "ws", 1) + "/v1/responses", additional_headers={"X-Session-Id": session},
                                open_timeout=HANG_S) as ws:
             o.status = 101
             o.replica = ws.response.headers.get("X-Spate-Replica")
+            if on_open:
+                on_open(o)
             ws.send(json.dumps({"type": "response.create", "model": MODEL_NAME, "input": text, "max_output_tokens": max_tokens,
                                 "temperature": 0}))
             while True:
                 ev = json.loads(ws.recv(timeout=HANG_S))
+                started = started or ev["type"].startswith("response.")
                 if ev["type"] == "response.output_text.delta":
                     o.n_tokens += 1
                     if o.ttft_s is None:
@@ -127,17 +167,32 @@ def responses_ws(url, session, text, max_tokens=16):
                     break
                 if ev["type"] in ("error", "response.failed"):
                     o.result, o.detail = "error", json.dumps(ev)
+                    if not started and ev.get("error", {}).get("code") == RETRYABLE_WS_ERROR:
+                        return f"error {RETRYABLE_WS_ERROR}; {await_close(ws)}"
                     break
     except TimeoutError:
         o.result = "hang"
-    except Exception as e:  # closed, refused, bad handshake: a clean failure
+    except websockets.exceptions.ConnectionClosed as e:  # closed before the response ended
+        o.result, o.detail = "terminated", repr(e)
+        if not started and e.rcvd is not None and e.rcvd.code in RETRYABLE_WS_CLOSE:
+            return f"close {e.rcvd.code}"
+    except Exception as e:  # refused, bad handshake: a clean failure
         o.result, o.detail = "terminated", repr(e)
         status = getattr(getattr(e, "response", None), "status_code", None)
         if status:
             o.status, o.result = status, "error"
-    finally:
-        o.t_end = time.monotonic()
-    return o
+    return None
+
+
+def await_close(ws, timeout=10):
+    """After a refusal: how the server closes ("close 1001", "no close frame", "open")."""
+    try:
+        while True:
+            ws.recv(timeout=timeout)
+    except websockets.exceptions.ConnectionClosed as e:
+        return f"close {e.rcvd.code}" if e.rcvd is not None else "no close frame"
+    except TimeoutError:
+        return f"open after {timeout} s"
 
 
 class Workload:

@@ -199,3 +199,16 @@ def exchange(port, data: bytes, timeout=10, half_close=False) -> bytes:
 def status_of(response: bytes) -> int:
     """The status code of a raw HTTP response."""
     return int(response.split(b"\r\n", 1)[0].split(b" ")[1])
+
+
+def wait_listener_closed(port, timeout=30.0):
+    """Returns once 127.0.0.1:port refuses connections: a server that got SIGTERM
+    has begun its drain (it sets the draining flag, then closes its listener)."""
+    deadline = time.monotonic() + timeout * SLOWDOWN
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        except (ConnectionRefusedError, ConnectionResetError):  # reset: in the backlog as the listener closed
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"port {port} still accepts connections after {timeout * SLOWDOWN:.0f} s")

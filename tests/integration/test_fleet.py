@@ -6,17 +6,22 @@ HAProxy with deploy/haproxy/haproxy.cfg, and a mixed workload through it
   cleanly (an error status or a terminated stream, never a hang); all others
   succeed; restarted, it rejoins once /ready says so and serves again.
 - A rolling restart (SIGTERM, one replica at a time) loses no request.
+- A Responses WebSocket open on a replica that drains is never cut: its
+  response.create is refused (error shutting_down, close 1001 through
+  HAProxy) and the client's retry is served by another replica.
 - Affinity: every turn of a conversation (X-Session-Id, or the "user" field)
   lands on the same replica, so second turns hit its prefix cache."""
 
+import http.client
+import json
 import signal
 import time
 
 import pytest
 
 from fleet import Fleet
-from fleet_client import Workload, chat_stream, completion
-from spate_server import SANITIZED, SPATE_BIN, SPATE_MODEL
+from fleet_client import Workload, chat_stream, completion, responses_ws
+from spate_server import MODEL_NAME, SANITIZED, SLOWDOWN, SPATE_BIN, SPATE_MODEL, wait_listener_closed
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing", allow_module_level=True)
@@ -79,6 +84,7 @@ def test_rolling_restart_loses_no_request(fleet):
         fleet.restart(i)
         time.sleep(1 * WINDOW)
     outcomes = w.stop()
+    print("outcomes:", summary(outcomes), "WebSocket retries:", sum(o.retries for o in outcomes))
     bad = [o for o in outcomes if o.result != "ok"]
     assert not bad, f"{len(bad)} of {len(outcomes)} requests failed: {bad[:5]}"
     assert len(outcomes) >= MIN_OK
@@ -106,3 +112,37 @@ def test_turns_of_a_conversation_stay_on_one_replica(fleet):
     hits = fleet.metric_sum("spate:prefix_cache_hits_total")
     queries = fleet.metric_sum("spate:prefix_cache_queries_total")
     assert queries > 0 and hits / queries > 0.3, (hits, queries)
+
+
+def test_websocket_on_a_draining_replica_is_closed_cleanly_and_retried(fleet):
+    session = "ws-drain"
+    drained = {}
+
+    def drain_its_replica(o):
+        # Once the WebSocket is open on replica i: a long stream of the same
+        # conversation (so on i too) keeps i's drain going; SIGTERM i; wait
+        # until the drain has begun. Then the client sends its response.create.
+        if drained:
+            return
+        i = int(o.replica.removeprefix("spate"))
+        c = http.client.HTTPConnection("127.0.0.1", fleet.lb_port, timeout=120 * SLOWDOWN)
+        c.request("POST", "/v1/completions", headers={"Content-Type": "application/json", "X-Session-Id": session},
+                  body=json.dumps({"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 6000,
+                                   "ignore_eos": True, "stream": True}))
+        r = c.getresponse()
+        assert r.status == 200 and r.getheader("X-Spate-Replica") == o.replica
+        r.read1(64)
+        drained.update(i=i, holder=c)
+        fleet.replicas[i - 1].proc.send_signal(signal.SIGTERM)
+        wait_listener_closed(fleet.ports[i - 1])
+
+    o = responses_ws(fleet.url, session, "Say hi.", 8, on_open=drain_its_replica)
+    i = drained["i"]
+    # Refused on replica i with a close frame (1001: closed at the drain's start, or
+    # after the error event if the request came first), then served by another one.
+    assert o.result == "ok" and o.refusals in (["close 1001"], ["error shutting_down; close 1001"]), (o, o.refusals)
+    assert o.replica != f"spate{i}", o
+    assert fleet.replicas[i - 1].proc.poll() is None, "the drain ended with a stream in flight"
+    drained["holder"].close()  # its stream is cancelled: the drain ends
+    assert fleet.replicas[i - 1].proc.wait(timeout=60 * SLOWDOWN) == 0
+    fleet.restart(i)
