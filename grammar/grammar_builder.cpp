@@ -135,6 +135,24 @@ alternative grammar_builder::repeat(const alternative& atom, int64_t lo, int64_t
 
 alternative grammar_builder::group(std::vector<alternative> alts) { return {ref(add_helper(std::move(alts)))}; }
 
+int32_t grammar_builder::embed(const grammar& g) {
+  const auto offset = static_cast<int32_t>(g_.rules.size());
+  for (const rule& r : g.rules) declare_rule(r.name);
+  for (size_t i = 0; i < g.rules.size(); ++i) {
+    rule copy = g.rules[i];
+    for (alternative& a : copy.alts) {
+      for (symbol& s : a) {
+        if (s.type == symbol::kind::rule) s.rule += offset;
+      }
+    }
+    if (copy.repeat_next >= 0) copy.repeat_next += offset;
+    count_symbols(copy.alts);
+    g_.rules[static_cast<size_t>(offset) + i] = std::move(copy);
+  }
+  if (g.distinct_top_level) g_.distinct_top_level = true;
+  return g.root + offset;
+}
+
 grammar grammar_builder::finish(int32_t root) {
   g_.root = root;
   validate(g_);

@@ -66,6 +66,12 @@ class grammar_builder {
   alternative repeat(const alternative& atom, int64_t lo, int64_t hi);
   // A rule matching one of the alternatives (a group).
   alternative group(std::vector<alternative> alts);
+  // Marks rule as a JSON array of distinct items (grammar_ir.h rule::distinct).
+  void set_distinct(int32_t rule) { g_.rules.at(static_cast<size_t>(rule)).distinct = true; }
+  void set_distinct_top_level() { g_.distinct_top_level = true; }
+  // Copies every rule of g (a finished grammar) into this one, references
+  // renumbered, and returns the index of its root. Counts against the bounds.
+  int32_t embed(const grammar& g);
 
   const grammar& peek() const { return g_; }
   size_t n_rules() const { return g_.rules.size(); }

@@ -37,11 +37,19 @@ struct rule {
   // uses this to share states. 0 / -1 for other rules.
   int32_t repeat_left = 0;
   int32_t repeat_next = -1;
+  // The rule is a JSON array ('[' ... ']', the '[' its first byte or after
+  // bytes that hold no '[') whose items must differ from each other
+  // (uniqueItems, a list of tool calls): enforced at run time by
+  // distinct_items.h, which a context-free grammar cannot say.
+  bool distinct = false;
 };
 
 struct grammar {
   std::vector<rule> rules;
   int32_t root = -1;  // index of the start rule
+  // The top-level JSON values of the output (hermes' and llama3's tool calls,
+  // one after another) must differ from each other (distinct_items.h).
+  bool distinct_top_level = false;
 };
 
 // A grammar that cannot be compiled: message says what and where

@@ -36,7 +36,7 @@ const std::unordered_map<std::string_view, family>& keywords() {
       {"properties", family::object}, {"required", family::object}, {"additionalProperties", family::object},
       {"unevaluatedProperties", family::object},
       {"items", family::array}, {"prefixItems", family::array}, {"additionalItems", family::array},
-      {"minItems", family::array}, {"maxItems", family::array}, {"uniqueItems", family::array},  // false only
+      {"minItems", family::array}, {"maxItems", family::array}, {"uniqueItems", family::array},
       {"minLength", family::string}, {"maxLength", family::string}, {"pattern", family::string}, {"format", family::string},
       {"minimum", family::numeric}, {"maximum", family::numeric}, {"exclusiveMinimum", family::numeric},
       {"exclusiveMaximum", family::numeric}};
@@ -374,7 +374,9 @@ class compiler {
     } else if (o.contains("additionalItems")) {
       schema_fail(pointer_child(ptr, "additionalItems"), "additionalItems needs items as an array (use prefixItems and items)");
     }
-    if (const auto* u = o.if_contains("uniqueItems"); u != nullptr && *u != false) schema_fail(ptr, "unsupported JSON Schema keyword 'uniqueItems'");
+    const auto* u = o.if_contains("uniqueItems");
+    if (u != nullptr && !u->is_bool()) schema_fail(pointer_child(ptr, "uniqueItems"), "must be a boolean");
+    const bool unique = u != nullptr && u->get_bool();
     const int64_t lo = o.contains("minItems") ? count_keyword(o, "minItems", ptr, k_max_repeat) : 0;
     int64_t hi = o.contains("maxItems") ? count_keyword(o, "maxItems", ptr, k_max_repeat) : -1;
     if (hi >= 0 && lo > hi) schema_fail(pointer_child(ptr, "minItems"), "minItems is greater than maxItems");
@@ -407,7 +409,12 @@ class compiler {
       first = alternative{ref(element(prefix[0].first, prefix[0].second, depth))} + tail;
     }
     if (lo == 0) first = b_.group({first, {}});
-    return grammar_builder::literal("[") + ws + first + bytes_symbol(']', ']');
+    alternative shape = grammar_builder::literal("[") + ws + first + bytes_symbol(']', ']');
+    if (!unique) return shape;
+    // The items' distinctness is checked at run time (distinct_items.h).
+    const int32_t rule = b_.add_helper({std::move(shape)});
+    b_.set_distinct(rule);
+    return {ref(rule)};
   }
 
   // The schema a "#..." reference points at; target_ptr receives its pointer.

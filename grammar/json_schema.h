@@ -39,7 +39,10 @@
 //     format, pattern and min/maxLength do not combine (error).
 //   - Arrays: prefixItems then items (draft 4: items as an array, then
 //     additionalItems), minItems/maxItems; absent items: any values.
-//     uniqueItems: false only (true is refused).
+//     uniqueItems: true makes the array's rule distinct (grammar_ir.h); the
+//     constraint refuses tokens that would complete an item equal, byte for
+//     byte, to an earlier one (distinct_items.h). Scalars and enum values
+//     are written canonically, so for them equal bytes mean equal values.
 //   - Types: "type" (a name or a list); without it, the types whose keywords
 //     appear (properties -> object, ...), or any value. Keywords of other
 //     types are ignored as JSON Schema says (minimum on a string; format on
@@ -57,7 +60,7 @@
 //     writeOnly, contentMediaType, contentEncoding, contentSchema, and
 //     OpenAPI's example and discriminator (the oneOf it annotates decides).
 //   - Every other keyword is refused with an error naming it (not,
-//     if/then/else, patternProperties, uniqueItems, contains, multipleOf,
+//     if/then/else, patternProperties, contains, multipleOf,
 //     minProperties, ...), as are unknown formats.
 //
 // Errors: grammar_error whose message starts with the JSON pointer of the

@@ -74,7 +74,7 @@ json::object completions_formatter::message_of(int32_t index, const choice_accum
     return m;
   }
   api::tool_call_ids ids(call_id_seed(index));
-  const api::parsed_tool_output parsed = api::parse_tool_calls(*gen_.tool_format, c.text, ids);
+  const api::parsed_tool_output parsed = api::parse_tool_calls(*gen_.tool_format, c.text, ids, c.reason == finish_reason::length);
   const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
   m["content"] = blank && !parsed.calls.empty() ? json::value(nullptr) : json::value(parsed.content);
   if (parsed.calls.empty()) return m;
@@ -152,7 +152,7 @@ stream_events completions_formatter::on_event(int32_t index, const engine_event&
   } else if (e.type == engine_event::kind::finished) {
     std::string finish = openai_finish_reason(e.reason);
     if (c.tools) {
-      stream_tool_events(index, c, c.tools->finish(), nullptr, out);
+      stream_tool_events(index, c, c.tools->finish(e.reason == finish_reason::length), nullptr, out);
       if (c.called && e.reason == finish_reason::stop) finish = "tool_calls";
     }
     out.push_back(chunk(index, "", finish, false));

@@ -62,7 +62,8 @@ class constraint_compiler {
 
  private:
   struct entry;
-  std::shared_ptr<const grammar::grammar> build(const output_constraint& c) const;
+  // answer: the compiled response format a tool grammar embeds (or null).
+  std::shared_ptr<const grammar::grammar> build(const output_constraint& c, const grammar::grammar* answer) const;
 
   std::shared_ptr<const std::vector<std::string>> pieces_;  // token id -> bytes
   std::shared_ptr<const grammar::vocab_trie> trie_;

@@ -91,15 +91,32 @@ std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text) 
 
 namespace {
 
+// What the generic format's system prompt says about a direct answer when a
+// response format constrains it (empty: the plain {"response": "..."}).
+std::string direct_answer_instructions(const api::output_constraint& c) {
+  using k = api::output_constraint::kind;
+  switch (c.type) {
+    case k::json_schema:
+      return "To answer the user directly instead, answer:\n{\"response\": <your answer, a JSON value valid against this schema: " +
+             json::serialize(c.schema) + ">}\n";
+    case k::json_object: return "To answer the user directly instead, answer:\n{\"response\": <your answer, as a JSON object>}\n";
+    case k::none: return "";
+    default: return "To answer the user directly instead, answer in the required format only.\n";
+  }
+}
+
 // Tool use: the generic format describes the tools in a system message and
-// gets past calls back as the JSON it asks for; required / named choices (and
-// the generic format's auto) constrain the output to calls. Returns the
-// constraint to use (the request's own, or the tools').
+// gets past calls back as the JSON it asks for. Every tool_choice but none
+// constrains the output (tool_grammar.h): required and named to calls (a
+// response format is then ignored, as the answer is calls alone), auto to
+// calls or a direct answer, which the response format constrains when there
+// is one. The request's constraint becomes the tools' one.
 std::optional<api::api_error> prepare_tool_use(const api::served_model& m, const api::parsed_request& r, json::array& messages,
                                                api::output_constraint& constraint) {
   const api::tool_request& t = r.tool_use;
   using choice = api::tool_request::choice;
   const bool generic = m.tool_format == api::tool_call_format::generic;
+  const api::output_constraint answer = t.mode == choice::automatic ? constraint : api::output_constraint{};
   if (generic) {
     for (json::value& msg : messages) {
       json::object& o = msg.as_object();
@@ -113,17 +130,14 @@ std::optional<api::api_error> prepare_tool_use(const api::served_model& m, const
       }
       o["content"] = json::serialize(json::object{{"tool_calls", std::move(shown)}});
     }
-    api::add_system_prompt(messages, api::generic_tool_system_prompt(t.tools, t.parallel, t.mode != choice::automatic));
+    api::add_system_prompt(messages, api::generic_tool_system_prompt(t.tools, t.parallel, t.mode != choice::automatic,
+                                                                     direct_answer_instructions(answer)));
   }
-  if (t.mode == choice::automatic && !generic) return std::nullopt;  // the model chooses; calls are parsed
-  if (!constraint.none()) {
-    return bad("'tool_choice' \"" + std::string(t.mode == choice::automatic ? "auto" : "required/named") +
-                   "' constrains the output to tool calls and cannot be combined with '" + constraint.param + "'",
-               "tool_choice");
-  }
-  constraint.type = api::output_constraint::kind::tool_calls;
-  constraint.schema = api::tool_grammar_spec(t, m.tool_format);
-  constraint.param = "tools";
+  api::output_constraint tools;
+  tools.type = api::output_constraint::kind::tool_calls;
+  tools.schema = api::tool_grammar_spec(t, m.tool_format, answer);
+  tools.param = "tools";
+  constraint = std::move(tools);
   return std::nullopt;
 }
 

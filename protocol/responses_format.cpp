@@ -144,7 +144,7 @@ json::object responses_formatter::part_address() const {
 
 json::object responses_formatter::call_item(const function_call& c) const {
   return json::object{{"id", c.item_id}, {"type", "function_call"}, {"call_id", c.call_id}, {"name", c.name},
-                      {"arguments", c.arguments}, {"status", c.done ? "completed" : "in_progress"}};
+                      {"arguments", c.arguments}, {"status", !c.done ? "in_progress" : c.complete ? "completed" : "incomplete"}};
 }
 
 void responses_formatter::on_tool_events(const api::tool_stream_events& evs, stream_events& out) {
@@ -168,18 +168,19 @@ void responses_formatter::on_tool_events(const api::tool_stream_events& evs, str
       continue;
     }
     c.done = true;  // call_end
+    c.complete = ev.complete;
     out.push_back(make("response.function_call_arguments.done",
                        json::object{{"item_id", c.item_id}, {"output_index", output_index}, {"arguments", c.arguments}}));
     out.push_back(make("response.output_item.done", json::object{{"output_index", output_index}, {"item", call_item(c)}}));
   }
 }
 
-void responses_formatter::parse_calls() {
+void responses_formatter::parse_calls(bool cut) {
   api::tool_call_ids ids(std::hash<std::string>{}(id_));
-  api::parsed_tool_output parsed = api::parse_tool_calls(*tool_format_, text_, ids);
+  api::parsed_tool_output parsed = api::parse_tool_calls(*tool_format_, text_, ids, cut);
   text_ = std::move(parsed.content);
   for (auto& c : parsed.calls) {
-    calls_.push_back({"fc_" + c.id.substr(c.id.find('_') + 1), c.id, std::move(c.name), std::move(c.arguments), true});
+    calls_.push_back({"fc_" + c.id.substr(c.id.find('_') + 1), c.id, std::move(c.name), std::move(c.arguments), true, c.complete});
   }
 }
 
@@ -266,8 +267,8 @@ stream_events responses_formatter::on_event(int32_t /*choice: always 0*/, const 
       break;
     case engine_event::kind::finished: {
       done_ = true;
-      if (tools_) on_tool_events(tools_->finish(), out);
-      if (tool_format_ && !stream_) parse_calls();
+      if (tools_) on_tool_events(tools_->finish(e.reason == finish_reason::length), out);
+      if (tool_format_ && !stream_) parse_calls(e.reason == finish_reason::length);
       stream_events fin = finish(e.reason, e.usage);
       out.insert(out.end(), std::make_move_iterator(fin.begin()), std::make_move_iterator(fin.end()));
       break;

@@ -73,12 +73,13 @@ class responses_formatter final : public generation_formatter {
   struct function_call {
     std::string item_id, call_id, name, arguments;
     bool done = false;
+    bool complete = true;  // false: cut by max_output_tokens (status "incomplete")
   };
   boost::json::object call_item(const function_call& c) const;
   // Streaming with tool use: the events of parsed output (text deltas, calls).
   void on_tool_events(const api::tool_stream_events& evs, stream_events& out);
   // Non-streaming with tool use: splits the text into content and calls.
-  void parse_calls();
+  void parse_calls(bool cut);
 
   std::string id_, msg_id_, model_;
   int64_t created_at_;

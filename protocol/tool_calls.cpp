@@ -99,7 +99,8 @@ std::string tool_call_ids::next() {
   return id;
 }
 
-std::string generic_tool_system_prompt(const json::array& tools, bool parallel_tool_calls, bool call_required) {
+std::string generic_tool_system_prompt(const json::array& tools, bool parallel_tool_calls, bool call_required,
+                                       std::string_view direct_answer) {
   std::string out = "You can call the following tools (name, description and JSON schema of the arguments):\n";
   for (const auto& t : tools) {
     const auto* obj = t.if_object();
@@ -119,7 +120,9 @@ std::string generic_tool_system_prompt(const json::array& tools, bool parallel_t
   out += "{\"tool_calls\": [{\"name\": \"<tool name>\", ";
   out += "\"arguments\": {<the arguments, as the tool's schema describes>}}";
   out += parallel_tool_calls ? ", ...]}\n" : "]}\n";
-  if (!call_required) out += "To answer the user directly instead, answer:\n{\"response\": \"<your answer>\"}\n";
+  if (call_required) return out;
+  if (!direct_answer.empty()) return out + std::string(direct_answer);
+  out += "To answer the user directly instead, answer:\n{\"response\": \"<your answer>\"}\n";
   return out;
 }
 
@@ -145,10 +148,10 @@ void add_system_prompt(json::array& messages, std::string_view prompt) {
   messages.insert(messages.begin(), json::object{{"role", "system"}, {"content", json::string(prompt)}});
 }
 
-parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids) {
+parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids, bool cut) {
   tool_call_stream s(f, ids);
   tool_stream_events events = s.feed(text);
-  for (auto& e : s.finish()) events.push_back(std::move(e));
+  for (auto& e : s.finish(cut)) events.push_back(std::move(e));
   ids = s.ids();
   parsed_tool_output out;
   tool_call current;
@@ -158,7 +161,8 @@ parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, t
       case tool_stream_event::kind::call_begin: current = tool_call{std::move(e.id), std::move(e.name), {}}; break;
       case tool_stream_event::kind::arguments: current.arguments += e.text; break;
       case tool_stream_event::kind::call_end:
-        if (e.complete) out.calls.push_back(std::move(current));
+        current.complete = e.complete;
+        if (e.complete || cut) out.calls.push_back(std::move(current));
         current = tool_call{};
         break;
     }

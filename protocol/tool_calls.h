@@ -14,8 +14,9 @@
 //                newer [TOOL_CALLS]f[ARGS]{...}; text before is content.
 //   generic      the whole output is {"tool_calls": [{"name": "f",
 //                "arguments": {...}}, ...]}, {"tool_call": {...}} or
-//                {"response": "text"} (the string is the content); anything
-//                else is plain content. The tools are described to the model
+//                {"response": "text"} (the string is the content; another
+//                JSON value there, a response format's answer, is the
+//                content as written); anything else is plain content. The tools are described to the model
 //                by generic_tool_system_prompt().
 //
 // A call object is {"name": STRING, ARGS_KEY: OBJECT-or-STRING} where
@@ -98,6 +99,7 @@ struct tool_call {
   std::string id;         // "call_" + 24 alphanumerics
   std::string name;
   std::string arguments;  // JSON text (an object, unless a string argument held other text); see above
+  bool complete = true;   // false: cut by the length limit, arguments as far as written
 };
 
 struct parsed_tool_output {
@@ -119,9 +121,11 @@ class tool_call_ids {
 };
 
 // Whole-output parse; see the format notes above. Equals what a
-// tool_call_stream fed the same text (in any pieces) produces, minus the calls
-// it ends with complete = false (whose text it also emits as content).
-parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids);
+// tool_call_stream fed the same text (in any pieces) and finish(cut) produce,
+// minus the calls it ends with complete = false (whose text it also emits as
+// content), except that with cut those calls are kept, with the arguments
+// written so far (as OpenAI returns a call cut by max_tokens).
+parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids, bool cut = false);
 
 struct tool_stream_event {
   enum class kind {
@@ -169,7 +173,12 @@ class tool_call_stream {
   // Ends the output: decides what was held back (a call whose object had not
   // closed ends with complete = false and its text is content; a partial
   // marker is content). Further feed()/finish() calls return nothing.
-  tool_stream_events finish();
+  // cut: the output was cut by the length limit (finish_reason "length"):
+  // whatever was held back as possible call syntax (a marker, a list
+  // separator, a partial call, the generic format's wrapper) is dropped
+  // instead of becoming content, and an open call ends with complete = false
+  // without its text as content. Content is then only the model's own text.
+  tool_stream_events finish(bool cut = false);
 
   // The id source, advanced past the ids given so far.
   const tool_call_ids& ids() const;
@@ -183,10 +192,11 @@ class tool_call_stream {
 // name, description and parameters, as JSON) and the JSON answer shapes.
 // parallel_tool_calls=false asks for exactly one call per answer;
 // call_required (tool_choice "required") leaves out the plain "response"
-// answer. Entries of `tools` that are not {"type":"function","function":{..}}
-// objects are skipped.
+// answer. direct_answer, when not empty, replaces the plain answer's
+// instructions (a response format constrains it). Entries of `tools` that are
+// not {"type":"function","function":{..}} objects are skipped.
 std::string generic_tool_system_prompt(const boost::json::array& tools, bool parallel_tool_calls,
-                                       bool call_required = false);
+                                       bool call_required = false, std::string_view direct_answer = {});
 
 // Adds `prompt` to a chat's messages: appended ("\n\n" + prompt) to the first
 // message's content when that is a system message with string content (or a

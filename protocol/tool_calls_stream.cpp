@@ -46,7 +46,7 @@ struct tool_call_stream::impl {
   // Top-level states; see step().
   enum class st {
     scan, plain, start, lit, call, tail, h_after, l_after, m_open, m_name, m_args,
-    list_first, list_item, list_next, g_key_open, g_key, g_colon, g_value, g_response, g_close,
+    list_first, list_item, list_next, g_key_open, g_key, g_colon, g_value, g_response, g_response_json, g_close,
   };
   // States inside a call object {"name": ..., "arguments": ...}.
   enum class cs { open, key_first, key_next, key, colon, value, name, args_json, args_str, skip, after_pair, buffered };
@@ -138,7 +138,16 @@ struct tool_call_stream::impl {
     rescan_ = text.substr(skip) + rescan_;
   }
 
-  void finish() {
+  void finish(bool cut) {
+    if (cut) {
+      // Cut by the length limit: what is held is call syntax (a marker, a
+      // list, a call, the generic wrapper), never the model's text, so it is
+      // dropped instead of becoming content; an open call ends incomplete.
+      if (call_open_) end_call(false);
+      raw_.clear();
+      reset_call();
+      if (hold_.size() > 1) hold_.clear();  // a partial marker
+    }
     // A broken tail can hold further markers: fail and rescan until settled.
     while (call_open_ || !raw_.empty()) {
       fail();
@@ -219,6 +228,7 @@ bool tool_call_stream::impl::step(char c) {
     case st::g_colon:
     case st::g_value:
     case st::g_response:
+    case st::g_response_json:
     case st::g_close: return step_generic(c);
     case st::m_open:
     case st::m_name:
@@ -408,7 +418,27 @@ bool tool_call_stream::impl::step_generic(char c) {
         st_ = st::g_response;
         return true;
       }
+      if (key_ == "response") {
+        raw_.clear();  // committed: the value, as written, is the content (a response format's JSON)
+        val_.reset();
+        st_ = st::g_response_json;
+        return false;
+      }
       break;
+    case st::g_response_json: {
+      const auto s = val_.feed(c);
+      if (s == json_value_scanner::status::error) {
+        st_ = st::plain;  // the rest is content too
+        return false;
+      }
+      if (s == json_value_scanner::status::done_unconsumed) {
+        st_ = st::g_close;
+        return false;
+      }
+      content(std::string_view(&c, 1));
+      if (s == json_value_scanner::status::done) st_ = st::g_close;
+      return true;
+    }
     case st::g_response: {
       tmp_.clear();
       const auto s = dec_.feed(c, tmp_);
@@ -665,10 +695,10 @@ tool_stream_events tool_call_stream::feed(std::string_view delta) {
   return impl_->sink_.take(false);
 }
 
-tool_stream_events tool_call_stream::finish() {
+tool_stream_events tool_call_stream::finish(bool cut) {
   if (impl_->finished_) return {};
   impl_->finished_ = true;
-  impl_->finish();
+  impl_->finish(cut);
   return impl_->sink_.take(true);
 }
 

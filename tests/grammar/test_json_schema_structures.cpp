@@ -101,7 +101,9 @@ TEST(JsonSchemaArrays, ItemsAndCounts) {
   expect_accepts(R"({"type": "array", "maxItems": 0})", {"[]", "[ ]"}, {"[1]"});
   expect_accepts(R"({"type": "array"})", {"[]", "[1,\"a\",null,{}]"}, {"{}"});
   expect_accepts(R"({"type": "array", "uniqueItems": false, "maxItems": 2})", {"[1,1]"}, {"[1,1,1]"});
-  EXPECT_EQ(error_of(R"({"type": "array", "uniqueItems": true})"), "(root): unsupported JSON Schema keyword 'uniqueItems'");
+  // uniqueItems: the grammar is the array's; distinctness is checked at run time (test_distinct_items.cpp).
+  expect_accepts(R"({"type": "array", "uniqueItems": true, "items": {"type": "integer"}})", {"[]", "[1,2]", "[1,1]"}, {"[1,]"});
+  EXPECT_EQ(error_of(R"({"type": "array", "uniqueItems": 1})"), "/uniqueItems: must be a boolean");
   EXPECT_EQ(error_of(R"({"type": "array", "minItems": 3, "maxItems": 2})"), "/minItems: minItems is greater than maxItems");
   EXPECT_EQ(error_of(R"({"type": "array", "maxItems": 10001})"), "/maxItems: above the limit of 10000");
 }
@@ -228,7 +230,7 @@ TEST(JsonSchemaProductive, LinearOnLongChains) {
 }
 
 TEST(JsonSchemaErrors, UnsupportedKeywordsAreRefusedWithPointers) {
-  for (const char* kw : {"not", "if", "then", "else", "patternProperties", "uniqueItems", "contains", "minProperties", "maxProperties",
+  for (const char* kw : {"not", "if", "then", "else", "patternProperties", "contains", "minProperties", "maxProperties",
                          "dependentRequired", "dependentSchemas", "multipleOf", "propertyNames", "minContains", "unevaluatedItems", "$dynamicRef",
                          "nullable", "frobnicate"}) {
     const std::string schema = std::string(R"({"properties": {"x": {")") + kw + R"(": {}}}})";

@@ -647,7 +647,7 @@ TEST(ToolCallParse, Generic) {
 }
 
 TEST(ToolCallParse, GenericPlainContent) {
-  for (const std::string t : {"Just text.", "{\"answer\": 42}", "{\"response\": 42}", "{\"tool_calls\": {}}",
+  for (const std::string t : {"Just text.", "{\"answer\": 42}", "{\"tool_calls\": {}}",
                               "{\"tool_calls\": [{\"name\": \"a\", \"arguments\": {\"x\": 1]}]}", "[1, 2]", ""}) {
     const auto r = parse(F::generic, t);
     EXPECT_EQ(r.content, t);
@@ -787,6 +787,74 @@ TEST(ToolCallStream, BoundedHoldBack) {
   }
   EXPECT_GT(content_bytes, k_max_call_bytes);
   count(s.finish());
+}
+
+}  // namespace
+}  // namespace spate::api
+
+// ---------------------------------------------------------------- cut by max_tokens
+
+namespace spate::api {
+namespace {
+
+struct cut_case {
+  F format;
+  std::string text;
+  std::string content;
+  size_t n_complete, n_cut;
+};
+
+TEST(ToolCallParse, CutByTheLengthLimitLeaksNoCallSyntax) {
+  const std::string a = R"({"name": "a", "arguments": {}})";
+  const std::vector<cut_case> cases = {
+      {F::generic, R"({"tool_calls": [{"name": "get_weather", "arguments": {")", "", 0, 1},
+      {F::generic, R"({"tool_calls": [)" + a + R"(, {"name": "get_weather", "arguments": {"city)", "", 1, 1},
+      {F::generic, R"({"tool_calls": [)" + a + R"(, {"name": "get_we)", "", 1, 0},
+      {F::generic, R"({"tool_calls": [)" + a + ", ", "", 1, 0},
+      {F::generic, R"({"tool_ca)", "", 0, 0},
+      {F::generic, R"({"response": "Hel)", "Hel", 0, 0},
+      {F::generic, R"({"response": {"temp": 2)", R"({"temp": 2)", 0, 0},
+      {F::hermes, "Sure. <tool_call>\n{\"name\": \"a\", \"argu", "Sure. ", 0, 0},
+      {F::hermes, "Sure. <tool_c", "Sure. ", 0, 0},
+      {F::hermes, "<tool_call>\n" + a + "\n</tool_call>\n<tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": [1", "", 1, 1},
+      {F::mistral, "[TOOL_CALLS][" + a + ", {\"name\": \"b\", \"arguments\": {\"x\"", "", 1, 1},
+      {F::llama3_json, R"({"name": "b", "parameters": {"x": 1)", "", 0, 1},
+  };
+  for (const auto& c : cases) {
+    tool_call_ids ids(k_seed);
+    const parsed_tool_output whole = parse_tool_calls(c.format, c.text, ids, /*cut=*/true);
+    EXPECT_EQ(whole.content, c.content) << c.text;
+    ASSERT_EQ(whole.calls.size(), c.n_complete + c.n_cut) << c.text;
+    for (size_t i = 0; i < whole.calls.size(); ++i) EXPECT_EQ(whole.calls[i].complete, i < c.n_complete) << c.text;
+    // The stream agrees at every split point: the same content, and the cut
+    // call begun (its partial arguments streamed) then ended incomplete.
+    for (size_t split = 0; split <= c.text.size(); ++split) {
+      tool_call_stream st(c.format, k_seed);
+      streamed s;
+      tool_call cur;
+      int open_index = -1;
+      collect(st.feed(std::string_view(c.text).substr(0, split)), s, cur, open_index);
+      collect(st.feed(std::string_view(c.text).substr(split)), s, cur, open_index);
+      collect(st.finish(/*cut=*/true), s, cur, open_index);
+      EXPECT_EQ(s.out.content, c.content) << c.text << " split at " << split;
+      EXPECT_EQ(s.out.calls.size(), c.n_complete) << c.text;
+      EXPECT_EQ(static_cast<size_t>(s.incomplete), c.n_cut) << c.text;
+    }
+  }
+  // Not cut, the same texts keep the old leniency: a broken call is content.
+  const auto r = parse(F::generic, R"({"tool_calls": [)" + a + R"(, {"name": "get_we)");
+  EXPECT_EQ(r.calls.size(), 1u);
+  EXPECT_EQ(r.content, R"(, {"name": "get_we)");
+}
+
+TEST(ToolCallParse, GenericResponseValueIsContentAsWritten) {
+  for (const std::string v : {"42", "{\"temp\": 21}", "[1, {\"a\": \"}\"}]", "true"}) {
+    const std::string t = "{\"response\": " + v + "}";
+    const auto r = parse(F::generic, t);
+    EXPECT_EQ(r.content, v);
+    EXPECT_TRUE(r.calls.empty());
+    expect_stream_agrees(F::generic, t);
+  }
 }
 
 }  // namespace

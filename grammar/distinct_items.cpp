@@ -1,0 +1,197 @@
+#include "grammar/distinct_items.h"
+
+#include <algorithm>
+
+#include "grammar/vocab_trie.h"
+
+namespace spate::grammar {
+namespace {
+
+bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+// Bytes that continue a number or a literal (true, false, null).
+bool is_scalar_char(uint8_t c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '+' || c == '-';
+}
+bool starts_scalar(uint8_t c) { return (c >= '0' && c <= '9') || c == '-' || c == 't' || c == 'f' || c == 'n'; }
+// Items that end on a byte of their own; numbers and literals end at the next byte.
+bool self_delimiting(char first) { return first == '{' || first == '[' || first == '"'; }
+
+}  // namespace
+
+void distinct_items::advance(uint8_t c, const matcher& m) {
+  text_.push_back(static_cast<char>(c));
+  if (in_string_) {
+    if (escape_) {
+      escape_ = false;
+    } else if (c == '\\') {
+      escape_ = true;
+    } else if (c == '"') {
+      in_string_ = false;
+      if (key_string_) key_string_ = false;
+      else value_end(text_.size());
+    }
+    return;
+  }
+  if (in_scalar_) {
+    if (is_scalar_char(c)) return;
+    in_scalar_ = false;
+    value_end(text_.size() - 1);  // this byte is not part of it
+  }
+  if (is_ws(c)) return;
+  frame& f = stack_.back();
+  if (f.kind == ctx::top && c != '{' && c != '[') return;  // text between values
+  switch (c) {
+    case '{':
+    case '[':
+      value_start();
+      open(c == '{' ? ctx::object : ctx::array, m);
+      return;
+    case '}':
+    case ']':
+      if (f.kind == (c == '}' ? ctx::object : ctx::array)) close();
+      else reset();
+      return;
+    case '"':
+      if (f.kind == ctx::object && f.expect_key) {
+        key_string_ = true;
+        f.expect_key = false;
+      } else {
+        value_start();
+      }
+      in_string_ = true;
+      return;
+    case ':':
+      if (f.kind != ctx::object) reset();
+      return;
+    case ',':
+      if (f.kind == ctx::object) f.expect_key = true;
+      else f.expect_item = true;
+      return;
+    default:
+      if (starts_scalar(c) && !(f.kind == ctx::object && f.expect_key)) {
+        value_start();
+        in_scalar_ = true;
+      } else {
+        reset();
+      }
+  }
+}
+
+void distinct_items::value_start() {
+  frame& f = stack_.back();
+  if (f.kind == ctx::object || f.item_start >= 0) return;
+  f.item_start = static_cast<int64_t>(text_.size()) - 1;
+  f.expect_item = false;
+}
+
+void distinct_items::value_end(size_t end) {
+  frame& f = stack_.back();
+  if (f.kind == ctx::object || f.item_start < 0) return;
+  if (f.items.size() < k_max_items) f.items.emplace_back(static_cast<uint32_t>(f.item_start), static_cast<uint32_t>(end));
+  f.item_start = -1;
+  if (f.kind == ctx::top) f.expect_item = true;
+}
+
+void distinct_items::open(ctx kind, const matcher& m) {
+  if (stack_.size() > k_max_depth) {
+    reset();
+    return;
+  }
+  frame f;
+  f.kind = kind;
+  f.expect_key = kind == ctx::object;
+  if (kind == ctx::array) {
+    size_t most = 0;
+    const grammar& g = *m.rules();
+    // A distinct rule counts once its '[' is behind (a parse may already have
+    // entered the rule of an item, whose '[' is still to come).
+    const auto opened = [&](const grammar_pos& p) {
+      const rule& r = g.rules[static_cast<size_t>(p.rule)];
+      if (!r.distinct) return false;
+      const alternative& a = r.alts[static_cast<size_t>(p.alt)];
+      return std::any_of(a.begin(), a.begin() + p.pos, [](const symbol& s) {
+        return s.type == symbol::kind::bytes && s.set.count() == 1 && s.set.test('[');
+      });
+    };
+    for (const parse_stack& s : m.stacks()) most = std::max(most, static_cast<size_t>(std::count_if(s.begin(), s.end(), opened)));
+    f.distinct = most > distinct_open();
+  }
+  stack_.push_back(std::move(f));
+}
+
+void distinct_items::close() {
+  stack_.pop_back();
+  value_end(text_.size());
+}
+
+void distinct_items::reset() {
+  stack_.resize(1);
+  stack_[0].item_start = -1;
+  stack_[0].expect_item = true;
+  in_string_ = escape_ = in_scalar_ = key_string_ = false;
+}
+
+size_t distinct_items::distinct_open() const {
+  return static_cast<size_t>(std::count_if(stack_.begin() + 1, stack_.end(), [](const frame& f) { return f.distinct; }));
+}
+
+bool distinct_items::active() const {
+  return std::any_of(stack_.begin(), stack_.end(), [&](const frame& f) {
+    return (f.distinct || (f.kind == ctx::top && top_distinct_)) && !f.items.empty();
+  });
+}
+
+void distinct_items::patterns_of(const frame& f, std::vector<pattern>& out) const {
+  if (!(f.distinct || (f.kind == ctx::top && top_distinct_)) || f.items.empty()) return;
+  const std::string_view text(text_);
+  if (f.item_start >= 0) {
+    const std::string_view written = text.substr(static_cast<size_t>(f.item_start));
+    for (const auto& [b, e] : f.items) {
+      const std::string_view item = text.substr(b, e - b);
+      if (!item.starts_with(written)) continue;
+      const bool self = self_delimiting(item[0]);
+      if (self && item.size() == written.size()) continue;
+      out.push_back({item.substr(written.size()), false, !self});
+    }
+  } else if (f.expect_item) {
+    for (const auto& [b, e] : f.items) {
+      const std::string_view item = text.substr(b, e - b);
+      out.push_back({item, true, !self_delimiting(item[0])});
+    }
+  }
+}
+
+namespace {
+
+// The pattern automaton: states 0..n match rest (0 also takes leading
+// whitespace when allowed), n + 1 is past the delimiter; -1 refuses.
+int32_t step_pattern(std::string_view rest, bool leading_ws, bool needs_delim, int32_t s, uint8_t b) {
+  const auto n = static_cast<int32_t>(rest.size());
+  if (s < n) {
+    if (b == static_cast<uint8_t>(rest[static_cast<size_t>(s)])) return s + 1;
+    return s == 0 && leading_ws && is_ws(b) ? 0 : -1;
+  }
+  if (!needs_delim || s > n) return s;
+  return is_scalar_char(b) ? -1 : n + 1;
+}
+
+}  // namespace
+
+void distinct_items::blocked_tokens(const vocab_trie& trie, const std::vector<std::string>& pieces,
+                                    std::vector<int32_t>& out) const {
+  std::vector<pattern> pats;
+  for (const frame& f : stack_) patterns_of(f, pats);
+  for (const pattern& p : pats) {
+    const auto done = static_cast<int32_t>(p.rest.size()) + (p.needs_delim ? 1 : 0);
+    const auto step = [&](int32_t s, uint8_t b) { return step_pattern(p.rest, p.leading_ws, p.needs_delim, s, b); };
+    trie.walk(0, step, [&](int32_t id) {
+      int32_t s = 0;
+      for (const char c : pieces[static_cast<size_t>(id)]) s = step(s, static_cast<uint8_t>(c));
+      if (s >= done) out.push_back(id);
+    });
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+}  // namespace spate::grammar

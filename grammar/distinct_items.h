@@ -1,0 +1,96 @@
+// Distinct items, at run time: what a context-free grammar cannot say, that
+// the items of a list differ from each other (JSON Schema's uniqueItems; no
+// two identical tool calls in one answer). A distinct_items follows a
+// constrained generation byte by byte next to its matcher, parses the JSON
+// values in the text, and names the tokens that would complete an item equal
+// to an earlier item of the same list, so that the caller masks them out.
+//
+//   ["a", "b", "a   <- the next token may not start with '"' : ["a", "b", "a"
+//
+// Which lists:
+//   - a JSON array whose grammar rule is marked distinct (grammar_ir.h): at
+//     its '[', some live parse is past the '[' of one more distinct rule than
+//     there are distinct arrays open (with several parses, any one decides:
+//     a stricter output is still valid);
+//   - with grammar::distinct_top_level, the top-level JSON objects and arrays
+//     of the output, one after another (hermes' and llama3's tool calls).
+// Items are compared as written, byte for byte: the grammars write scalars
+// and tool-call names without choice, so equal values are equal bytes, but
+// objects that differ only in whitespace, or strings that differ only in
+// escapes, count as different.
+//
+// Text outside JSON values (free text, a tool call's markers) is skipped: at
+// the top level only '{' and '[' start a value, and a byte that cannot
+// continue a value drops the values open (no item). The check is per token:
+// a token that completes a duplicate item is refused; a token that completes
+// one item and then writes a whole duplicate item after it is not seen (no
+// tokenizer here has such tokens for realistic items).
+//
+// Bounds: nesting k_max_depth (deeper values are not checked), at most
+// k_max_items items remembered per list (later ones are not compared), the
+// generated text kept once.
+//
+// Thread-safety: one thread at a time, like the matcher it follows.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/matcher.h"
+
+namespace spate::grammar {
+
+class vocab_trie;
+
+class distinct_items {
+ public:
+  static constexpr size_t k_max_depth = 64;
+  static constexpr size_t k_max_items = 1024;
+
+  explicit distinct_items(bool distinct_top_level) : top_distinct_(distinct_top_level) {}
+
+  // Consumes one byte of output; m is the matcher right after that byte.
+  void advance(uint8_t byte, const matcher& m);
+
+  // Appends to out the ids of the tokens (pieces[id]: their bytes) that would
+  // complete an item equal to an earlier item of its list from here.
+  void blocked_tokens(const vocab_trie& trie, const std::vector<std::string>& pieces, std::vector<int32_t>& out) const;
+
+  // Whether some list has items to compare against (blocked_tokens can block).
+  bool active() const;
+
+ private:
+  enum class ctx : uint8_t { top, array, object };
+  struct frame {
+    ctx kind = ctx::top;
+    bool distinct = false;
+    bool expect_item = true;          // arrays, top: an item may start here (after '[' or ',')
+    int64_t item_start = -1;          // offset of the item being written, -1 between items
+    std::vector<std::pair<uint32_t, uint32_t>> items;  // [begin, end) in text_
+    bool expect_key = false;          // objects: the next string is a key
+  };
+  // A pattern of blocked tokens: they start with rest (after whitespace when
+  // leading_ws), then, when needs_delim, a byte that ends a number or literal.
+  struct pattern {
+    std::string_view rest;
+    bool leading_ws = false;
+    bool needs_delim = false;
+  };
+
+  void value_start();
+  void value_end(size_t end);  // the value ended before text_[end]
+  void open(ctx kind, const matcher& m);
+  void close();
+  void reset();
+  size_t distinct_open() const;
+  void patterns_of(const frame& f, std::vector<pattern>& out) const;
+
+  bool top_distinct_;
+  std::string text_;
+  std::vector<frame> stack_{frame{}};  // stack_[0]: the top level
+  bool in_string_ = false, escape_ = false, in_scalar_ = false, key_string_ = false;
+};
+
+}  // namespace spate::grammar
