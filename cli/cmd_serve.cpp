@@ -319,8 +319,9 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   std::unique_ptr<model_executor> draft_exec;  // runs on model_exec's threads; outlives the engine
   if (in.draft.model) draft_exec = attach_draft_model(in.draft, make_executor_config(opts.model), model_exec, ecfg);
   fault_injecting_executor exec(model_exec, opts.debug_fail_forward_at);
+  // Before the engine, so it outlives it: the engine's event callbacks count generated tokens in it.
+  server_metrics metrics(in.served_name, in.max_model_len);
   engine eng(exec, *in.model->tok, ecfg);
-  server_metrics metrics(in.served_name);
   metrics.set_cache_config({{"block_size", std::to_string(exec.block_size())},
                             {"cache_dtype", opts.model.kv_cache_dtype},
                             {"enable_prefix_caching", ecfg.enable_prefix_caching ? "True" : "False"},

@@ -38,6 +38,8 @@ json::value format_json(const api::output_constraint& c) {
   return json::object{{"type", "text"}};
 }
 
+bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
 }  // namespace
 
 responses_formatter::responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
@@ -85,9 +87,16 @@ json::object responses_formatter::response_object() const {
   r["model"] = model_;
   json::array output;
   if (status_ != "in_progress" && error_.empty()) {
-    const bool blank = text_.find_first_not_of(" \t\r\n") == std::string::npos;
-    if (stream_ || !blank || calls_.empty()) output.push_back(message_item(true));
-    for (const auto& c : calls_) output.push_back(call_item(c));
+    if (stream_) {
+      // In output_index order: the message item (if it opened) among the calls.
+      for (size_t i = 0; i <= calls_.size(); ++i) {
+        if (msg_index_ == static_cast<int64_t>(i)) output.push_back(message_item(true));
+        if (i < calls_.size()) output.push_back(call_item(calls_[i]));
+      }
+    } else {
+      if (!blank(text_) || calls_.empty()) output.push_back(message_item(true));
+      for (const auto& c : calls_) output.push_back(call_item(c));
+    }
   }
   r["output"] = std::move(output);
   r["output_text"] = text_;
@@ -137,7 +146,7 @@ json::object responses_formatter::response_object() const {
 json::object responses_formatter::part_address() const {
   json::object o;
   o["item_id"] = msg_id_;
-  o["output_index"] = 0;
+  o["output_index"] = msg_index_;
   o["content_index"] = 0;
   return o;
 }
@@ -151,16 +160,17 @@ void responses_formatter::on_tool_events(const api::tool_stream_events& evs, str
   using kind = api::tool_stream_event::kind;
   for (const auto& ev : evs) {
     if (ev.type == kind::content) {
-      if (!ev.text.empty()) out.push_back(delta(ev.text));
+      stream_text(ev.text, out);
       continue;
     }
-    const int64_t output_index = 1 + ev.index;
     if (ev.type == kind::call_begin) {
-      calls_.push_back({"fc_" + ev.id.substr(ev.id.find('_') + 1), ev.id, ev.name, "", false});
-      out.push_back(make("response.output_item.added", json::object{{"output_index", output_index}, {"item", call_item(calls_.back())}}));
+      const int64_t index = static_cast<int64_t>(calls_.size()) + (msg_index_ >= 0 ? 1 : 0);
+      calls_.push_back({"fc_" + ev.id.substr(ev.id.find('_') + 1), ev.id, ev.name, "", false, true, index});
+      out.push_back(make("response.output_item.added", json::object{{"output_index", index}, {"item", call_item(calls_.back())}}));
       continue;
     }
     function_call& c = calls_.at(static_cast<size_t>(ev.index));
+    const int64_t output_index = c.output_index;
     if (ev.type == kind::arguments) {
       c.arguments += ev.text;
       out.push_back(make("response.function_call_arguments.delta",
@@ -199,14 +209,31 @@ stream_events responses_formatter::begin() {
   json::object b;
   b["response"] = response_object();
   ev.push_back(make("response.in_progress", b));
+  return ev;
+}
+
+void responses_formatter::open_message(stream_events& out) {
+  msg_index_ = static_cast<int64_t>(calls_.size());
   json::object c;
-  c["output_index"] = 0;
+  c["output_index"] = msg_index_;
   c["item"] = message_item(false);
-  ev.push_back(make("response.output_item.added", c));
+  out.push_back(make("response.output_item.added", c));
   json::object d = part_address();
   d["part"] = text_part();
-  ev.push_back(make("response.content_part.added", d));
-  return ev;
+  out.push_back(make("response.content_part.added", d));
+}
+
+void responses_formatter::stream_text(std::string_view text, stream_events& out) {
+  if (msg_index_ < 0) {
+    held_.append(text);
+    // Whitespace alone opens no message item while calls may come (tool use).
+    if (held_.empty() || (tools_ && blank(held_))) return;
+    open_message(out);
+    out.push_back(delta(held_));
+    held_.clear();
+    return;
+  }
+  if (!text.empty()) out.push_back(delta(text));
 }
 
 stream_event responses_formatter::delta(std::string_view text) {
@@ -228,17 +255,26 @@ stream_events responses_formatter::finish(finish_reason reason, const request_us
     status_ = "completed";
   }
   stream_events ev;
-  json::object a = part_address();
-  a["text"] = text_;
-  a["logprobs"] = json::array();
-  ev.push_back(make("response.output_text.done", a));
-  json::object b = part_address();
-  b["part"] = text_part();
-  ev.push_back(make("response.content_part.done", b));
-  json::object c;
-  c["output_index"] = 0;
-  c["item"] = message_item(true);
-  ev.push_back(make("response.output_item.done", c));
+  if (stream_ && msg_index_ < 0 && calls_.empty()) {
+    // No calls: the message item is there, as in the non-streaming output, with
+    // whatever text was held back (whitespace), if any.
+    open_message(ev);
+    if (!held_.empty()) ev.push_back(delta(held_));
+  }
+  held_.clear();  // whitespace only, after calls: no message item for it (non-streaming leaves it out too)
+  if (msg_index_ >= 0) {
+    json::object a = part_address();
+    a["text"] = text_;
+    a["logprobs"] = json::array();
+    ev.push_back(make("response.output_text.done", a));
+    json::object b = part_address();
+    b["part"] = text_part();
+    ev.push_back(make("response.content_part.done", b));
+    json::object c;
+    c["output_index"] = msg_index_;
+    c["item"] = message_item(true);
+    ev.push_back(make("response.output_item.done", c));
+  }
   json::object d;
   d["response"] = response_object();
   ev.push_back(make(status_ == "incomplete" ? "response.incomplete" : "response.completed", d));
@@ -258,11 +294,13 @@ stream_events responses_formatter::on_event(int32_t /*choice: always 0*/, const 
   if (done_) return out;
   switch (e.type) {
     case engine_event::kind::tokens:
+      n_tokens_ += static_cast<int32_t>(e.token_ids.size());
       if (tools_) {
         on_tool_events(tools_->feed(e.text), out);
+      } else if (stream_) {
+        stream_text(e.text, out);
       } else if (!e.text.empty()) {
-        stream_event d = delta(e.text);
-        if (stream_) out.push_back(std::move(d));
+        delta(e.text);
       }
       break;
     case engine_event::kind::finished: {

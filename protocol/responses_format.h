@@ -5,21 +5,29 @@
 // (type, JSON text); SSE writes "event: TYPE\ndata: JSON\n\n", WebSocket sends
 // the JSON as one text message.
 //
-// Event order: response.created, response.in_progress,
-// response.output_item.added, response.content_part.added,
-// response.output_text.delta*, response.output_text.done,
-// response.content_part.done, response.output_item.done, and then
-// response.completed (or response.incomplete when max_output_tokens ended it,
-// or response.failed on an engine error).
+// Event order: response.created, response.in_progress, then the output
+// items, each opened by response.output_item.added; the message item opens
+// lazily, at its first text (response.output_item.added,
+// response.content_part.added, then response.output_text.delta*), and closes
+// at the end (response.output_text.done, response.content_part.done,
+// response.output_item.done); then response.completed (or
+// response.incomplete when max_output_tokens ended it, or response.failed on
+// an engine error). A response that produced neither text nor calls still
+// opens (and closes) an empty message item at the end, as the non-streaming
+// output has one. output_index numbers the items in the order they were
+// added: 0, 1, 2... (the openai SDK appends items as they are added).
 //
 // Tool use (tool_format given): the output is parsed for calls (tool_calls.h);
 // each call is a "function_call" output item {"id","type","call_id","name",
-// "arguments","status"} after the message item. Streaming, a call adds
-// response.output_item.added, response.function_call_arguments.delta*,
+// "arguments","status"}. Non-streaming, the message item comes first and is
+// left out when the text is only whitespace and calls came out. Streaming, a
+// call adds response.output_item.added, response.function_call_arguments.delta*,
 // response.function_call_arguments.done and response.output_item.done as it
-// comes out; the message item (output_index 0) carries the rest as text.
-// Non-streaming, the message item is left out when the text is only
-// whitespace and calls came out.
+// comes out; text that is only whitespace is held back until other text comes
+// (it then opens the message item) or the output ends (the message item is
+// then left out if calls came out), so response.completed's output has the
+// non-streaming shape: the same items, the message first unless its first
+// text came after a call.
 //
 // An engine error without a message fails the response with "internal error".
 //
@@ -45,7 +53,7 @@ class responses_formatter final : public generation_formatter {
   responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
                       const api::parsed_request& req, std::optional<api::tool_call_format> tool_format = std::nullopt);
 
-  // response.created ... response.content_part.added (streaming only).
+  // response.created, response.in_progress (streaming only).
   stream_events begin() override;
   // tokens with text: response.output_text.delta; finished: the done events and
   // response.completed or response.incomplete; error: response.failed.
@@ -54,7 +62,8 @@ class responses_formatter final : public generation_formatter {
   stream_events end() override { return {}; }
   // The response object, or the engine error.
   final_body result() const override;
-  int32_t completion_tokens() const override { return has_usage_ ? usage_.completion_tokens : 0; }
+  // The finished event's usage, or before it (a cancelled stream) the tokens of the tokens events so far.
+  int32_t completion_tokens() const override { return has_usage_ ? usage_.completion_tokens : n_tokens_; }
   std::string finish_reason_text() const override;
 
   // The whole response object in its current state (non-streaming body).
@@ -63,17 +72,24 @@ class responses_formatter final : public generation_formatter {
 
  private:
   stream_event delta(std::string_view text);
+  // Streaming: a piece of content text; opens the message item at the first
+  // text that is not held back (see the header comment).
+  void stream_text(std::string_view text, stream_events& out);
+  // Streaming: response.output_item.added and response.content_part.added of
+  // the message item, at the next output index.
+  void open_message(stream_events& out);
   stream_events finish(finish_reason reason, const request_usage& usage);
   stream_events fail(std::string_view message);
   stream_event make(std::string type, boost::json::object o);
   boost::json::object message_item(bool done) const;
   boost::json::object text_part() const;
-  // {"item_id", "output_index", "content_index"} of the one text part.
+  // {"item_id", "output_index", "content_index"} of the one text part (streaming: once opened).
   boost::json::object part_address() const;
   struct function_call {
     std::string item_id, call_id, name, arguments;
     bool done = false;
     bool complete = true;  // false: cut by max_output_tokens (status "incomplete")
+    int64_t output_index = 0;  // streaming: its place among the output items
   };
   boost::json::object call_item(const function_call& c) const;
   // Streaming with tool use: the events of parsed output (text deltas, calls).
@@ -89,11 +105,14 @@ class responses_formatter final : public generation_formatter {
   std::string incomplete_reason_;
   std::string error_;
   bool has_usage_ = false;
+  int32_t n_tokens_ = 0;  // token ids of the tokens events seen
   request_usage usage_;
   finish_reason reason_ = finish_reason::none;
   bool stream_ = false;
   bool done_ = false;
   int64_t seq_ = 0;
+  int64_t msg_index_ = -1;  // streaming: the message item's output_index once opened, else -1
+  std::string held_;        // streaming: content not yet sent (whitespace before the message item opens)
   std::unique_ptr<api::tool_call_stream> tools_;  // streaming with tool use
   std::optional<api::tool_call_format> tool_format_;
   std::vector<function_call> calls_;

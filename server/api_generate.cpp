@@ -85,6 +85,7 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
   disconnect_watch watch(ctx, io, stream, ids);
   generation_record rec;
   rec.t_arrival = ex.t_start;
+  rec.gen = &g;
   record_to_exchange copy_back{rec, ex};
   if (r.stream) {
     sse_sink sink(ex, io, ctx.opts.sse_keepalive_s);

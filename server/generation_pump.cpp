@@ -115,6 +115,7 @@ asio::awaitable<bool> pump_generation(server_context& ctx, request_stream& rs, c
     co_await sink.send(std::move(out));
   }
   run.mark_completed();
+  if (rec.gen) ctx.metrics.observe_request_params(rec.gen->n_prompts(), rec.gen->n, rec.gen->params.max_tokens.value_or(0));
   co_await sink.send(f.end());
   co_await sink.close(f);
   co_return true;

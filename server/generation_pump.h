@@ -92,6 +92,7 @@ class ws_message_sink final : public generation_sink {
 // meaningful when a write throws).
 struct generation_record {
   std::chrono::steady_clock::time_point t_arrival;  // in: when the request arrived (e2e latency starts here)
+  const prepared_generation* gen = nullptr;          // in: its n and max_tokens go to spate:request_params_* when it completes
   double ttft_s = -1;                                // seconds from t_arrival to the first token; -1: none
   int32_t completion_tokens = 0;
   std::string finish_reason;                         // OpenAI reason, "error", or "cancelled" when interrupted
@@ -101,7 +102,8 @@ struct generation_record {
 // sink.close), or the stream is interrupted (returns false; the client is
 // gone). ids: the engine requests feeding rs. Unless the generation
 // completed -- interrupted, or a sink write threw -- the engine requests are
-// cancelled and the request counted as cancelled. Counts the request in
+// cancelled and the request counted as cancelled; once it completed, its
+// parameters (rec.gen) are observed. Counts the request in
 // ctx.n_inflight while it runs.
 boost::asio::awaitable<bool> pump_generation(server_context& ctx, request_stream& rs, const std::vector<int64_t>& ids,
                                              generation_formatter& f, generation_sink& sink, generation_record& rec);

@@ -1,6 +1,7 @@
 #include "server/generation_submit.h"
 
 #include "engine/engine_api.h"
+#include "server/metrics.h"
 
 namespace spate {
 
@@ -29,7 +30,12 @@ std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine
                           "invalid_request_error", std::string(param), ""};
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
-    reqs[i].on_event = stream->make_callback(static_cast<int32_t>(i));
+    // Generated tokens are counted as the engine delivers them (engine
+    // thread), before the client can see them, cancelled requests included.
+    reqs[i].on_event = [&metrics = ctx.metrics, to_stream = stream->make_callback(static_cast<int32_t>(i))](const engine_event& e) {
+      if (e.type == engine_event::kind::tokens) metrics.count_generated_tokens(static_cast<int64_t>(e.token_ids.size()));
+      to_stream(e);
+    };
     const submit_result sr = ctx.eng.submit(std::move(reqs[i]));
     if (sr.ok()) {
       ids.push_back(sr.id);

@@ -183,20 +183,24 @@ const std::vector<double>& request_latency_buckets_s() {
   return b;
 }
 
+std::vector<double> one_two_five_buckets(double max_value) {
+  std::vector<double> v;
+  for (double decade = 1; decade <= max_value; decade *= 10) {
+    for (double m : {1.0, 2.0, 5.0})
+      if (m * decade <= max_value) v.push_back(m * decade);
+  }
+  return v;
+}
+
 // Token counts per request: 1-2-5 steps from 1 to 1,000,000.
 const std::vector<double>& token_count_buckets() {
-  static const std::vector<double> b = [] {
-    std::vector<double> v;
-    for (double decade = 1; decade <= 1e6; decade *= 10) {
-      for (double m : {1.0, 2.0, 5.0})
-        if (m * decade <= 1e6) v.push_back(m * decade);
-    }
-    return v;
-  }();
+  static const std::vector<double> b = one_two_five_buckets(1e6);
   return b;
 }
 
 struct server_metrics::state {
+  explicit state(int32_t max_model_len)
+      : max_tokens_param(one_two_five_buckets(max_model_len > 0 ? static_cast<double>(max_model_len) : 1e6)) {}
   std::atomic<double> running{0}, waiting{0}, kv_usage{0};
   std::atomic<uint64_t> prefix_queries{0}, prefix_hits{0}, preemptions{0}, padding_waste{0}, steps{0};
   std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0};
@@ -211,6 +215,8 @@ struct server_metrics::state {
   histogram decode{request_latency_buckets_s()};
   histogram prompt_len{token_count_buckets()};
   histogram generation_len{token_count_buckets()};
+  histogram n_param{{1, 2, 5, 10, 20}};  // vLLM's request_params_n buckets
+  histogram max_tokens_param;
   std::array<std::atomic<uint64_t>, k_step_token_bounds.size() + 1> step_tokens{};
   std::atomic<uint64_t> step_tokens_sum{0};
   std::vector<std::pair<std::string, std::string>> cache_config;  // set once before serving
@@ -219,8 +225,8 @@ struct server_metrics::state {
   std::array<std::atomic<uint64_t>, k_max_speculative_tokens> spec_accepted_per_pos{};
 };
 
-server_metrics::server_metrics(std::string model_name)
-    : model_name_(std::move(model_name)), s_(std::make_unique<state>()) {}
+server_metrics::server_metrics(std::string model_name, int32_t max_model_len)
+    : model_name_(std::move(model_name)), s_(std::make_unique<state>(max_model_len)) {}
 
 server_metrics::~server_metrics() = default;
 
@@ -253,7 +259,6 @@ void server_metrics::observe_finished(const engine_event& e, double e2e_s) {
   const int32_t n_prompt = std::max(0, e.usage.prompt_tokens);
   const int32_t n_gen = std::max(0, e.usage.completion_tokens);
   s_->prompt_tokens.fetch_add(static_cast<uint64_t>(n_prompt), k_relaxed);
-  s_->generation_tokens.fetch_add(static_cast<uint64_t>(n_gen), k_relaxed);
   switch (e.reason) {
     case finish_reason::stop: s_->success[0].fetch_add(1, k_relaxed); break;
     case finish_reason::length: s_->success[1].fetch_add(1, k_relaxed); break;
@@ -277,6 +282,17 @@ void server_metrics::observe_finished(const engine_event& e, double e2e_s) {
   }
   if (n_gen > 0) s_->decode.observe(secs(decode_us));
   s_->e2e.observe(std::max(0.0, e2e_s));
+}
+
+void server_metrics::count_generated_tokens(int64_t n_tokens) {
+  if (n_tokens > 0) s_->generation_tokens.fetch_add(static_cast<uint64_t>(n_tokens), k_relaxed);
+}
+
+void server_metrics::observe_request_params(int32_t n_prompts, int32_t n, int32_t max_tokens) {
+  for (int32_t p = 0; p < n_prompts; ++p) {
+    s_->n_param.observe(n);
+    for (int32_t c = 0; c < n; ++c) s_->max_tokens_param.observe(max_tokens);
+  }
 }
 
 void server_metrics::count_cancelled() { s_->cancelled.fetch_add(1, k_relaxed); }
@@ -305,7 +321,7 @@ std::string server_metrics::render_prometheus() const {
             s.padding_waste.load(k_relaxed));
   w.counter("spate:engine_steps_total", "Engine steps (forward passes) run.", s.steps.load(k_relaxed));
   w.counter("spate:prompt_tokens_total", "Prompt tokens of finished requests.", s.prompt_tokens.load(k_relaxed));
-  w.counter("spate:generation_tokens_total", "Generated tokens of finished requests.",
+  w.counter("spate:generation_tokens_total", "Generated tokens, cancelled requests included.",
             s.generation_tokens.load(k_relaxed));
 
   w.family("spate:request_success_total", "counter", "Requests finished, by finish reason.");
@@ -328,6 +344,8 @@ std::string server_metrics::render_prometheus() const {
   w.hist("spate:request_decode_time_seconds", "Time from a request's first token to its last.", s.decode);
   w.hist("spate:request_prompt_tokens", "Prompt length of finished requests, in tokens.", s.prompt_len);
   w.hist("spate:request_generation_tokens", "Generated tokens of finished requests.", s.generation_len);
+  w.hist("spate:request_params_n", "Histogram of the n request parameter.", s.n_param);
+  w.hist("spate:request_params_max_tokens", "Histogram of the max_tokens request parameter.", s.max_tokens_param);
   w.counts_hist("spate:iteration_tokens_total", "Tokens per engine step.", k_step_token_bounds, s.step_tokens,
                  static_cast<double>(s.step_tokens_sum.load(k_relaxed)));
   if (s.n_spec_tokens > 0) {

@@ -19,7 +19,9 @@
 //     spate:num_preemptions_total, spate:padding_waste_tokens_total (tokens),
 //     spate:engine_steps_total
 //   counters recorded by the server:
-//     spate:prompt_tokens_total, spate:generation_tokens_total   (observe_finished)
+//     spate:prompt_tokens_total                (observe_finished)
+//     spate:generation_tokens_total            (count_generated_tokens: every
+//       token the engine generated, cancelled requests included, as vLLM)
 //     spate:request_success_total{finished_reason="stop|length|abort"} (observe_finished)
 //     spate:request_cancelled_total    (count_cancelled: the client went away)
 //     spate:request_rejected_total{reason="invalid|context_length|queue_full|other"} (count_rejected)
@@ -30,6 +32,9 @@
 //     spate:request_prefill_time_seconds (first scheduled -> first token),
 //     spate:request_decode_time_seconds (first token -> last token),
 //     spate:request_prompt_tokens, spate:request_generation_tokens (tokens)
+//   histograms of request parameters (observe_request_params), vLLM's buckets:
+//     spate:request_params_n (1, 2, 5, 10, 20),
+//     spate:request_params_max_tokens (1, 2, 5, 10, 20, 50... up to max_model_len)
 //   histogram from engine_stats (update_from_engine):
 //     spate:iteration_tokens_total (tokens per engine step)
 //   speculative decoding counters from engine_stats (update_from_engine),
@@ -85,10 +90,14 @@ const std::vector<double>& ttft_buckets_s();
 const std::vector<double>& itl_buckets_s();
 const std::vector<double>& request_latency_buckets_s();
 const std::vector<double>& token_count_buckets();
+// vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50... while <= max_value.
+std::vector<double> one_two_five_buckets(double max_value);
 
 class server_metrics {
  public:
-  explicit server_metrics(std::string model_name = "");
+  // max_model_len: the top of spate:request_params_max_tokens's buckets
+  // (<= 0: 1,000,000).
+  explicit server_metrics(std::string model_name = "", int32_t max_model_len = 0);
   ~server_metrics();
   server_metrics(const server_metrics&) = delete;
   server_metrics& operator=(const server_metrics&) = delete;
@@ -97,12 +106,23 @@ class server_metrics {
   // (engine::stats()); call right before render_prometheus().
   void update_from_engine(const engine_stats& s);
 
-  // Records a finished request (event type finished): its usage (prompt and
-  // generation tokens), its reason (stop, length or abort; an error reason is
+  // Records a finished request (event type finished): its usage (prompt
+  // tokens; generated tokens in spate:request_generation_tokens), its reason (stop, length or abort; an error reason is
   // counted by count_error() instead) and its timings: queue time (when it was
   // scheduled), TTFT (when it produced a token), every inter-token gap, and
   // e2e_s, the server-side latency from receipt to finish in seconds.
   void observe_finished(const engine_event& finished_event, double e2e_s);
+
+  // n_tokens tokens the engine generated (a tokens event), whether or not the
+  // request later finishes (a cancelled one counts too).
+  void count_generated_tokens(int64_t n_tokens);
+  // The parameters of a request whose every choice finished or failed; call
+  // once per request (one cancelled because its client went away is not
+  // observed). Observes n once per prompt and max_tokens once per choice, as
+  // vLLM observes n per request and max_tokens per finished sequence.
+  // n_prompts: the prompts of a completions request (n choices each);
+  // max_tokens: each choice's effective limit (the default filled in).
+  void observe_request_params(int32_t n_prompts, int32_t n, int32_t max_tokens);
 
   // A request whose client went away before it finished (cancelled by the server).
   void count_cancelled();

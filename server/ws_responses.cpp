@@ -30,6 +30,7 @@ asio::awaitable<void> ws_pump(server_context& ctx, std::shared_ptr<ws_connection
   ws_message_sink sink([st](std::string m) { st->send(std::move(m)); });
   generation_record rec;
   rec.t_arrival = t_arrival;
+  rec.gen = &c.gen;
   if (co_await pump_generation(ctx, *rs, ids, *f, sink, rec)) {
     spdlog::info("{} WS response.create prompt_tokens={} completion_tokens={} ttft={:.3f}s finish_reason={}", st->request_id,
                  c.gen.prompt.size(), rec.completion_tokens, rec.ttft_s, rec.finish_reason);

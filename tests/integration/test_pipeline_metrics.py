@@ -2,12 +2,18 @@
 a context-length rejection counts as reason="context_length" in
 spate:request_rejected_total over HTTP and over the Responses WebSocket mode
 (the WebSocket path used to count it as "invalid", or not at all), and a
-completed WebSocket response is observed like an HTTP one.
+completed WebSocket response is observed like an HTTP one. The tokens of a
+stream the client closed count in spate:generation_tokens_total and in the
+access log's completion_tokens, on every API; spate:request_params_n and
+spate:request_params_max_tokens observe each completed request with vLLM's
+buckets.
 """
 
 import json
+import re
 import time
 
+import openai
 import pytest
 import websockets.sync.client as ws_client
 
@@ -21,6 +27,16 @@ if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
 @pytest.fixture(scope="module")
 def server():
     s = SpateServer("--max-model-len", "64")
+    try:
+        yield s.wait_ready()
+    finally:
+        assert s.stop() == 0, s.log_text()[-3000:]
+
+
+@pytest.fixture(scope="module")
+def long_server():
+    """The model's whole context: streams long enough to close mid-way."""
+    s = SpateServer()
     try:
         yield s.wait_ready()
     finally:
@@ -95,3 +111,92 @@ def test_vllm_series_with_model_name(server):
     assert len(info) == 1 and raw[info[0]] == 1.0
     for label in ('block_size="16"', 'cache_dtype="f16"', 'enable_prefix_caching="True"', "num_cpu_blocks=", "kv_cache_memory_bytes="):
         assert label in info[0], info[0]
+
+
+def bucket_bounds(metrics, name):
+    return [k.split('le="', 1)[1].rstrip('"}') for k in metrics if k.startswith(name + "_bucket{")]
+
+
+def test_request_params_histograms(server):
+    """vLLM's buckets (max_tokens: 1-2-5 steps up to max_model_len, 64 here);
+    n once per request, max_tokens once per choice, the default filled in."""
+    before = server.metrics()
+    assert bucket_bounds(before, "spate:request_params_n") == ["1.0", "2.0", "5.0", "10.0", "20.0", "+Inf"]
+    assert bucket_bounds(before, "spate:request_params_max_tokens") == ["1.0", "2.0", "5.0", "10.0", "20.0", "50.0", "+Inf"]
+    st, body, _ = post_json(server.base_url, "/v1/completions",
+                            {"model": MODEL_NAME, "prompt": "One, two,", "max_tokens": 4, "n": 2, "temperature": 0})
+    assert st == 200, body
+    # No max_tokens: the rest of the context (64 - prompt tokens).
+    st, chat, _ = post_json(server.base_url, "/v1/chat/completions",
+                            {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hi"}], "max_tokens": None,
+                             "temperature": 0})
+    assert st == 200, chat
+    room = 64 - chat["usage"]["prompt_tokens"]
+    after = server.metrics()
+
+    def delta(key):
+        return after[key] - before.get(key, 0)
+
+    assert delta('spate:request_params_n_bucket{le="1.0"}') == 1
+    assert delta('spate:request_params_n_bucket{le="2.0"}') == 2
+    assert delta("spate:request_params_n_count") == 2 and delta("spate:request_params_n_sum") == 3
+    assert delta('spate:request_params_max_tokens_bucket{le="2.0"}') == 0
+    assert delta('spate:request_params_max_tokens_bucket{le="5.0"}') == 2
+    assert delta("spate:request_params_max_tokens_count") == 3
+    assert delta("spate:request_params_max_tokens_sum") == 4 + 4 + room
+    assert delta('spate:request_params_max_tokens_bucket{le="50.0"}') == 2 + (room <= 50)
+
+
+def read_then_close(client, api, request_id, n_want):
+    """Streams a long answer on `api`, reads n_want pieces of text (each from
+    a tokens event, so at least one token each), then closes the connection.
+    Returns the number read."""
+    headers = {"X-Request-Id": request_id}
+    if api == "responses":
+        stream = client.responses.create(model=MODEL_NAME, input="Count to a thousand.", max_output_tokens=2000,
+                                         temperature=0, stream=True, extra_headers=headers)
+        text = lambda ev: ev.type == "response.output_text.delta" and ev.delta
+    elif api == "chat":
+        stream = client.chat.completions.create(model=MODEL_NAME, messages=[{"role": "user", "content": "Count to a thousand."}],
+                                                max_tokens=2000, temperature=0, stream=True, extra_headers=headers,
+                                                extra_body={"ignore_eos": True})
+        text = lambda ch: ch.choices and ch.choices[0].delta.content
+    else:
+        stream = client.completions.create(model=MODEL_NAME, prompt="1, 2, 3,", max_tokens=2000, temperature=0, stream=True,
+                                           extra_headers=headers, extra_body={"ignore_eos": True})
+        text = lambda ch: ch.choices and ch.choices[0].text
+    n = 0
+    for piece in stream:
+        n += 1 if text(piece) else 0
+        if n >= n_want:
+            break
+    stream.close()
+    assert n == n_want, f"the stream ended after {n} pieces"
+    return n
+
+
+@pytest.mark.parametrize("api", ["responses", "chat", "completions"])
+def test_cancelled_stream_tokens_counted_and_logged(long_server, api):
+    """A stream the client closed: its tokens count in
+    spate:generation_tokens_total (they used to count only when a request
+    finished) and in the access log's completion_tokens (0 for /v1/responses)."""
+    client = openai.OpenAI(base_url=long_server.base_url + "/v1", api_key="unused", max_retries=0)
+    m0 = long_server.metrics()
+    request_id = f"cancel-{api}-{time.monotonic_ns()}"
+    n = read_then_close(client, api, request_id, 12)
+    m = long_server.wait_metric(lambda m: m.get("spate:request_cancelled_total", 0) > m0.get("spate:request_cancelled_total", 0)
+                                and m["spate:num_requests_running"] == 0
+                                and m["spate:generation_tokens_total"] >= m0["spate:generation_tokens_total"] + n)
+    assert m["spate:request_success_total" + '{finished_reason="stop"}'] == m0.get('spate:request_success_total{finished_reason="stop"}', 0)
+    deadline = time.time() + 20
+    while True:
+        lines = [l for l in long_server.log_text().splitlines() if request_id in l and "completion_tokens=" in l]
+        if lines or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 1, long_server.log_text()[-3000:]
+    assert "finish_reason=cancelled" in lines[0], lines[0]
+    logged = int(re.search(r"completion_tokens=(\d+)", lines[0]).group(1))
+    assert logged >= n, lines[0]
+    # The counter holds at least what the access log saw.
+    assert m["spate:generation_tokens_total"] - m0["spate:generation_tokens_total"] >= logged

@@ -221,6 +221,29 @@ def test_responses_streamed_call_events_over_sse(client):
     check_call_events(events)
 
 
+def test_responses_streamed_required_has_the_unstreamed_shape(client):
+    """tool_choice "required", streamed: no (empty) message item is opened, the
+    items are numbered 0, 1, ... as they are added, and response.completed's
+    output has the same items as the unstreamed answer (greedy, so the same calls)."""
+    kw = dict(model=MODEL_NAME, input="What is the weather in Rome?", tools=responses_tools(), tool_choice="required",
+              temperature=0)
+    whole = client.responses.create(**kw)
+    assert_function_call_items(whole.output)
+    assert [o.type for o in whole.output] == ["function_call"] * len(whole.output)
+    events = [ev.model_dump() for ev in client.responses.create(stream=True, **kw)]
+    added = [e for e in events if e["type"] == "response.output_item.added"]
+    assert [e["item"]["type"] for e in added] == ["function_call"] * len(added), added
+    assert [e["output_index"] for e in added] == list(range(len(added)))
+    for e in events:
+        if "output_index" in e:
+            assert e["output_index"] < len(added), e
+    assert not [e for e in events if e["type"].startswith(("response.content_part.", "response.output_text."))]
+    final = events[-1]
+    assert final["type"] == "response.completed"
+    assert [(o["type"], o["name"], o["arguments"]) for o in final["response"]["output"]] == \
+        [(o.type, o.name, o.arguments) for o in whole.output]
+
+
 def test_responses_streamed_call_events_over_websocket(server):
     url = server.base_url.replace("http", "ws", 1) + "/v1/responses"
     with ws_client.connect(url) as ws:

@@ -238,16 +238,19 @@ TEST(ResponsesFormatter, StreamsEventsInOrderAndCompletes) {
   const auto x = setup(api::endpoint::responses, R"({"input":"hi","stream":true})");
   auto& f = x->f;
   auto evs = f->begin();
-  EXPECT_EQ(types(evs), (std::vector<std::string>{"response.created", "response.in_progress", "response.output_item.added",
-                                                  "response.content_part.added"}));
+  EXPECT_EQ(types(evs), (std::vector<std::string>{"response.created", "response.in_progress"}));
   EXPECT_EQ(json::parse(evs[0].data).at("response").at("id"), "resp-1");
-  EXPECT_EQ(json::parse(evs[2].data).at("item").at("id"), "msg-1");
   EXPECT_TRUE(f->on_event(0, tokens({2}, "")).empty());
+  EXPECT_EQ(f->completion_tokens(), 1) << "counted before the finished event (a cancelled stream's access log)";
+  // The message item opens at its first text.
   auto d = f->on_event(0, tokens({3}, " a"));
-  ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].type, "response.output_text.delta");
-  EXPECT_EQ(d[0].data, R"({"item_id":"msg-1","output_index":0,"content_index":0,"delta":" a","logprobs":[],)"
+  ASSERT_EQ(types(d), (std::vector<std::string>{"response.output_item.added", "response.content_part.added",
+                                                "response.output_text.delta"}));
+  EXPECT_EQ(json::parse(d[0].data).at("item").at("id"), "msg-1");
+  EXPECT_EQ(json::parse(d[0].data).at("output_index"), 0);
+  EXPECT_EQ(d[2].data, R"({"item_id":"msg-1","output_index":0,"content_index":0,"delta":" a","logprobs":[],)"
                        R"("type":"response.output_text.delta","sequence_number":4})");
+  EXPECT_EQ(f->completion_tokens(), 2);
   evs = f->on_event(0, finished(finish_reason::stop, 1));
   EXPECT_EQ(types(evs), (std::vector<std::string>{"response.output_text.done", "response.content_part.done", "response.output_item.done",
                                                   "response.completed"}));
@@ -279,6 +282,67 @@ TEST(ChatFormatter, FinishReasonTextNamesToolCalls) {
     if (!stream) {
       EXPECT_EQ(json::parse(x->f->result().body).at("choices").at(0).at("finish_reason"), "tool_calls");
     }
+  }
+}
+
+// A streamed response without text still has its (empty) message item, as
+// the non-streaming one does: opened and closed at the end.
+TEST(ResponsesFormatter, StreamWithoutTextOpensTheMessageAtTheEnd) {
+  const auto x = setup(api::endpoint::responses, R"({"input":"hi","stream":true})");
+  auto& f = x->f;
+  f->begin();
+  EXPECT_TRUE(f->on_event(0, tokens({2}, "")).empty());
+  const auto evs = f->on_event(0, finished(finish_reason::stop, 1));
+  EXPECT_EQ(types(evs), (std::vector<std::string>{"response.output_item.added", "response.content_part.added",
+                                                  "response.output_text.done", "response.content_part.done",
+                                                  "response.output_item.done", "response.completed"}));
+  const json::value out = json::parse(evs.back().data).at("response").at("output");
+  ASSERT_EQ(out.as_array().size(), 1u);
+  EXPECT_EQ(out.at(0).at("type"), "message");
+  EXPECT_EQ(out.at(0).at("content").at(0).at("text"), "");
+}
+
+// Streamed with tool use, the message item opens only for text that is not
+// whitespace; output_index counts the items as they are added, and
+// response.completed's output has the non-streaming output's shape.
+TEST(ResponsesFormatter, StreamedCallsOpenNoEmptyMessage) {
+  const std::string call = R"(<tool_call>{"name":"f","arguments":{}}</tool_call>)";
+  struct one_case {
+    std::vector<std::string> pieces;
+    std::vector<std::string> want;  // output item types
+  };
+  const std::vector<one_case> cases = {{{call}, {"function_call"}},
+                                       {{"\n", " ", call}, {"function_call"}},
+                                       {{"\n", "Sure", "."}, {"message"}},
+                                       {{" ", "Sure.\n", call, call}, {"message", "function_call", "function_call"}}};
+  for (const auto& c : cases) {
+    std::vector<std::string> got[2];
+    for (const bool stream : {false, true}) {
+      auto x = std::make_unique<formatted>();
+      x->r = parse(api::endpoint::responses, std::string(R"({"input":"hi","stream":)") + (stream ? "true" : "false") +
+                                                 R"(,"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}]})");
+      x->g = prepared(x->r);
+      x->g.tool_format = api::tool_call_format::hermes;
+      x->f = formatter(x->m, x->r, x->g);
+      stream_events evs = x->f->begin();
+      for (const auto& p : c.pieces) {
+        for (auto& e : x->f->on_event(0, tokens({4}, p))) evs.push_back(std::move(e));
+      }
+      for (auto& e : x->f->on_event(0, finished(finish_reason::stop, 1))) evs.push_back(std::move(e));
+      const json::value out = stream ? json::parse(evs.back().data).at("response").at("output")
+                                     : json::parse(x->f->result().body).at("output");
+      for (const auto& item : out.as_array()) got[static_cast<size_t>(stream)].push_back(std::string(item.at("type").as_string()));
+      if (!stream) continue;
+      int64_t next = 0;
+      for (const auto& e : evs) {
+        if (e.type != "response.output_item.added") continue;
+        EXPECT_EQ(json::parse(e.data).at("output_index"), next) << c.pieces.size();
+        ++next;
+      }
+      EXPECT_EQ(next, static_cast<int64_t>(c.want.size()));
+    }
+    EXPECT_EQ(got[0], c.want) << "whole, case with " << c.pieces.size() << " pieces";
+    EXPECT_EQ(got[1], c.want) << "streamed, case with " << c.pieces.size() << " pieces";
   }
 }
 

@@ -73,6 +73,10 @@ TEST(MetricsHistogram, BucketListsAreIncreasing) {
   }
   EXPECT_EQ(token_count_buckets().front(), 1.0);
   EXPECT_EQ(token_count_buckets().back(), 1e6);
+  // vLLM's build_1_2_5_buckets(max_model_len).
+  EXPECT_EQ(one_two_five_buckets(64), (std::vector<double>{1, 2, 5, 10, 20, 50}));
+  EXPECT_EQ(one_two_five_buckets(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));
+  EXPECT_EQ(one_two_five_buckets(8192).back(), 5000.0);
 }
 
 TEST(MetricsExposition, FamiliesHaveHelpAndTypeLines) {
@@ -99,6 +103,8 @@ TEST(MetricsExposition, FamiliesHaveHelpAndTypeLines) {
       {"spate:request_queue_time_seconds", "histogram"},
       {"spate:request_prompt_tokens", "histogram"},
       {"spate:request_generation_tokens", "histogram"},
+      {"spate:request_params_n", "histogram"},
+      {"spate:request_params_max_tokens", "histogram"},
   };
   for (const auto& [name, type] : families) {
     SCOPED_TRACE(name);
@@ -195,6 +201,11 @@ TEST(MetricsExposition, ObserveFinishedRecordsUsageReasonAndTimings) {
   m.observe_finished(finished(finish_reason::length, 5, 2, 500, 40000, {1000}), 0.3);
   // Aborted while waiting: no queue time, no TTFT, but usage and e2e.
   m.observe_finished(finished(finish_reason::abort, 7, 0, 0, 0, {}), 0.1);
+  // Generated tokens come from the tokens events (count_generated_tokens), a
+  // cancelled request's too; the finished events above add none.
+  m.count_generated_tokens(5);
+  m.count_generated_tokens(29);
+  m.count_generated_tokens(0);
   m.count_cancelled();
   m.count_rejected("queue_full");
   m.count_rejected("context_length");
@@ -205,7 +216,7 @@ TEST(MetricsExposition, ObserveFinishedRecordsUsageReasonAndTimings) {
   const auto s = samples(m.render_prometheus());
   const std::string ml = "{model_name=\"smol\"}";
   EXPECT_EQ(s.at("spate:prompt_tokens_total" + ml), "22");
-  EXPECT_EQ(s.at("spate:generation_tokens_total" + ml), "5");
+  EXPECT_EQ(s.at("spate:generation_tokens_total" + ml), "34");
   EXPECT_EQ(s.at("spate:request_success_total{model_name=\"smol\",finished_reason=\"stop\"}"), "1");
   EXPECT_EQ(s.at("spate:request_success_total{model_name=\"smol\",finished_reason=\"length\"}"), "1");
   EXPECT_EQ(s.at("spate:request_success_total{model_name=\"smol\",finished_reason=\"abort\"}"), "1");
@@ -230,6 +241,35 @@ TEST(MetricsExposition, ObserveFinishedRecordsUsageReasonAndTimings) {
   // An error reason in a finished event is an error, not a success.
   m.observe_finished(finished(finish_reason::error, 1, 0, 0, 0, {}), 0.0);
   EXPECT_EQ(samples(m.render_prometheus()).at("spate:request_errors_total" + ml), "2");
+}
+
+// vLLM's request_params_n and request_params_max_tokens: n once per prompt,
+// max_tokens once per choice, max_tokens buckets up to max_model_len.
+TEST(MetricsExposition, RequestParamsHistograms) {
+  server_metrics m("smol", 64);
+  m.observe_request_params(1, 1, 16);
+  m.observe_request_params(2, 3, 64);  // a completions request: 2 prompts, n=3 each
+  const auto s = samples(m.render_prometheus());
+  const std::string ml = "{model_name=\"smol\"}";
+  const auto bucket = [&](const std::string& name, const std::string& le) {
+    return s.at(name + "_bucket{model_name=\"smol\",le=\"" + le + "\"}");
+  };
+  EXPECT_EQ(bucket("spate:request_params_n", "1.0"), "1");
+  EXPECT_EQ(bucket("spate:request_params_n", "2.0"), "1");
+  EXPECT_EQ(bucket("spate:request_params_n", "5.0"), "3");
+  EXPECT_EQ(bucket("spate:request_params_n", "20.0"), "3");
+  EXPECT_EQ(s.at("spate:request_params_n_sum" + ml), "7.0");
+  EXPECT_EQ(bucket("spate:request_params_max_tokens", "10.0"), "0");
+  EXPECT_EQ(bucket("spate:request_params_max_tokens", "20.0"), "1");
+  EXPECT_EQ(bucket("spate:request_params_max_tokens", "50.0"), "1");
+  EXPECT_EQ(bucket("spate:request_params_max_tokens", "+Inf"), "7");
+  EXPECT_EQ(s.count("spate:request_params_max_tokens_bucket{model_name=\"smol\",le=\"100.0\"}"), 0u) << "past max_model_len";
+  EXPECT_EQ(s.at("spate:request_params_max_tokens_sum" + ml), "400.0");
+  // Without max_model_len the buckets go up to 1,000,000.
+  size_t n_buckets = 0;
+  for (const auto& [key, value] : samples(server_metrics("smol").render_prometheus()))
+    n_buckets += key.rfind("spate:request_params_max_tokens_bucket{", 0) == 0;
+  EXPECT_EQ(n_buckets, token_count_buckets().size() + 1);
 }
 
 TEST(MetricsExposition, UpdateFromEngine) {
@@ -305,6 +345,7 @@ TEST(MetricsConcurrency, ThreadsRecordWhileScraping) {
       for (int i = 0; i < k_per_thread; ++i) {
         m.observe_finished(finished(i % 2 ? finish_reason::stop : finish_reason::length, 4, 2, 100, 1000 * (t + 1), {500}),
                            0.001 * i);
+        m.count_generated_tokens(2);
         if (i % 10 == 0) m.count_cancelled();
         if (i % 100 == 0) m.count_rejected("queue_full");
       }
