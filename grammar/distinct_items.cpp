@@ -19,8 +19,8 @@ bool self_delimiting(char first) { return first == '{' || first == '[' || first 
 }  // namespace
 
 void distinct_items::advance(uint8_t c, const matcher& m) {
-  text_.push_back(static_cast<char>(c));
   if (in_string_) {
+    text_.push_back(static_cast<char>(c));
     if (escape_) {
       escape_ = false;
     } else if (c == '\\') {
@@ -33,13 +33,17 @@ void distinct_items::advance(uint8_t c, const matcher& m) {
     return;
   }
   if (in_scalar_) {
-    if (is_scalar_char(c)) return;
+    if (is_scalar_char(c)) {
+      text_.push_back(static_cast<char>(c));
+      return;
+    }
     in_scalar_ = false;
-    value_end(text_.size() - 1);  // this byte is not part of it
+    value_end(text_.size());  // this byte is not part of it
   }
-  if (is_ws(c)) return;
+  if (is_ws(c)) return;  // whitespace outside strings is not kept: items compare without it
   frame& f = stack_.back();
   if (f.kind == ctx::top && c != '{' && c != '[') return;  // text between values
+  text_.push_back(static_cast<char>(c));
   switch (c) {
     case '{':
     case '[':
@@ -144,34 +148,39 @@ bool distinct_items::active() const {
 void distinct_items::patterns_of(const frame& f, std::vector<pattern>& out) const {
   if (!(f.distinct || (f.kind == ctx::top && top_distinct_)) || f.items.empty()) return;
   const std::string_view text(text_);
-  if (f.item_start >= 0) {
-    const std::string_view written = text.substr(static_cast<size_t>(f.item_start));
-    for (const auto& [b, e] : f.items) {
-      const std::string_view item = text.substr(b, e - b);
-      if (!item.starts_with(written)) continue;
-      const bool self = self_delimiting(item[0]);
-      if (self && item.size() == written.size()) continue;
-      out.push_back({item.substr(written.size()), false, !self});
+  const std::string_view written = f.item_start >= 0 ? text.substr(static_cast<size_t>(f.item_start)) : std::string_view();
+  if (f.item_start < 0 && !f.expect_item) return;
+  for (const auto& [b, e] : f.items) {
+    const std::string_view item = text.substr(b, e - b);
+    if (!item.starts_with(written)) continue;
+    const bool self = self_delimiting(item[0]);
+    if (self && item.size() == written.size()) continue;
+    pattern p;
+    p.rest = item.substr(written.size());
+    p.needs_delim = !self;
+    // Which bytes of the rest are inside a string (whitespace there is literal).
+    bool in = false, esc = false;
+    for (size_t i = 0; i < item.size(); ++i) {
+      if (i >= written.size()) p.in_string.push_back(in);
+      if (esc) esc = false;
+      else if (in && item[i] == '\\') esc = true;
+      else if (item[i] == '"') in = !in;
     }
-  } else if (f.expect_item) {
-    for (const auto& [b, e] : f.items) {
-      const std::string_view item = text.substr(b, e - b);
-      out.push_back({item, true, !self_delimiting(item[0])});
-    }
+    out.push_back(std::move(p));
   }
 }
 
 namespace {
 
-// The pattern automaton: states 0..n match rest (0 also takes leading
-// whitespace when allowed), n + 1 is past the delimiter; -1 refuses.
-int32_t step_pattern(std::string_view rest, bool leading_ws, bool needs_delim, int32_t s, uint8_t b) {
-  const auto n = static_cast<int32_t>(rest.size());
+// The pattern automaton: states 0..n match rest, skipping whitespace outside
+// strings; n + 1 is past the delimiter; -1 refuses.
+int32_t step_pattern(const distinct_items_pattern& p, int32_t s, uint8_t b) {
+  const auto n = static_cast<int32_t>(p.rest.size());
   if (s < n) {
-    if (b == static_cast<uint8_t>(rest[static_cast<size_t>(s)])) return s + 1;
-    return s == 0 && leading_ws && is_ws(b) ? 0 : -1;
+    if (b == static_cast<uint8_t>(p.rest[static_cast<size_t>(s)])) return s + 1;
+    return is_ws(b) && !p.in_string[static_cast<size_t>(s)] ? s : -1;
   }
-  if (!needs_delim || s > n) return s;
+  if (!p.needs_delim || s > n) return s;
   return is_scalar_char(b) ? -1 : n + 1;
 }
 
@@ -183,7 +192,7 @@ void distinct_items::blocked_tokens(const vocab_trie& trie, const std::vector<st
   for (const frame& f : stack_) patterns_of(f, pats);
   for (const pattern& p : pats) {
     const auto done = static_cast<int32_t>(p.rest.size()) + (p.needs_delim ? 1 : 0);
-    const auto step = [&](int32_t s, uint8_t b) { return step_pattern(p.rest, p.leading_ws, p.needs_delim, s, b); };
+    const auto step = [&](int32_t s, uint8_t b) { return step_pattern(p, s, b); };
     trie.walk(0, step, [&](int32_t id) {
       int32_t s = 0;
       for (const char c : pieces[static_cast<size_t>(id)]) s = step(s, static_cast<uint8_t>(c));

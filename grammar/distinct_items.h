@@ -14,10 +14,11 @@
 //     a stricter output is still valid);
 //   - with grammar::distinct_top_level, the top-level JSON objects and arrays
 //     of the output, one after another (hermes' and llama3's tool calls).
-// Items are compared as written, byte for byte: the grammars write scalars
-// and tool-call names without choice, so equal values are equal bytes, but
-// objects that differ only in whitespace, or strings that differ only in
-// escapes, count as different.
+// Items are compared as written without the whitespace outside strings
+// (JSON's insignificant whitespace): {"city" : "Paris"} repeats
+// {"city": "Paris"}. The grammars write scalars and keys without choice, so
+// equal values are equal text, except strings that differ only in escapes
+// ("\u0041" and "A"), which count as different.
 //
 // Text outside JSON values (free text, a tool call's markers) is skipped: at
 // the top level only '{' and '[' start a value, and a byte that cannot
@@ -43,6 +44,15 @@
 namespace spate::grammar {
 
 class vocab_trie;
+
+// A pattern of blocked tokens: their bytes spell rest, with any whitespace
+// where it is outside a string (in_string[i]: rest[i] is inside one), then,
+// when needs_delim, a byte that ends a number or literal.
+struct distinct_items_pattern {
+  std::string_view rest;
+  std::vector<bool> in_string;
+  bool needs_delim = false;
+};
 
 class distinct_items {
  public:
@@ -71,13 +81,7 @@ class distinct_items {
     std::vector<std::pair<uint32_t, uint32_t>> items;  // [begin, end) in text_
     bool expect_key = false;          // objects: the next string is a key
   };
-  // A pattern of blocked tokens: they start with rest (after whitespace when
-  // leading_ws), then, when needs_delim, a byte that ends a number or literal.
-  struct pattern {
-    std::string_view rest;
-    bool leading_ws = false;
-    bool needs_delim = false;
-  };
+  using pattern = distinct_items_pattern;
 
   void value_start();
   void value_end(size_t end);  // the value ended before text_[end]
@@ -88,7 +92,7 @@ class distinct_items {
   void patterns_of(const frame& f, std::vector<pattern>& out) const;
 
   bool top_distinct_;
-  std::string text_;
+  std::string text_;  // the output without whitespace outside strings, from the first value on
   std::vector<frame> stack_{frame{}};  // stack_[0]: the top level
   bool in_string_ = false, escape_ = false, in_scalar_ = false, key_string_ = false;
 };

@@ -20,7 +20,7 @@ namespace spate::grammar {
 namespace {
 
 const std::vector<std::string> k_pieces = {
-    "\"", "\"a", "\"b", "a", "b", "\",", "\"]", "]", ",", " ", "1", "2", "12", "1,", "1]", ", 1", "[", "{", "}", "x", "\"x\"", " \"a\"",
+    "\"", "\"a", "\"b", "a", "b", "\",", "\"]", "]", ",", " ", "1", "2", "12", "1,", "1]", ", 1", "[", "{", "}", "x", "\"x\"", " \"a\"", " }",
 };
 
 class DistinctItems : public ::testing::Test {
@@ -106,10 +106,13 @@ TEST_F(DistinctItems, TopLevelValuesOfAToolCallSequence) {
   const int32_t root = b.add_rule("root", {call + b.repeat(grammar_builder::literal("\n") + call, 0, 3)});
   b.set_distinct_top_level();
   const grammar g = b.finish(root);
-  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1"), names{"}"});
+  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1"), (names{" }", "}"}));
   EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 12"), names{});
-  // Free text ('x', unbalanced brackets) between values does not confuse it.
-  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1}</c>"), names{});  // the grammar let a repeat through by hand: no crash
+  // Whitespace outside strings does not make an item different; inside one it does.
+  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{ \"x\" :1"), (names{" }", "}"}));
+  EXPECT_EQ(blocked_after(g, "<c>{\"x\": \"a b\"}</c>\n<c>{\"x\": \"a  b\""), names{});
+  // A repeat the grammar let through (no mask here): later items still compare.
+  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1}</c>"), names{});
 }
 
 TEST_F(DistinctItems, ABrokenValueIsDroppedNotMisread) {
@@ -122,9 +125,9 @@ TEST_F(DistinctItems, ABrokenValueIsDroppedNotMisread) {
   b.set_distinct_top_level();
   const grammar g = b.finish(root);
   // "[x" breaks the array: dropped; the later values are compared as usual.
-  EXPECT_EQ(blocked_after(g, "[x] {\"a\": 1} {\"a\": 1"), names{"}"});
+  EXPECT_EQ(blocked_after(g, "[x] {\"a\": 1} {\"a\": 1"), (names{" }", "}"}));
   // Quotes in text between values open no string.
-  EXPECT_EQ(blocked_after(g, "say \"hi {\"a\": 1} {\"a\": 1"), names{"}"});
+  EXPECT_EQ(blocked_after(g, "say \"hi {\"a\": 1} {\"a\": 1"), (names{" }", "}"}));
 }
 
 }  // namespace
