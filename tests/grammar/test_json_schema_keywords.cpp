@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -248,6 +249,76 @@ const arithmetic_case k_arithmetic_cases[] = {
 };
 
 INSTANTIATE_TEST_SUITE_P(Grid, MultipleOfArithmetic, testing::ValuesIn(k_arithmetic_cases));
+
+// Random multiples, bounds (inclusive or exclusive, some absent, some far
+// from 0) and values, in units of 10^-4: each value, in its shortest and a
+// padded spelling, is accepted exactly when arithmetic says so.
+TEST(MultipleOfRandom, AgreesWithExactArithmetic) {
+  std::mt19937_64 rng(20250915);
+  const auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  const auto text = [](int64_t v, int fraction_digits) {  // v / 10^4 with the given fraction digits (v must fit)
+    const int64_t mag = v < 0 ? -v : v;
+    std::string t = (v < 0 ? "-" : "") + std::to_string(mag / 10000);
+    if (fraction_digits > 0) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "%04lld", static_cast<long long>(mag % 10000));
+      t += "." + std::string(buf).substr(0, static_cast<size_t>(fraction_digits));
+    }
+    return t;
+  };
+  const auto decimal = [](int64_t v) {  // shortest spelling of v / 10^4
+    std::string t = (v < 0 ? "-" : "") + std::to_string((v < 0 ? -v : v) / 10000);
+    int64_t f = (v < 0 ? -v : v) % 10000;
+    if (f == 0) return t;
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04lld", static_cast<long long>(f));
+    std::string fs = buf;
+    while (fs.back() == '0') fs.pop_back();
+    return t + "." + fs;
+  };
+  int64_t n_checked[2] = {0, 0};  // refused, accepted
+  for (int round = 0; round < 150; ++round) {
+    const bool integer = round % 3 == 0;
+    const int k = integer ? 0 : static_cast<int>(pick(0, 3));
+    const int64_t num = pick(1, round % 5 == 0 ? 400 : 40);
+    int64_t unit = num;  // the multiple in 10^-4
+    for (int i = k; i < 4; ++i) unit *= 10;
+    const int64_t far = round % 4 == 0 ? 100000000000000 : 0;  // 10^10 in value
+    const int64_t center = pick(-1, 1) * far + pick(-200000, 200000);
+    const auto bound = [&](int64_t v) { return integer ? v / 10000 * 10000 : v / 10 * 10; };  // up to 3 fraction digits
+    const bool has_lo = pick(0, 3) > 0, has_hi = pick(0, 3) > 0;
+    const int64_t lo = bound(center - pick(0, 300000)), hi = bound(center + pick(0, 300000));
+    const bool lo_strict = pick(0, 1) == 1, hi_strict = pick(0, 1) == 1;
+    std::string schema = std::string(R"({"type": ")") + (integer ? "integer" : "number") + R"(", "multipleOf": )" +
+                         (k == 0 ? std::to_string(num) : decimal(num * (k == 1 ? 1000 : k == 2 ? 100 : 10)));
+    if (has_lo) schema += std::string(", \"") + (lo_strict ? "exclusiveMinimum" : "minimum") + "\": " + decimal(lo);
+    if (has_hi) schema += std::string(", \"") + (hi_strict ? "exclusiveMaximum" : "maximum") + "\": " + decimal(hi);
+    schema += "}";
+    const auto want = [&](int64_t v) {
+      return v % unit == 0 && (!has_lo || (lo_strict ? v > lo : v >= lo)) && (!has_hi || (hi_strict ? v < hi : v <= hi));
+    };
+    if (has_lo && has_hi) {  // an unsatisfiable schema is an error (tested above)
+      const int64_t lo_eff = lo_strict ? lo + 1 : lo, hi_eff = hi_strict ? hi - 1 : hi;
+      const int64_t first = lo_eff >= 0 ? (lo_eff + unit - 1) / unit * unit : -((-lo_eff) / unit * unit);
+      if (first > hi_eff) continue;
+    }
+    const auto g = compile(schema);
+    for (int i = 0; i < 300; ++i) {
+      // Near a bound or the center, on the multiples' grid or off it.
+      const int64_t base = i % 3 == 0 ? lo : i % 3 == 1 ? hi : center;
+      int64_t v = base / unit * unit + pick(-3, 3) * unit + (i % 2 == 0 ? 0 : pick(-20, 20));
+      if (integer) v = v / 10000 * 10000;
+      std::vector<std::string> texts{decimal(v)};
+      if (!integer) texts.push_back(text(v, 4));
+      for (const std::string& t : texts) {
+        EXPECT_EQ(accepts(g, t), want(v)) << schema << " " << t;
+        ++n_checked[want(v) ? 1 : 0];
+      }
+    }
+  }
+  EXPECT_GT(n_checked[0], 10000);  // both outcomes well covered
+  EXPECT_GT(n_checked[1], 10000);
+}
 
 }  // namespace
 }  // namespace spate::grammar
