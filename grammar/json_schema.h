@@ -121,7 +121,10 @@ inline constexpr size_t k_max_any_of_branches = 1000;  // likewise, anyOf/oneOf 
 inline constexpr uint64_t k_max_multiple_of = 100000;
 inline constexpr int k_max_multiple_of_fraction_digits = 18;
 inline constexpr size_t k_max_multiple_of_states = 25000;
-inline constexpr int k_max_duration_digits = 9;  // per component of format "duration" (P123456789D)
+// Digits per component of format "duration": with 6, every duration written
+// is a Python timedelta (pydantic parses P999999Y999999M999999DT999999H999999M999999S;
+// P9999999Y exceeds its 999,999,999 days, PT9999999H its 32-bit seconds).
+inline constexpr int k_max_duration_digits = 6;
 
 // Appends rules matching the JSON texts that validate against `schema` and
 // returns the symbols for one such value. Alternatives of the new rules that
