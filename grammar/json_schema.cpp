@@ -39,7 +39,7 @@ const std::unordered_map<std::string_view, family>& keywords() {
       {"minItems", family::array}, {"maxItems", family::array}, {"uniqueItems", family::array},
       {"minLength", family::string}, {"maxLength", family::string}, {"pattern", family::string}, {"format", family::string},
       {"minimum", family::numeric}, {"maximum", family::numeric}, {"exclusiveMinimum", family::numeric},
-      {"exclusiveMaximum", family::numeric}};
+      {"exclusiveMaximum", family::numeric}, {"multipleOf", family::numeric}};
   return k;
 }
 

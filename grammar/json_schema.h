@@ -29,20 +29,41 @@
 //     digits): integer-part digit ranges plus a digit automaton for the
 //     fraction at the boundary integers. A bounded number is written without
 //     an exponent.
+//   - multipleOf (integers and numbers; a number > 0 taken as its shortest
+//     decimal a / 10^k, e.g. 0.01 = 1 / 10^2): exact, with the bounds too.
+//     The value is written without exponent, at most k fraction digits
+//     other than trailing 0s ("0.10" for 0.1; k_max_fraction_digits in all),
+//     and its scaled integer x * 10^k, read digit by digit, must leave
+//     remainder 0 mod a: a grammar rule per state of the minimized
+//     remainder automaton x digit position, plus, where the digits still
+//     equal a bound's (scaled by 10^k), the bound's next digit limits the
+//     next one. An integer with multipleOf a / 10^k is a multiple of
+//     a / gcd(a, 10^k) (2.5 -> 5). Bounded by k_max_multiple_of,
+//     k_max_multiple_of_fraction_digits and k_max_multiple_of_states (below).
 //   - Strings: JSON string syntax; minLength/maxLength count characters, an
 //     escape sequence counting as one. format: date, time, date-time, uuid,
 //     email (a subset: dot-atoms of <= 32, 15 and 15 characters (a local
-//     part of <= 64) @ 1 to 4 labels of <= 32 . 2 to 12 letters). pattern: compiled by
+//     part of <= 64) @ 1 to 4 labels of <= 32 . 2 to 12 letters);
+//     duration (RFC 3339 appendix A exactly, as JSON Schema defines it:
+//     P1Y2M3DT4H5M6S, PT36H, P3W; no fractions (PT0.5S), signs or other
+//     component orders; at most k_max_duration_digits digits a component);
+//     byte and base64 (RFC 4648 base64), base64url (its URL-safe alphabet):
+//     groups of 4, '=' padding, canonical (unused bits 0), and they combine
+//     with minLength/maxLength (group counts); binary (OpenAPI's octets,
+//     pydantic's bytes) is any string, as without a format. pattern: compiled by
 //     grammar/regex_compiler.h (Python re dialect) against the decoded
 //     string, written JSON-escaped; it searches like ECMA-262 unless anchored
 //     by a leading ^ / trailing $ (an anchor with a top-level '|' is refused).
-//     format, pattern and min/maxLength do not combine (error).
+//     Formats other than binary do not combine with pattern, nor with
+//     min/maxLength except the base64 ones (error); pattern and
+//     min/maxLength do not combine either.
 //   - Arrays: prefixItems then items (draft 4: items as an array, then
 //     additionalItems), minItems/maxItems; absent items: any values.
 //     uniqueItems: true makes the array's rule distinct (grammar_ir.h); the
-//     constraint refuses tokens that would complete an item equal, byte for
-//     byte, to an earlier one (distinct_items.h). Scalars and enum values
-//     are written canonically, so for them equal bytes mean equal values.
+//     constraint refuses tokens that would complete an item equal to an
+//     earlier one, compared as written without whitespace outside strings
+//     (distinct_items.h). Scalars and enum values are written canonically,
+//     so for them equal text means equal values.
 //   - Types: "type" (a name or a list); without it, the types whose keywords
 //     appear (properties -> object, ...), or any value. Keywords of other
 //     types are ignored as JSON Schema says (minimum on a string; format on
@@ -60,7 +81,7 @@
 //     writeOnly, contentMediaType, contentEncoding, contentSchema, and
 //     OpenAPI's example and discriminator (the oneOf it annotates decides).
 //   - Every other keyword is refused with an error naming it (not,
-//     if/then/else, patternProperties, contains, multipleOf,
+//     if/then/else, patternProperties, contains,
 //     minProperties, ...), as are unknown formats.
 //
 // Errors: grammar_error whose message starts with the JSON pointer of the
@@ -94,6 +115,20 @@ inline constexpr int k_max_ref_recursion = 5;  // nesting levels of a recursive 
 // k_max_stacks.
 inline constexpr size_t k_max_optional_properties = 1000;
 inline constexpr size_t k_max_any_of_branches = 1000;  // likewise, anyOf/oneOf branches
+// multipleOf a / 10^k (a, k integers, e.g. 0.25 = 25 / 10^2): a <= k_max_multiple_of,
+// k <= k_max_multiple_of_fraction_digits, and its digit automaton (the
+// remainder classes mod a, minimized, times the digit positions: 19 integer
+// digits, plus k + 1 fraction positions for numbers) at most
+// k_max_multiple_of_states states, one grammar rule each. Every a <= 1000
+// fits (numbers: with k <= 4), and so do multiples with few classes well
+// beyond (100000: 6 classes; 0.0625 = 625 / 10^4: a few).
+inline constexpr uint64_t k_max_multiple_of = 100000;
+inline constexpr int k_max_multiple_of_fraction_digits = 18;
+inline constexpr size_t k_max_multiple_of_states = 25000;
+// Digits per component of format "duration": with 6, every duration written
+// is a Python timedelta (pydantic parses P999999Y999999M999999DT999999H999999M999999S;
+// P9999999Y exceeds its 999,999,999 days, PT9999999H its 32-bit seconds).
+inline constexpr int k_max_duration_digits = 6;
 
 // Appends rules matching the JSON texts that validate against `schema` and
 // returns the symbols for one such value. Alternatives of the new rules that

@@ -58,6 +58,36 @@ int64_t count_keyword(const boost::json::object& s, std::string_view key, const 
 // writes them). A string equal to one only through other escapes is not caught.
 alternative string_except(grammar_builder& b, const json_rules& r, const std::vector<std::string>& spellings);
 
+// multipleOf (json_schema_multiple_of.cpp) -------------------------------
+
+using wide = __int128;
+
+// A multipleOf value: a / 10^k with a >= 1 (k = 0 for an integer value).
+struct multiple_of {
+  uint64_t a = 1;
+  int k = 0;
+  std::string ptr;  // the keyword's pointer, for errors
+};
+// Reads a multipleOf value (a number > 0, at most k_max_multiple_of without
+// its decimal point, at most k_max_multiple_of_fraction_digits fraction
+// digits; a double is taken as its shortest decimal spelling). Errors at ptr.
+multiple_of read_multiple_of(const boost::json::value& v, const std::string& ptr);
+// The integers that are multiples of m: the multiples of a / gcd(a, 10^k), k = 0.
+multiple_of integer_multiple(multiple_of m);
+
+// One sign of a multipleOf schema: the magnitudes whose scaled value
+// N = magnitude * 10^k lies in [lo, hi] (inclusive, lo >= 0), written after `sign`.
+struct magnitude_range {
+  const char* sign = "";
+  wide lo = 0, hi = -1;
+};
+// The numbers of the given ranges that are multiples of m, as alternatives:
+// magnitudes with at most k_max_integer_digits integer digits, no leading
+// zeros, no exponent; with `fraction`, also "." and 1..k_max_fraction_digits
+// digits, those after the k-th all 0 (integers: m.k must be 0). Empty when
+// no such number exists. Refuses (at m.ptr) automata beyond k_max_multiple_of_states.
+std::vector<alternative> multiple_of_numbers(grammar_builder& b, const multiple_of& m, bool fraction, const std::vector<magnitude_range>& sides);
+
 // type "string" / "integer" / "number" with their keywords (json_schema_strings.cpp,
 // json_schema_numbers.cpp). s is the schema object, ptr its pointer.
 alternative string_schema(grammar_builder& b, const json_rules& r, const boost::json::object& s, const std::string& ptr);

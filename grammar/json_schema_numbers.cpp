@@ -14,8 +14,6 @@
 namespace spate::grammar::json_detail {
 namespace {
 
-using wide = __int128;
-
 constexpr uint64_t k_max_magnitude = 9999999999999999999ull;  // 19 digits
 constexpr wide k_unbounded = static_cast<wide>(k_max_magnitude) + 2;
 
@@ -273,7 +271,49 @@ std::vector<alternative> digit_range(uint64_t lo, uint64_t hi) {
   return out;
 }
 
+namespace {
+
+// |d| * 10^k as an integer, rounded up (lower bounds) or down (upper); a
+// strict bound that is exact moves by one. Beyond `top` when d is huge.
+wide scaled(const decimal& d, int k, bool up, bool strict, wide top) {
+  if (d.huge) return up ? top + 1 : top;
+  wide v = d.ip;
+  for (int i = 0; i < k; ++i) v = v * 10 + (static_cast<size_t>(i) < d.fp.size() ? d.fp[static_cast<size_t>(i)] - '0' : 0);
+  const bool inexact = d.fp.size() > static_cast<size_t>(k);  // fp has no trailing zeros
+  if (inexact) return up ? v + 1 : v;
+  if (strict) return up ? v + 1 : v - 1;
+  return v;
+}
+
+// multipleOf with the bounds, if any (json_schema_multiple_of.cpp).
+alternative integer_multiple_schema(grammar_builder& b, const boost::json::object& s, const std::string& ptr) {
+  const multiple_of m = integer_multiple(read_multiple_of(s.at("multipleOf"), pointer_child(ptr, "multipleOf")));
+  const bounds bd = read_bounds(s, ptr);
+  const wide lo = bd.lo_incl ? bd.lo : bd.lo + 1;
+  const wide hi = bd.hi_incl ? bd.hi : bd.hi - 1;
+  std::vector<alternative> alts = multiple_of_numbers(b, m, false, {{"", lo, hi}, {"-", std::max<wide>(1, -hi), -lo}});
+  if (alts.empty()) schema_fail(m.ptr, "no integer (of at most 19 digits) within the bounds is a multiple of it");
+  return b.group(std::move(alts));
+}
+
+alternative number_multiple_schema(grammar_builder& b, const boost::json::object& s, const std::string& ptr, const bound& lo, const bound& hi) {
+  const multiple_of m = read_multiple_of(s.at("multipleOf"), pointer_child(ptr, "multipleOf"));
+  wide top = 1;
+  for (int i = 0; i < k_max_integer_digits + m.k; ++i) top *= 10;
+  // x >= 0: N = x 10^k in [lo, hi]; x < 0: M = -x 10^k in [max(1, -hi), -lo].
+  const wide pos_lo = lo.present && !lo.d.neg ? scaled(lo.d, m.k, true, lo.strict, top) : 0;
+  const wide pos_hi = !hi.present ? top : hi.d.neg ? -1 : scaled(hi.d, m.k, false, hi.strict, top);
+  const wide neg_lo = hi.present && hi.d.neg ? scaled(hi.d, m.k, true, hi.strict, top) : 1;
+  const wide neg_hi = !lo.present ? top : lo.d.neg ? scaled(lo.d, m.k, false, lo.strict, top) : 0;
+  std::vector<alternative> alts = multiple_of_numbers(b, m, true, {{"", pos_lo, pos_hi}, {"-", std::max<wide>(1, neg_lo), neg_hi}});
+  if (alts.empty()) schema_fail(m.ptr, "no number (of at most 19 integer digits) within the bounds is a multiple of it");
+  return b.group(std::move(alts));
+}
+
+}  // namespace
+
 alternative integer_schema(grammar_builder& b, const json_rules& r, const boost::json::object& s, const std::string& ptr) {
+  if (s.contains("multipleOf")) return integer_multiple_schema(b, s, ptr);
   const bounds bd = read_bounds(s, ptr);
   if (!bd.any) return {ref(r.integer)};
   const wide lo = bd.lo_incl ? bd.lo : bd.lo + 1;
@@ -305,6 +345,7 @@ bound read_decimal_bound(const boost::json::object& s, const std::string& ptr, b
 
 alternative number_schema(grammar_builder& b, const json_rules& r, const boost::json::object& s, const std::string& ptr) {
   const bound lo = read_decimal_bound(s, ptr, true), hi = read_decimal_bound(s, ptr, false);
+  if (s.contains("multipleOf")) return number_multiple_schema(b, s, ptr, lo, hi);
   if (!lo.present && !hi.present) return {ref(r.number)};
   // Non-negative numbers are magnitudes m = x; negative ones are "-" m with
   // m = -x > 0 (no "-0"), so x >= L becomes m <= -L and x <= H becomes m >= -H.

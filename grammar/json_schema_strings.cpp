@@ -74,15 +74,56 @@ alternative email_format(grammar_builder& b) {
   return local + one('@') + b.repeat(label + one('.'), 1, 4) + tld;
 }
 
-alternative format_schema(grammar_builder& b, const boost::json::value& f, const std::string& ptr) {
-  if (!f.is_string()) schema_fail(ptr, "must be a string");
-  const std::string_view name = f.get_string();
+// RFC 3339 appendix A (the "duration" of JSON Schema), each number of 1 to
+// k_max_duration_digits digits; no fractions, signs or other orders (ISO 8601
+// allows more, the JSON Schema test suite does not):
+//   "P" (date [time] | time | n "W"), date = n "Y" [n "M" [n "D"]] | n "M" [n "D"] | n "D",
+//   time = "T" (n "H" [n "M" [n "S"]] | n "M" [n "S"] | n "S").
+alternative duration_format(grammar_builder& b) {
+  const alternative n = alternative{byte_set({{'0', '9'}})} + b.repeat({byte_set({{'0', '9'}})}, 0, k_max_duration_digits - 1);
+  const auto opt = [&](const alternative& a) { return b.group({a, {}}); };
+  const auto unit = [&](char c, const alternative& rest) { return alternative{one(c)} + rest; };
+  // Shared tails: what may follow n "M" in a date (n "D") and in a time (n "S").
+  const alternative day_after_month = opt(n + one('D'));
+  const alternative second_after_minute = opt(n + one('S'));
+  const alternative hour_tail = opt(n + one('M') + second_after_minute);
+  const alternative time = alternative{one('T')} + n + b.group({unit('H', hour_tail), unit('M', second_after_minute), {one('S')}});
+  const alternative opt_time = opt(time);
+  const alternative year_tail = opt(n + one('M') + day_after_month);
+  const alternative date_units = b.group({unit('Y', year_tail) + opt_time, unit('M', day_after_month) + opt_time, unit('D', opt_time), {one('W')}});
+  return alternative{one('P')} + b.group({n + date_units, time});
+}
+
+// RFC 4648 base64 (url: the URL-safe alphabet, - and _ for + and /), padded
+// with '=' to groups of 4, in canonical form (the bits a padded group does
+// not use are 0), of lo to hi characters (hi < 0: no bound).
+alternative base64_format(grammar_builder& b, bool url, int64_t lo, int64_t hi, const std::string& ptr) {
+  const symbol c = url ? byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'-', '-'}, {'_', '_'}}) : byte_set({{'A', 'Z'}, {'a', 'z'}, {'0', '9'}, {'+', '+'}, {'/', '/'}});
+  symbol by16, by4;  // characters whose alphabet index is a multiple of 16 / 4: the last of a padded group
+  for (const char x : std::string_view("AQgw")) by16.set.set(static_cast<uint8_t>(x));
+  for (const char x : std::string_view("AEIMQUYcgkosw048")) by4.set.set(static_cast<uint8_t>(x));
+  const int64_t groups_lo = (lo + 3) / 4, groups_hi = hi < 0 ? -1 : hi / 4;
+  if (groups_hi >= 0 && groups_lo > groups_hi) {
+    schema_fail(ptr, "no base64 string has " + std::to_string(lo) + " to " + std::to_string(hi) + " characters (a multiple of 4)");
+  }
+  const alternative full = {c, c, c, c};
+  const alternative padded = b.group({{c, by16, one('='), one('=')}, {c, c, by4, one('=')}});
+  std::vector<alternative> alts{b.repeat(full, groups_lo, groups_hi)};
+  if (groups_hi != 0) alts.push_back(b.repeat(full, std::max<int64_t>(groups_lo, 1) - 1, groups_hi < 0 ? -1 : groups_hi - 1) + padded);
+  return b.group(std::move(alts));
+}
+
+bool is_base64(std::string_view name) { return name == "byte" || name == "base64" || name == "base64url"; }
+
+alternative format_schema(grammar_builder& b, std::string_view name, const std::string& ptr) {
   if (name == "date") return date_format(b);
   if (name == "time") return time_format(b);
   if (name == "date-time") return date_format(b) + byte_set({{'T', 'T'}, {'t', 't'}}) + time_format(b);
+  if (name == "duration") return duration_format(b);
   if (name == "uuid") return uuid_format();
   if (name == "email") return email_format(b);
-  schema_fail(ptr, "unsupported format '" + std::string(name) + "' (supported: date, time, date-time, uuid, email)");
+  if (is_base64(name)) return base64_format(b, name == "base64url", 0, -1, ptr);
+  schema_fail(ptr, "unsupported format '" + std::string(name) + "' (supported: date, time, date-time, duration, uuid, email, byte, base64, base64url, binary)");
 }
 
 // True when pattern has a '|' outside groups and classes.
@@ -266,19 +307,27 @@ alternative string_except(grammar_builder& b, const json_rules& r, const std::ve
 
 alternative string_schema(grammar_builder& b, const json_rules& r, const boost::json::object& s, const std::string& ptr) {
   const auto* format = s.if_contains("format");
+  const std::string fp = pointer_child(ptr, "format");
+  if (format != nullptr && !format->is_string()) schema_fail(fp, "must be a string");
+  // "binary" (OpenAPI: any octets; pydantic's bytes, written as UTF-8 text
+  // by default) is any string, so the other keywords apply as without it.
+  if (format != nullptr && format->get_string() == "binary") format = nullptr;
+  const std::string_view name = format != nullptr ? std::string_view(format->get_string()) : "";
   const auto* pattern = s.if_contains("pattern");
   const bool lengths = s.contains("minLength") || s.contains("maxLength");
-  if (format != nullptr && (pattern != nullptr || lengths)) {
-    schema_fail(pointer_child(ptr, "format"), "format combined with pattern, minLength or maxLength is not supported");
+  if (format != nullptr && is_base64(name) && pattern != nullptr) schema_fail(fp, "format '" + std::string(name) + "' combined with pattern is not supported");
+  if (format != nullptr && !is_base64(name) && (pattern != nullptr || lengths)) {
+    schema_fail(fp, "format combined with pattern, minLength or maxLength is not supported");
   }
   if (pattern != nullptr && lengths) schema_fail(pointer_child(ptr, "pattern"), "pattern combined with minLength or maxLength is not supported");
   const alternative quote = {one('"')};
-  if (format != nullptr) return quote + format_schema(b, *format, pointer_child(ptr, "format")) + quote;
   if (pattern != nullptr) return quote + pattern_schema(b, *pattern, pointer_child(ptr, "pattern")) + quote;
-  if (!lengths) return {ref(r.string)};
+  if (format != nullptr && !lengths) return quote + format_schema(b, name, fp) + quote;
+  if (format == nullptr && !lengths) return {ref(r.string)};
   const int64_t lo = s.contains("minLength") ? count_keyword(s, "minLength", ptr, k_max_repeat) : 0;
   const int64_t hi = s.contains("maxLength") ? count_keyword(s, "maxLength", ptr, k_max_repeat) : -1;
   if (hi >= 0 && lo > hi) schema_fail(pointer_child(ptr, "minLength"), "minLength is greater than maxLength");
+  if (format != nullptr) return quote + base64_format(b, name == "base64url", lo, hi, fp) + quote;  // base64: one character per byte
   return quote + b.repeat({ref(r.string_char)}, lo, hi) + quote;
 }
 

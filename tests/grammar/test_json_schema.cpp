@@ -88,7 +88,7 @@ TEST(JsonSchema, Formats) {
   expect_accepts(R"({"type": "string", "format": "email"})", {"\"a@b.co\"", "\"first.last+tag@mail.example.org\"", "\"x_y@a-b.io\""},
                  {"\"a@b\"", "\"@b.co\"", "\"a@.co\"", "\"a..b@c.co\"", "\"a@b.c\"", "\"a b@c.co\"", "\"a@-b.co\"", "\"a@b-.co\""});
   EXPECT_EQ(error_of(R"({"type": "string", "format": "ipv6"})"),
-            "/format: unsupported format 'ipv6' (supported: date, time, date-time, uuid, email)");
+            "/format: unsupported format 'ipv6' (supported: date, time, date-time, duration, uuid, email, byte, base64, base64url, binary)");
   EXPECT_EQ(error_of(R"({"type": "string", "format": "date", "maxLength": 3})"),
             "/format: format combined with pattern, minLength or maxLength is not supported");
 }

@@ -7,7 +7,9 @@ driven with the official `openai` SDK.
   at temperature 0.7 with several seeds; every output must finish ("stop",
   not "length") and validate against its schema with the `jsonschema`
   package (Draft 2020-12, with strict checks of the formats date, time,
-  date-time, uuid and email; see STRICT_FORMATS).
+  date-time, uuid, email, duration and the base64 ones; see
+  STRICT_FORMATS). Numbers are compared exactly (decimal.Decimal, in the
+  output and the schema): as floats 0.07 is no multiple of 0.01.
 - Regexes and choices (`structured_cases.json`): vLLM's
   `structured_outputs: {"regex" | "choice": ...}` and the older
   `guided_regex` / `guided_choice`; a regex output must `re.fullmatch`, a
@@ -27,12 +29,14 @@ harness against llama.cpp's llama-server, which honours `response_format`
 json_schema on /v1/chat/completions but not the vLLM-style fields).
 """
 
+import base64
 import json
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
@@ -40,7 +44,7 @@ import openai
 import pytest
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
-from pydantic import BaseModel, Field
+from pydantic import Base64Bytes, BaseModel, Field
 
 from spate_server import MODEL_NAME, SpateServer, post_json
 
@@ -122,8 +126,31 @@ def is_strict_email(value):
     return len(local) <= 64 and len(domain) <= 253 and EMAIL_RE.fullmatch(value) is not None
 
 
+# RFC 3339 appendix A, which JSON Schema's "duration" is: no fractions, no sign.
+DUR_N = r"[0-9]+"
+DUR_TIME = rf"T(?:{DUR_N}H(?:{DUR_N}M(?:{DUR_N}S)?)?|{DUR_N}M(?:{DUR_N}S)?|{DUR_N}S)"
+DUR_DATE = rf"(?:{DUR_N}Y(?:{DUR_N}M(?:{DUR_N}D)?)?|{DUR_N}M(?:{DUR_N}D)?|{DUR_N}D)"
+DURATION_RE = re.compile(rf"P(?:{DUR_DATE}(?:{DUR_TIME})?|{DUR_TIME}|{DUR_N}W)")
+
+
+def is_strict_duration(value):
+    return DURATION_RE.fullmatch(value) is not None
+
+
+def is_canonical_base64(value, altchars=None):
+    """RFC 4648 base64 with padding, in canonical form: decoding and encoding
+    again gives the same text (so no stray characters, unused bits 0)."""
+    try:
+        raw = base64.b64decode(value, altchars=altchars, validate=True)
+    except ValueError:
+        return False
+    return base64.b64encode(raw, altchars=altchars).decode() == value
+
+
 STRICT_FORMATS = {"date": is_strict_date, "time": is_strict_time, "date-time": is_strict_date_time,
-                  "uuid": is_strict_uuid, "email": is_strict_email}
+                  "uuid": is_strict_uuid, "email": is_strict_email, "duration": is_strict_duration,
+                  "byte": is_canonical_base64, "base64": is_canonical_base64,
+                  "base64url": lambda v: is_canonical_base64(v, altchars=b"-_")}
 
 
 def strict_format_checker():
@@ -144,13 +171,18 @@ def schema_errors(schema, instance):
             for e in validator.iter_errors(instance)]
 
 
+def exact(schema):
+    """The schema with its non-integer numbers as Decimal (as instances are read)."""
+    return json.loads(json.dumps(schema), parse_float=Decimal)
+
+
 def assert_valid_json_output(schema, content, finish_reason):
     assert finish_reason == "stop", f"finish_reason {finish_reason!r} (truncated?): {content!r}"
     try:
-        instance = json.loads(content)
+        instance = json.loads(content, parse_float=Decimal)
     except ValueError as e:
         pytest.fail(f"not JSON ({e}): {content!r}")
-    errors = schema_errors(schema, instance)
+    errors = schema_errors(exact(schema), instance)
     assert not errors, f"{content!r} fails its schema: {errors}"
 
 
@@ -211,8 +243,8 @@ def run_all(jobs):
 
 REQUIRED_KEYWORDS = {"properties", "required", "additionalProperties", "items", "prefixItems", "minItems",
                      "maxItems", "enum", "const", "$ref", "$defs", "anyOf", "oneOf", "allOf", "pattern", "format",
-                     "minLength", "maxLength", "minimum", "maximum"}
-REQUIRED_FORMATS = {"date", "time", "date-time", "uuid", "email"}
+                     "minLength", "maxLength", "minimum", "maximum", "multipleOf"}
+REQUIRED_FORMATS = {"date", "time", "date-time", "uuid", "email", "duration", "byte", "base64", "base64url", "binary"}
 
 
 def walk_subschemas(schema):
@@ -275,6 +307,10 @@ def test_regex_and_choice_cases_are_well_formed():
      ["123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400", "g23e4567-e89b-12d3-a456-426614174000"]),
     ("email", ["maria.lopez@example.com", "a+b@x.io", "root@localhost"],
      ["@example.com", "maria@", "maria lopez@example.com", "a..b@example.com", "a@-example.com", "a@b@c.com"]),
+    ("duration", ["P4DT12H30M5S", "PT36H", "P3W", "P1Y2M", "PT0S", "P01D"],
+     ["PT0.5S", "-P1D", "P1Y2D", "PT1H2S", "P1WT1H", "P", "PT", "P1D2H", "P\u09e8Y"]),
+    ("base64", ["", "aGk=", "aA==", "+/8="], ["aGk", "aB==", "-_8=", "aGk=\n", "a==="]),
+    ("base64url", ["", "aGk=", "-_8="], ["+/8=", "aGk"]),
 ])
 def test_strict_format_checks(fmt, good, bad):
     schema = {"type": "string", "format": fmt}
@@ -294,6 +330,19 @@ def test_validation_rejects_what_the_corpus_forbids():
     assert not schema_errors(by_name["19_linked_steps"], {"action": "boil", "then": {"action": "peel", "then": "eat"}})
     assert schema_errors(by_name["08_sensor_reading"], {"sensor": "F-2", "celsius": -41, "delta": -3})
     assert not schema_errors(by_name["08_sensor_reading"], {"sensor": "F-2", "celsius": -18, "delta": -3})
+    # As floats 0.29 / 0.01 and 40.3 / 0.05 are not integers: the check must be exact.
+    order = '{"eggs": 42, "egg_price_eur": 0.29, "flour_kg": 12.5, "total_eur": 40.3, "boxes": 7}'
+    assert schema_errors(by_name["77_bulk_order"], json.loads(order))
+    assert_valid_json_output(by_name["77_bulk_order"], order, "stop")
+    for bad in ('"eggs": 40', '"egg_price_eur": 0.355', '"flour_kg": 12', '"total_eur": 46.22', '"boxes": 8'):
+        key = bad.split(":")[0]
+        changed = re.sub(key + r": [0-9.]+", bad, order)
+        assert schema_errors(exact(by_name["77_bulk_order"]), json.loads(changed, parse_float=Decimal)), changed
+    assert schema_errors(by_name["78_task_durations"], {"bread": "PT3.5H", "starter": "P5D", "project": "P1Y2M", "reminders": []})
+    attachment = {"filename": "a", "content": "aGVsbG8gd29ybGQ=", "checksum": "", "token": "-_8=", "note": "x"}
+    assert not schema_errors(by_name["79_file_attachment"], attachment)
+    assert schema_errors(by_name["79_file_attachment"], {**attachment, "content": "aGVsbG8gd29ybGQ"})
+    assert schema_errors(by_name["79_file_attachment"], {**attachment, "token": "+/8="})
     with pytest.raises(AssertionError, match="finish_reason"):
         assert_valid_json_output({"type": "object"}, '{"a": ', "length")
     with pytest.raises(pytest.fail.Exception, match="not JSON"):
@@ -419,6 +468,31 @@ def test_sdk_responses_parse(client, seed):
     assert response.status == "completed", response
     assert isinstance(response.output_parsed, Meeting), response
     assert_meeting_content_valid(response.output_text)
+
+
+class Shipment(BaseModel):
+    """Fields for which pydantic writes multipleOf, format duration and format base64."""
+    packs: int = Field(multiple_of=6, ge=6, le=60)
+    price_eur: float = Field(multiple_of=0.01, ge=0, le=500)
+    transit: timedelta
+    label: Base64Bytes = Field(max_length=24)
+
+
+SHIPMENT_PROMPT = ("Ship 24 jars of honey in packs of 6 for 18.50 euros; transit takes 2 days and 4 hours; "
+                   "the label is the word 'honey', base64 encoded.")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_sdk_parse_pydantic_multiple_of_duration_base64(client, seed):
+    completion = client.chat.completions.parse(model=MODEL_NAME, messages=user_message(SHIPMENT_PROMPT),
+                                               response_format=Shipment, temperature=TEMPERATURE, seed=seed,
+                                               max_tokens=MAX_TOKENS)
+    message = completion.choices[0].message
+    assert completion.choices[0].finish_reason == "stop"
+    assert isinstance(message.parsed, Shipment), message
+    assert message.parsed.packs % 6 == 0 and isinstance(message.parsed.transit, timedelta), message.parsed
+    errors = schema_errors(exact(Shipment.model_json_schema()), json.loads(message.content, parse_float=Decimal))
+    assert not errors, (message.content, errors)
 
 
 # ---------------------------------------------------------------- bad input
