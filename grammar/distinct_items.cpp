@@ -27,8 +27,12 @@ void distinct_items::advance(uint8_t c, const matcher& m) {
       escape_ = true;
     } else if (c == '"') {
       in_string_ = false;
-      if (key_string_) key_string_ = false;
-      else value_end(text_.size());
+      if (key_string_) {
+        key_string_ = false;
+        key_end();
+      } else {
+        value_end(text_.size());
+      }
     }
     return;
   }
@@ -59,6 +63,7 @@ void distinct_items::advance(uint8_t c, const matcher& m) {
       if (f.kind == ctx::object && f.expect_key) {
         key_string_ = true;
         f.expect_key = false;
+        f.item_start = static_cast<int64_t>(text_.size()) - 1;  // an object's keys are its items
       } else {
         value_start();
       }
@@ -88,6 +93,12 @@ void distinct_items::value_start() {
   f.expect_item = false;
 }
 
+void distinct_items::key_end() {
+  frame& f = stack_.back();
+  if (f.distinct && f.items.size() < k_max_items) f.items.emplace_back(static_cast<uint32_t>(f.item_start), static_cast<uint32_t>(text_.size()));
+  f.item_start = -1;
+}
+
 void distinct_items::value_end(size_t end) {
   frame& f = stack_.back();
   if (f.kind == ctx::object || f.item_start < 0) return;
@@ -104,22 +115,13 @@ void distinct_items::open(ctx kind, const matcher& m) {
   frame f;
   f.kind = kind;
   f.expect_key = kind == ctx::object;
-  if (kind == ctx::array) {
-    size_t most = 0;
-    const grammar& g = *m.rules();
-    // A distinct rule counts once its '[' is behind (a parse may already have
-    // entered the rule of an item, whose '[' is still to come).
-    const auto opened = [&](const grammar_pos& p) {
-      const rule& r = g.rules[static_cast<size_t>(p.rule)];
-      if (!r.distinct) return false;
-      const alternative& a = r.alts[static_cast<size_t>(p.alt)];
-      return std::any_of(a.begin(), a.begin() + p.pos, [](const symbol& s) {
-        return s.type == symbol::kind::bytes && s.set.count() == 1 && s.set.test('[');
-      });
-    };
-    for (const parse_stack& s : m.stacks()) most = std::max(most, static_cast<size_t>(std::count_if(s.begin(), s.end(), opened)));
-    f.distinct = most > distinct_open();
-  }
+  // A distinct rule counts once its first byte, its '[' or '{', is behind (a
+  // parse may already have entered the rule of an item still to come).
+  size_t most = 0;
+  const grammar& g = *m.rules();
+  const auto opened = [&](const grammar_pos& p) { return p.pos > 0 && g.rules[static_cast<size_t>(p.rule)].distinct; };
+  for (const parse_stack& s : m.stacks()) most = std::max(most, static_cast<size_t>(std::count_if(s.begin(), s.end(), opened)));
+  f.distinct = most > distinct_open();
   stack_.push_back(std::move(f));
 }
 
@@ -149,7 +151,7 @@ void distinct_items::patterns_of(const frame& f, std::vector<pattern>& out) cons
   if (!(f.distinct || (f.kind == ctx::top && top_distinct_)) || f.items.empty()) return;
   const std::string_view text(text_);
   const std::string_view written = f.item_start >= 0 ? text.substr(static_cast<size_t>(f.item_start)) : std::string_view();
-  if (f.item_start < 0 && !f.expect_item) return;
+  if (f.item_start < 0 && !(f.kind == ctx::object ? f.expect_key : f.expect_item)) return;
   for (const auto& [b, e] : f.items) {
     const std::string_view item = text.substr(b, e - b);
     if (!item.starts_with(written)) continue;

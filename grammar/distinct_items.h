@@ -10,8 +10,11 @@
 // Which lists:
 //   - a JSON array whose grammar rule is marked distinct (grammar_ir.h): at
 //     its '[', some live parse is past the '[' of one more distinct rule than
-//     there are distinct arrays open (with several parses, any one decides:
-//     a stricter output is still valid);
+//     there are distinct arrays and objects open (with several parses, any
+//     one decides: a stricter output is still valid);
+//   - likewise the keys of a JSON object whose rule is marked distinct (any
+//     object: response_format json_object, additionalProperties), so that
+//     no key comes twice;
 //   - with grammar::distinct_top_level, the top-level JSON objects and arrays
 //     of the output, one after another (hermes' and llama3's tool calls).
 // Items are compared as written without the whitespace outside strings
@@ -77,7 +80,7 @@ class distinct_items {
     ctx kind = ctx::top;
     bool distinct = false;
     bool expect_item = true;          // arrays, top: an item may start here (after '[' or ',')
-    int64_t item_start = -1;          // offset of the item being written, -1 between items
+    int64_t item_start = -1;          // offset of the item (object: key) being written, -1 between them
     std::vector<std::pair<uint32_t, uint32_t>> items;  // [begin, end) in text_
     bool expect_key = false;          // objects: the next string is a key
   };
@@ -85,6 +88,7 @@ class distinct_items {
 
   void value_start();
   void value_end(size_t end);  // the value ended before text_[end]
+  void key_end();              // an object's key string just closed
   void open(ctx kind, const matcher& m);
   void close();
   void reset();

@@ -37,10 +37,11 @@ struct rule {
   // uses this to share states. 0 / -1 for other rules.
   int32_t repeat_left = 0;
   int32_t repeat_next = -1;
-  // The rule is a JSON array ('[' ... ']', the '[' its first byte or after
-  // bytes that hold no '[') whose items must differ from each other
-  // (uniqueItems, a list of tool calls): enforced at run time by
-  // distinct_items.h, which a context-free grammar cannot say.
+  // The rule is a JSON array whose items must differ from each other
+  // (uniqueItems, a list of tool calls) or a JSON object whose keys must
+  // (any object): enforced at run time by distinct_items.h, which a
+  // context-free grammar cannot say. Every alternative of a distinct rule
+  // starts with its '[' or '{'.
   bool distinct = false;
 };
 

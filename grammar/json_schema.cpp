@@ -346,7 +346,12 @@ class compiler {
         rest = {ref(b_.add_helper({with, rest}))};
       }
     }
-    return alternative{bytes_symbol('{', '{'), ws} + first + bytes_symbol('}', '}');
+    alternative shape = alternative{bytes_symbol('{', '{'), ws} + first + bytes_symbol('}', '}');
+    if (v.additional == nullptr || v.additional_false) return shape;
+    // Extra keys differ from the listed ones by the grammar, from each other at run time.
+    const int32_t rule = b_.add_helper({std::move(shape)});
+    b_.set_distinct(rule);
+    return {ref(rule)};
   }
 
   // A helper rule: the value of schema s (nullptr: any), then whitespace.

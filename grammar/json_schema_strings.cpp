@@ -264,6 +264,7 @@ json_rules::json_rules(grammar_builder& b) {
   const alternative member = alternative{ref(string), ref(ws), one(':'), ref(ws), ref(value), ref(ws)};
   const int32_t member_rule = b.add_helper({member});
   b.set_alts(object, {alternative{one('{'), ref(ws)} + b.group({alternative{ref(member_rule)} + b.repeat({one(','), ref(ws), ref(member_rule)}, 0, -1), {}}) + one('}')});
+  b.set_distinct(object);  // no key twice in one object (distinct_items.h)
   const int32_t element = b.add_helper({{ref(value), ref(ws)}});
   b.set_alts(array, {alternative{one('['), ref(ws)} + b.group({alternative{ref(element)} + b.repeat({one(','), ref(ws), ref(element)}, 0, -1), {}}) + one(']')});
   b.set_alts(value, {{ref(object)}, {ref(array)}, {ref(string)}, {ref(number)}, grammar_builder::literal("true"), grammar_builder::literal("false"),

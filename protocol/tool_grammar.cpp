@@ -1,5 +1,6 @@
 #include "protocol/tool_grammar.h"
 
+#include <algorithm>
 #include <array>
 
 #include "grammar/grammar_builder.h"
@@ -31,23 +32,33 @@ alternative call_body(grammar_builder& b, const tool_call_syntax& syn, const jso
 }
 
 // Everything after the first `skip` bytes of list_open + call_prefix: the
-// first call's body, further calls, list_close. A rule of its own, marked
-// distinct when the calls are items of a JSON array (generic, mistral).
+// first call's body, further calls, list_close. With parallel calls, the
+// calls must differ (distinct_items.h): as the items of the list's JSON
+// array (generic, mistral: the array is a distinct rule of its own, from its
+// '[' to its ']'), or as top-level values (hermes, llama3).
 int32_t list_rule(grammar_builder& b, const tool_call_syntax& syn, const json::object& s, size_t skip) {
   std::vector<alternative> bodies;
   for (const json::value& fn : s.at("functions").as_array()) bodies.push_back(call_body(b, syn, fn.as_object()));
   const alternative body = b.group(std::move(bodies));
+  const bool parallel = s.at("parallel").as_bool();
   const std::string head = syn.list_open + syn.call_prefix;
-  alternative list = grammar_builder::literal(std::string_view(head).substr(skip)) + body + grammar_builder::literal(syn.call_suffix);
-  if (s.at("parallel").as_bool()) {
+  // list_open = outer + '[' (or no '[' at all); list_close = ']' + outer closer.
+  const size_t bracket = syn.list_open.rfind('[');
+  const size_t split = bracket == std::string::npos ? 0 : bracket;
+  alternative calls = grammar_builder::literal(std::string_view(head).substr(std::max(skip, split))) + body +
+                      grammar_builder::literal(syn.call_suffix);
+  if (parallel) {
     const alternative call = grammar_builder::literal(syn.call_prefix) + body + grammar_builder::literal(syn.call_suffix);
-    list = list + b.repeat(grammar_builder::literal(syn.list_sep) + call, 0, k_max_parallel_tool_calls - 1);
-    if (syn.list_open.empty()) b.set_distinct_top_level();
+    calls = calls + b.repeat(grammar_builder::literal(syn.list_sep) + call, 0, k_max_parallel_tool_calls - 1);
   }
-  list = list + grammar_builder::literal(syn.list_close);
-  const int32_t rule = b.add_helper({std::move(list)});
-  if (s.at("parallel").as_bool() && !syn.list_open.empty()) b.set_distinct(rule);
-  return rule;
+  if (bracket == std::string::npos) {
+    if (parallel) b.set_distinct_top_level();
+    return b.add_helper({calls + grammar_builder::literal(syn.list_close)});
+  }
+  const int32_t array = b.add_helper({calls + grammar_builder::literal("]")});
+  if (parallel) b.set_distinct(array);
+  const std::string_view before = skip < split ? std::string_view(head).substr(skip, split - skip) : std::string_view();
+  return b.add_helper({grammar_builder::literal(before) + ref(array) + grammar_builder::literal(std::string_view(syn.list_close).substr(1))});
 }
 
 symbol byte_set(const std::bitset<256>& set) {

@@ -99,6 +99,17 @@ TEST_F(DistinctItems, ObjectsInsideAPropertyAreChecked) {
   EXPECT_EQ(blocked_after(g, "{\"tags\": [\"a\", \"b\"]"), names{});
 }
 
+TEST_F(DistinctItems, AnyObjectHasNoKeyTwice) {
+  const grammar g = compile_json_object();
+  EXPECT_EQ(blocked_after(g, "{\"a\": 1, \"a"), names{"\""});
+  EXPECT_EQ(blocked_after(g, "{\"a\": 1,"), names{" \"a\""});
+  EXPECT_EQ(blocked_after(g, "{\"a\": {\"a"), names{});        // another object
+  EXPECT_EQ(blocked_after(g, "{\"a\": [\"a\", \"a"), names{});  // values are not keys; plain arrays allow repeats
+  // A schema's extra properties (additionalProperties) likewise.
+  const grammar extra = compile_json_schema(boost::json::parse(R"({"type": "object", "additionalProperties": {"type": "integer"}})"));
+  EXPECT_EQ(blocked_after(extra, "{\"b\": 1, \"b"), names{"\""});
+}
+
 TEST_F(DistinctItems, TopLevelValuesOfAToolCallSequence) {
   // hermes-like: markers between top-level objects, which must differ.
   grammar_builder b;
