@@ -1,6 +1,7 @@
 #include "grammar/distinct_items.h"
 
 #include <algorithm>
+#include <bitset>
 
 #include "grammar/vocab_trie.h"
 
@@ -19,8 +20,25 @@ bool self_delimiting(char first) { return first == '{' || first == '[' || first 
 }  // namespace
 
 void distinct_items::advance(uint8_t c, const matcher& m) {
+  // Was this byte a choice? More than one byte allowed before it, not
+  // counting insignificant whitespace.
+  std::bitset<256> options = next_allowed_;
+  if (!in_string_) {
+    for (const uint8_t w : {' ', '\t', '\n', '\r'}) options.reset(w);
+  }
+  choice_ = options.count() > 1;
+  step(c, m);
+  next_allowed_ = m.allowed_bytes();
+}
+
+void distinct_items::push(uint8_t c) {
+  text_.push_back(static_cast<char>(c));
+  if (choice_) last_choice_ = text_.size();
+}
+
+void distinct_items::step(uint8_t c, const matcher& m) {
   if (in_string_) {
-    text_.push_back(static_cast<char>(c));
+    push(c);
     if (escape_) {
       escape_ = false;
     } else if (c == '\\') {
@@ -38,7 +56,7 @@ void distinct_items::advance(uint8_t c, const matcher& m) {
   }
   if (in_scalar_) {
     if (is_scalar_char(c)) {
-      text_.push_back(static_cast<char>(c));
+      push(c);
       return;
     }
     in_scalar_ = false;
@@ -47,7 +65,7 @@ void distinct_items::advance(uint8_t c, const matcher& m) {
   if (is_ws(c)) return;  // whitespace outside strings is not kept: items compare without it
   frame& f = stack_.back();
   if (f.kind == ctx::top && c != '{' && c != '[') return;  // text between values
-  text_.push_back(static_cast<char>(c));
+  push(c);
   switch (c) {
     case '{':
     case '[':
@@ -93,16 +111,23 @@ void distinct_items::value_start() {
   f.expect_item = false;
 }
 
+distinct_items::item distinct_items::item_at(size_t begin, size_t end, bool self) const {
+  // Past its last choice the rest of an item is forced: the repeat is decided
+  // there. A number or literal is decided by the byte after it.
+  const size_t forced = self ? std::clamp(last_choice_, begin, end) : end;
+  return {static_cast<uint32_t>(begin), static_cast<uint32_t>(end), static_cast<uint32_t>(forced)};
+}
+
 void distinct_items::key_end() {
   frame& f = stack_.back();
-  if (f.distinct && f.items.size() < k_max_items) f.items.emplace_back(static_cast<uint32_t>(f.item_start), static_cast<uint32_t>(text_.size()));
+  if (f.distinct && f.items.size() < k_max_items) f.items.push_back(item_at(static_cast<size_t>(f.item_start), text_.size(), true));
   f.item_start = -1;
 }
 
 void distinct_items::value_end(size_t end) {
   frame& f = stack_.back();
   if (f.kind == ctx::object || f.item_start < 0) return;
-  if (f.items.size() < k_max_items) f.items.emplace_back(static_cast<uint32_t>(f.item_start), static_cast<uint32_t>(end));
+  if (f.items.size() < k_max_items) f.items.push_back(item_at(static_cast<size_t>(f.item_start), end, self_delimiting(text_[static_cast<size_t>(f.item_start)])));
   f.item_start = -1;
   if (f.kind == ctx::top) f.expect_item = true;
 }
@@ -152,17 +177,18 @@ void distinct_items::patterns_of(const frame& f, std::vector<pattern>& out) cons
   const std::string_view text(text_);
   const std::string_view written = f.item_start >= 0 ? text.substr(static_cast<size_t>(f.item_start)) : std::string_view();
   if (f.item_start < 0 && !(f.kind == ctx::object ? f.expect_key : f.expect_item)) return;
-  for (const auto& [b, e] : f.items) {
-    const std::string_view item = text.substr(b, e - b);
+  for (const auto& it : f.items) {
+    const std::string_view item = text.substr(it.begin, it.end - it.begin);
     if (!item.starts_with(written)) continue;
     const bool self = self_delimiting(item[0]);
-    if (self && item.size() == written.size()) continue;
+    const size_t decided = it.forced - it.begin;  // the repeat is certain once this much is written
+    if (written.size() > decided || (self && written.size() == decided)) continue;  // too late (or not a repeat)
     pattern p;
-    p.rest = item.substr(written.size());
+    p.rest = item.substr(written.size(), decided - written.size());
     p.needs_delim = !self;
     // Which bytes of the rest are inside a string (whitespace there is literal).
     bool in = false, esc = false;
-    for (size_t i = 0; i < item.size(); ++i) {
+    for (size_t i = 0; i < decided; ++i) {
       if (i >= written.size()) p.in_string.push_back(in);
       if (esc) esc = false;
       else if (in && item[i] == '\\') esc = true;

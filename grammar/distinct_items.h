@@ -17,6 +17,12 @@
 //     no key comes twice;
 //   - with grammar::distinct_top_level, the top-level JSON objects and arrays
 //     of the output, one after another (hermes' and llama3's tool calls).
+// A repeat is refused where it is decided: at the item's last choice (the
+// last byte where the grammar allowed another), so that the grammar never
+// leaves the repeat as the only way on: {"city": "Paris"} is refused at the
+// quote that ends "Paris", since "}" is forced after it. A number or literal
+// is decided by the byte after it.
+//
 // Items are compared as written without the whitespace outside strings
 // (JSON's insignificant whitespace): {"city" : "Paris"} repeats
 // {"city": "Paris"}. The grammars write scalars and keys without choice, so
@@ -37,6 +43,7 @@
 // Thread-safety: one thread at a time, like the matcher it follows.
 #pragma once
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -76,16 +83,25 @@ class distinct_items {
 
  private:
   enum class ctx : uint8_t { top, array, object };
+  // An earlier item: [begin, end) in text_; from `forced` on, its text had
+  // no choice left (the grammar allowed one byte at a time), so a repeat is
+  // decided when that much is written.
+  struct item {
+    uint32_t begin = 0, end = 0, forced = 0;
+  };
   struct frame {
     ctx kind = ctx::top;
     bool distinct = false;
     bool expect_item = true;          // arrays, top: an item may start here (after '[' or ',')
     int64_t item_start = -1;          // offset of the item (object: key) being written, -1 between them
-    std::vector<std::pair<uint32_t, uint32_t>> items;  // [begin, end) in text_
+    std::vector<item> items;
     bool expect_key = false;          // objects: the next string is a key
   };
   using pattern = distinct_items_pattern;
 
+  void step(uint8_t byte, const matcher& m);
+  void push(uint8_t byte);  // appends to text_
+  item item_at(size_t begin, size_t end, bool self_delimiting) const;
   void value_start();
   void value_end(size_t end);  // the value ended before text_[end]
   void key_end();              // an object's key string just closed
@@ -99,6 +115,9 @@ class distinct_items {
   std::string text_;  // the output without whitespace outside strings, from the first value on
   std::vector<frame> stack_{frame{}};  // stack_[0]: the top level
   bool in_string_ = false, escape_ = false, in_scalar_ = false, key_string_ = false;
+  std::bitset<256> next_allowed_ = std::bitset<256>().set();  // the matcher's bytes after the last one
+  bool choice_ = true;      // the byte being consumed was one of several allowed
+  size_t last_choice_ = 0;  // text_ offset just past the last byte that was a choice
 };
 
 }  // namespace spate::grammar

@@ -264,7 +264,6 @@ def test_responses_streamed_call_events_over_websocket(server):
 
 def test_bad_tool_requests_are_400(client):
     for kw, param in [(dict(tool_choice={"type": "function", "function": {"name": "nope"}}), "tool_choice"),
-                      (dict(tool_choice="required", response_format={"type": "json_object"}), "tool_choice"),
                       (dict(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "not": {}}}}],
                             tool_choice="required"), "tools")]:
         with pytest.raises(openai.BadRequestError) as e:
