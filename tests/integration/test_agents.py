@@ -59,6 +59,7 @@ from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 from pydantic_ai.usage import UsageLimits  # noqa: E402
 
 MAX_TOKENS = 300  # above any grammar-bounded call or Weather object here (module docstring)
+CUT_TOKENS = 8  # below any call: '{"tool_calls": [{"name": "get_weather"' alone is 14 tokens
 PROMPT = "What is the weather in Paris?"
 INSTRUCTIONS = "Call get_weather for the city, then report the weather."
 City = Annotated[str, Field(min_length=1, max_length=40)]
@@ -136,21 +137,21 @@ def oa_weather_tool(calls, once):
     return get_weather
 
 
-def oa_model(v1, api):
-    client = AsyncOpenAI(base_url=v1, api_key="unused", max_retries=0)
-    if api == "chat":
-        return agents.OpenAIChatCompletionsModel(model=MODEL_NAME, openai_client=client)
-    return agents.OpenAIResponsesModel(model=MODEL_NAME, openai_client=client)
-
-
-def oa_run(agent, max_turns):
-    """Runs the agent; returns (final_output or the MaxTurnsExceeded, raw model responses)."""
+def oa_run(v1, api, max_turns, **agent_kw):
+    """Runs Agent(**agent_kw) on the Chat Completions or the Responses model; returns
+    (final_output or the MaxTurnsExceeded, raw model responses). The client is
+    closed on the run's own event loop."""
     async def go():
+        client = AsyncOpenAI(base_url=v1, api_key="unused", max_retries=0, timeout=120)
+        model_cls = agents.OpenAIChatCompletionsModel if api == "chat" else agents.OpenAIResponsesModel
+        agent = agents.Agent(name="weather", model=model_cls(model=MODEL_NAME, openai_client=client), **agent_kw)
         try:
             r = await agents.Runner.run(agent, PROMPT, max_turns=max_turns)
             return r.final_output, r.raw_responses
         except agents.MaxTurnsExceeded as e:
             return e, e.run_data.raw_responses
+        finally:
+            await client.close()
     return asyncio.run(go())
 
 
@@ -164,9 +165,8 @@ def oa_settings(**kw):
 
 def test_openai_agents_output_type_alone(v1):
     """output_type without tools: response_format json_schema constrains the answer to a Weather."""
-    agent = agents.Agent(name="weather", instructions="Report the weather in Paris.", output_type=Weather,
-                         model=oa_model(v1, "chat"), model_settings=oa_settings())
-    out, responses = oa_run(agent, max_turns=1)
+    out, responses = oa_run(v1, "chat", 1, instructions="Report the weather in Paris.", output_type=Weather,
+                            model_settings=oa_settings())
     assert isinstance(out, Weather) and len(responses) == 1
 
 
@@ -178,10 +178,9 @@ def test_openai_agents_required_tool_then_output_type(v1, api):
     turn 2 (openai-agents resets tool_choice after a tool call) has only the
     Weather schema left: exactly 2 requests, a Weather at the end."""
     calls = []
-    agent = agents.Agent(name="weather", instructions=INSTRUCTIONS, tools=[oa_weather_tool(calls, once=True)],
-                         output_type=Weather, model=oa_model(v1, api),
-                         model_settings=oa_settings(tool_choice="required", parallel_tool_calls=False))
-    out, responses = oa_run(agent, max_turns=3)
+    out, responses = oa_run(v1, api, 3, instructions=INSTRUCTIONS, tools=[oa_weather_tool(calls, once=True)],
+                            output_type=Weather,
+                            model_settings=oa_settings(tool_choice="required", parallel_tool_calls=False))
     assert isinstance(out, Weather), out
     assert len(responses) == 2
     fcs = oa_function_calls(responses)
@@ -197,10 +196,8 @@ def test_openai_agents_auto_tools_with_output_type(v1, api):
     every turn: the run ends with a Weather or with MaxTurnsExceeded after
     max_turns requests (which one depends on the model, so both are allowed)."""
     calls = []
-    agent = agents.Agent(name="weather", instructions=INSTRUCTIONS, tools=[oa_weather_tool(calls, once=False)],
-                         output_type=Weather, model=oa_model(v1, api),
-                         model_settings=oa_settings(parallel_tool_calls=False))
-    out, responses = oa_run(agent, max_turns=3)
+    out, responses = oa_run(v1, api, 3, instructions=INSTRUCTIONS, tools=[oa_weather_tool(calls, once=False)],
+                            output_type=Weather, model_settings=oa_settings(parallel_tool_calls=False))
     assert isinstance(out, (Weather, agents.MaxTurnsExceeded)), out
     assert 1 <= len(responses) <= 3
     assert len(oa_function_calls(responses)) == len(calls)  # every call was valid and ran
@@ -212,13 +209,25 @@ def test_openai_agents_stop_on_first_tool(v1, api):
     """tool_choice "required" and tool_use_behavior stop_on_first_tool: one
     request, one get_weather call, whose result is the final output."""
     calls = []
-    agent = agents.Agent(name="weather", instructions=INSTRUCTIONS, tools=[oa_weather_tool(calls, once=False)],
-                         tool_use_behavior="stop_on_first_tool", model=oa_model(v1, api),
-                         model_settings=oa_settings(tool_choice="required", parallel_tool_calls=False))
-    out, responses = oa_run(agent, max_turns=2)
+    out, responses = oa_run(v1, api, 2, instructions=INSTRUCTIONS, tools=[oa_weather_tool(calls, once=False)],
+                            tool_use_behavior="stop_on_first_tool",
+                            model_settings=oa_settings(tool_choice="required", parallel_tool_calls=False))
     assert len(responses) == 1 and len(calls) == 1
     assert_calls_valid(calls)
     assert out == weather_text(calls[0])
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_openai_agents_call_cut_by_max_tokens(v1, api):
+    """tool_choice "required" and max_tokens=CUT_TOKENS, fewer than any call
+    takes: the answer is a cut call (finish_reason "length" / an incomplete
+    response), never the call's raw JSON as text, which openai-agents would
+    return as the final output. The run ends at once with ModelBehaviorError."""
+    calls = []
+    with pytest.raises(agents.ModelBehaviorError):
+        oa_run(v1, api, 2, instructions=INSTRUCTIONS, tools=[oa_weather_tool(calls, once=False)],
+               model_settings=agents.ModelSettings(temperature=0, max_tokens=CUT_TOKENS, tool_choice="required"))
+    assert calls == []
 
 
 # ---------------------------------------------------------------- pydantic-ai
@@ -294,6 +303,22 @@ def test_pydantic_ai_native_output(v1, api):
     assert_calls_valid(calls)
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_pydantic_ai_call_cut_by_max_tokens(v1, api):
+    """Tool output (so tool_choice "required") and max_tokens=CUT_TOKENS: the
+    answer is a cut call, not text (raw JSON as text would get a retry prompt
+    and another request). The run ends after 1 request with pydantic-ai's
+    UnexpectedModelBehavior (OutputTokenLimitExceeded)."""
+    calls = []
+    agent = pai_agent(v1, api, calls, once=False, output_type=Weather, max_tokens=CUT_TOKENS)
+    with pydantic_ai.capture_run_messages() as messages, pytest.raises(pydantic_ai.UnexpectedModelBehavior):
+        agent.run_sync(PROMPT, usage_limits=UsageLimits(request_limit=3))
+    responses = [m for m in messages if isinstance(m, pydantic_ai.ModelResponse)]
+    assert len(responses) == 1 and responses[0].finish_reason == "length"
+    assert not any(isinstance(p, pydantic_ai.TextPart) and p.content.strip() for p in responses[0].parts)
+    assert calls == []
+
+
 def test_pydantic_ai_parallel_calls_are_distinct(v1):
     """The tool stays enabled and parallel calls are allowed (pydantic-ai's
     default): no answer may repeat an identical call (same name, same
@@ -318,9 +343,9 @@ def test_pydantic_ai_parallel_calls_are_distinct(v1):
 
 # ---------------------------------------------------------------- LangChain
 
-def lc_llm(v1, **kw):
-    return ChatOpenAI(model=MODEL_NAME, base_url=v1, api_key="unused", temperature=0, max_tokens=MAX_TOKENS,
-                      max_retries=0, timeout=120, **kw)
+def lc_llm(v1, max_tokens=MAX_TOKENS):
+    return ChatOpenAI(model=MODEL_NAME, base_url=v1, api_key="unused", temperature=0, max_tokens=max_tokens,
+                      max_retries=0, timeout=120)
 
 
 def lc_weather_tool(calls):
@@ -348,6 +373,18 @@ def test_langchain_manual_tool_loop(v1):
     assert_calls_valid(calls)
     report = llm.with_structured_output(Weather, method="json_schema").invoke(history)
     assert isinstance(report, Weather)
+
+
+@pytest.mark.parametrize("tool_choice,max_tokens", [("required", CUT_TOKENS), ("auto", 2)])
+def test_langchain_call_cut_by_max_tokens(v1, tool_choice, max_tokens):
+    """bind_tools with an answer cut by max_tokens: finish_reason "length", no
+    tool call, and the generic format's raw JSON never leaks into content.
+    Under "auto" the model may begin a call or a text answer
+    ('{"response": "...'); 2 tokens cut either inside its JSON wrapper
+    ('{"response":"' alone is 3 tokens), so the content is empty on both."""
+    ai = lc_llm(v1, max_tokens=max_tokens).bind_tools([lc_weather_tool([])], tool_choice=tool_choice).invoke(PROMPT)
+    assert ai.response_metadata["finish_reason"] == "length"
+    assert ai.tool_calls == [] and ai.content == "", ai.content
 
 
 @pytest.mark.parametrize("method", ["json_schema", "function_calling"])
