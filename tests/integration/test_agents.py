@@ -9,20 +9,22 @@ protocol the frameworks speak, not the model's judgement. So:
 - every run ENDS: each agent loop has an explicit bound (openai-agents
   max_turns, pydantic-ai UsageLimits(request_limit), LangGraph recursion_limit)
   and the test asserts that the run ended with a final output of the right
-  pydantic type, or with the framework's own clean "limit reached" error
-  within that bound, never with an HTTP error or a parse failure;
+  pydantic type, or with the framework's own clean error ("limit reached",
+  or "the answer was cut" when max_tokens cuts it on purpose) within that
+  bound, never with an HTTP error, a parse failure or raw JSON as text;
 - where a fixed outcome is asserted, a constraint makes it so, not the model:
   tool_choice "required" or a named tool forces the call, and the weather tool
   disables itself after one call (openai-agents `is_enabled`, pydantic-ai
-  `prepare`), so the next turn has only the output schema left and must
+  `prepare`, a LangChain `wrap_model_call` middleware), so the next turn has only the output schema left and must
   produce it. Each test's docstring says which constraint it leans on;
 - every call that reached a tool had arguments the tool's schema accepts (the
   frameworks validate them; a test fails on a retry prompt or a tool error);
 - greedy decoding (temperature 0) and short prompts; each answer is bounded by
   the grammar (a city of at most 40 characters, an integer in [-90, 60],
   bounded whitespace) and by max_tokens=MAX_TOKENS, above any such answer, so
-  no call is cut by max_tokens;
-- nothing leaves loopback: `loopback_only` fails a test that opens a
+  no call is cut by max_tokens but in the *_cut_by_max_tokens tests, whose
+  limit is below any call;
+- nothing leaves loopback: `loopback_only` (spate_server.py) fails a test that opens a
   connection elsewhere (tiktoken fetching an encoding, tracing, telemetry).
 
 Which branch a run takes (call the tool again or answer) can differ between
@@ -31,15 +33,13 @@ kernel levels, so assertions that allow either branch hold at both
 """
 
 import asyncio
-import ipaddress
 import json
-import socket
 from typing import Annotated
 
 import pytest
 from pydantic import BaseModel, Field
 
-from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer
+from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, loopback_only
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing (set SPATE_BIN / SPATE_MODEL)", allow_module_level=True)
@@ -83,31 +83,9 @@ def assert_calls_valid(calls):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def loopback_only():
-    """Fails any connection to a non-loopback address for the module's duration."""
-    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
-
-    def check(sock, address):
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            host = address[0]
-            try:
-                ok = ipaddress.ip_address(host.split("%")[0]).is_loopback
-            except ValueError:
-                ok = host == "localhost"
-            if not ok:
-                raise AssertionError(f"a test opened a connection off loopback: {address}")
-
-    def connect(sock, address):
-        check(sock, address)
-        return real_connect(sock, address)
-
-    def connect_ex(sock, address):
-        check(sock, address)
-        return real_connect_ex(sock, address)
-
-    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
-    yield
-    socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex
+def no_network():
+    with loopback_only():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -418,6 +396,8 @@ def test_langchain_create_agent(v1, strategy):
                          system_prompt=INSTRUCTIONS, middleware=[weather_once])
     state = graph.invoke({"messages": [HumanMessage(PROMPT)]}, config={"recursion_limit": 8})
     assert isinstance(state["structured_response"], Weather)
+    errors = [m.content for m in state["messages"] if isinstance(m, ToolMessage) and m.status == "error"]
+    assert not errors, errors  # e.g. arguments the tool's schema rejects
     assert 1 <= sum(isinstance(m, AIMessage) for m in state["messages"]) <= 2
     assert len(calls) <= 1
     assert_calls_valid(calls)

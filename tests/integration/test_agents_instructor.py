@@ -15,8 +15,7 @@ Both modes constrain the answer to the response model's schema (a named tool
 or response_format), so each call returns a valid instance on the first try
 whatever the tiny model samples; the tests count requests to prove that no
 retry was needed, and a retry budget of 1 keeps the worst case bounded.
-Nothing leaves loopback: the client is pointed at the server and instructor
-sends nothing elsewhere.
+Nothing leaves loopback (`loopback_only`, spate_server.py).
 """
 
 import os
@@ -25,7 +24,7 @@ from typing import Annotated
 import pytest
 from pydantic import BaseModel, Field
 
-from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer
+from spate_server import MODEL_NAME, SPATE_BIN, SPATE_MODEL, SpateServer, loopback_only
 
 if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
     pytest.skip("spate binary or model missing (set SPATE_BIN / SPATE_MODEL)", allow_module_level=True)
@@ -47,6 +46,12 @@ class Person(BaseModel):
     name: str = Field(min_length=1, max_length=40)
     age: int = Field(ge=0, le=150)
     languages: list[Annotated[str, Field(min_length=1, max_length=20)]] = Field(min_length=1, max_length=3)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_network():
+    with loopback_only():
+        yield
 
 
 @pytest.fixture(scope="module")
