@@ -18,6 +18,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 python3 -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+# instructor needs an older openai than the other agent frameworks (see
+# tests/requirements-instructor.txt): its test runs in a virtualenv of its own.
+python3 -m venv build/venv-instructor
+build/venv-instructor/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements-instructor.txt
 export SPATE_MODEL="$(bash scripts/fetch-model.sh)"
 export SPATE_GEMMA_MODEL="$(bash scripts/fetch-model.sh gemma3-270m)"
 python3 scripts/check_layering.py
@@ -29,6 +33,7 @@ python3 tests/reference/make_random_models.py --out-dir "$SPATE_RANDOM_MODELS_DI
 export SPATE_REQUIRE_TESTDATA=1
 (cd build && ctest --output-on-failure -j 2 --timeout 1200)
 python3 -m pytest -q tests/integration
+SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/integration/test_agents_instructor.py
 # The real-model tests whose assertions depend on the kernels' exact outputs,
 # again with the kernels capped at AVX2 (SPATE_MAX_ISA, read once at start-up
 # by spate and by the real-model C++ tests' fixture; the Python tests' servers
@@ -45,7 +50,9 @@ python3 -m pytest -q tests/integration
 #   Python: embeddings against llama.cpp's, Gemma's greedy completions against
 #     llama.cpp's, sampled tool calls and structured outputs that must complete,
 #     and outputs that must not depend on batching or speculation (constrained
-#     decoding, a list of prompts, ngram speculation). Not the rest: HTTP, CLI
+#     decoding, a list of prompts, ngram speculation), agent framework runs
+#     that must end (test_agents.py: which branch a run takes, call a tool
+#     again or answer, is sampled). Not the rest: HTTP, CLI
 #     and service behaviour, which does not depend on the numbers, or further
 #     paths to the same batch-invariant outputs.
 (
@@ -55,7 +62,7 @@ python3 -m pytest -q tests/integration
   python3 -m pytest -q tests/integration/test_embeddings.py tests/integration/test_gemma.py \
     tests/integration/test_tool_calls.py tests/integration/test_structured_outputs.py \
     tests/integration/test_constrained_batch_invariance.py tests/integration/test_completions_prompts.py \
-    tests/integration/test_speculative.py
+    tests/integration/test_speculative.py tests/integration/test_agents.py
 )
 bash scripts/fuzz.sh all 30
 SANITIZE_CTEST_ARGS='-E ^(Models/ReferenceLlamaCpp|Engine\.|VocabTrie\.CachedMasksAlongADocumentEqualTheWalk)' \

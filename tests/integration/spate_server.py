@@ -5,6 +5,8 @@ log in a temporary file (printed when a test fails to start it), and is
 stopped with SIGTERM (then SIGKILL) at the end.
 """
 
+import contextlib
+import ipaddress
 import json
 import os
 import re
@@ -58,6 +60,41 @@ def self_signed_cert(d: Path):
                     "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
                    check=True, capture_output=True, timeout=60)
     return crt, key
+
+
+@contextlib.contextmanager
+def loopback_only():
+    """While active, a connection from this process to an address off loopback
+    (127.0.0.0/8, ::1, "localhost") raises AssertionError instead of leaving
+    the machine: for tests of client libraries that could fetch something at
+    run time (tiktoken's encodings, telemetry). Patches socket.socket's
+    connect and connect_ex, which blocking and asyncio clients both go
+    through; not thread-safe against another patcher."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def check(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            host = address[0]
+            try:
+                ok = ipaddress.ip_address(host.split("%")[0]).is_loopback
+            except ValueError:
+                ok = host == "localhost"
+            if not ok:
+                raise AssertionError(f"a connection off loopback: {address}")
+
+    def connect(sock, address):
+        check(sock, address)
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        check(sock, address)
+        return real_connect_ex(sock, address)
+
+    socket.socket.connect, socket.socket.connect_ex = connect, connect_ex
+    try:
+        yield
+    finally:
+        socket.socket.connect, socket.socket.connect_ex = real_connect, real_connect_ex
 
 
 def free_port() -> int:
