@@ -62,7 +62,7 @@ SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/i
   python3 -m pytest -q tests/integration/test_embeddings.py tests/integration/test_gemma.py \
     tests/integration/test_tool_calls.py tests/integration/test_structured_outputs.py \
     tests/integration/test_constrained_batch_invariance.py tests/integration/test_completions_prompts.py \
-    tests/integration/test_speculative.py tests/integration/test_agents.py
+    tests/integration/test_speculative.py tests/integration/test_agents.py tests/integration/test_tool_formats.py
 )
 bash scripts/fuzz.sh all 30
 SANITIZE_CTEST_ARGS='-E ^(Models/ReferenceLlamaCpp|Engine\.|VocabTrie\.CachedMasksAlongADocumentEqualTheWalk)' \
