@@ -16,24 +16,25 @@ bool is_scalar_char(uint8_t c) {
 bool starts_scalar(uint8_t c) { return (c >= '0' && c <= '9') || c == '-' || c == 't' || c == 'f' || c == 'n'; }
 // Items that end on a byte of their own; numbers and literals end at the next byte.
 bool self_delimiting(char first) { return first == '{' || first == '[' || first == '"'; }
+// The bytes that choose something: whitespace outside strings does not.
+std::bitset<256> without_ws(std::bitset<256> s, bool in_string) {
+  if (!in_string) {
+    for (const uint8_t w : {' ', '\t', '\n', '\r'}) s.reset(w);
+  }
+  return s;
+}
 
 }  // namespace
 
 void distinct_items::advance(uint8_t c, const matcher& m) {
-  // Was this byte a choice? More than one byte allowed before it, not
-  // counting insignificant whitespace.
-  std::bitset<256> options = next_allowed_;
-  if (!in_string_) {
-    for (const uint8_t w : {' ', '\t', '\n', '\r'}) options.reset(w);
-  }
-  choice_ = options.count() > 1;
+  options_ = options_now();  // the choice this byte made
   step(c, m);
   next_allowed_ = m.allowed_bytes();
 }
 
 void distinct_items::push(uint8_t c) {
   text_.push_back(static_cast<char>(c));
-  if (choice_) last_choice_ = text_.size();
+  opts_.push_back(options_);
 }
 
 void distinct_items::step(uint8_t c, const matcher& m) {
@@ -111,23 +112,16 @@ void distinct_items::value_start() {
   f.expect_item = false;
 }
 
-distinct_items::item distinct_items::item_at(size_t begin, size_t end, bool self) const {
-  // Past its last choice the rest of an item is forced: the repeat is decided
-  // there. A number or literal is decided by the byte after it.
-  const size_t forced = self ? std::clamp(last_choice_, begin, end) : end;
-  return {static_cast<uint32_t>(begin), static_cast<uint32_t>(end), static_cast<uint32_t>(forced)};
-}
-
 void distinct_items::key_end() {
   frame& f = stack_.back();
-  if (f.distinct && f.items.size() < k_max_items) f.items.push_back(item_at(static_cast<size_t>(f.item_start), text_.size(), true));
+  if (f.distinct && f.items.size() < k_max_items) f.items.push_back({static_cast<uint32_t>(f.item_start), static_cast<uint32_t>(text_.size())});
   f.item_start = -1;
 }
 
 void distinct_items::value_end(size_t end) {
   frame& f = stack_.back();
   if (f.kind == ctx::object || f.item_start < 0) return;
-  if (f.items.size() < k_max_items) f.items.push_back(item_at(static_cast<size_t>(f.item_start), end, self_delimiting(text_[static_cast<size_t>(f.item_start)])));
+  if (f.items.size() < k_max_items) f.items.push_back({static_cast<uint32_t>(f.item_start), static_cast<uint32_t>(end)});
   f.item_start = -1;
   if (f.kind == ctx::top) f.expect_item = true;
 }
@@ -172,31 +166,112 @@ bool distinct_items::active() const {
   });
 }
 
+// The earlier items that start with what the current one has written, as a
+// trie of their rests. A node is dead when every way on from it repeats an
+// item: an item ends there, or each byte the grammar allowed there (as the
+// items were written) leads to a dead node. The tokens to refuse are those
+// that reach a dead node whose parent is not: the decision for a repeat.
+// Numbers and literals (no closing byte of their own) are refused at the
+// delimiter after them instead.
 void distinct_items::patterns_of(const frame& f, std::vector<pattern>& out) const {
   if (!(f.distinct || (f.kind == ctx::top && top_distinct_)) || f.items.empty()) return;
   const std::string_view text(text_);
   const std::string_view written = f.item_start >= 0 ? text.substr(static_cast<size_t>(f.item_start)) : std::string_view();
-  if (f.item_start < 0 && !(f.kind == ctx::object ? f.expect_key : f.expect_item)) return;
+  // After an item of an array: a ',' is the decision when every next item repeats.
+  const bool before_comma = f.kind == ctx::array && f.item_start < 0 && !f.expect_item;
+  if (f.item_start < 0 && !before_comma && !(f.kind == ctx::object ? f.expect_key : f.expect_item)) return;
+  struct node {
+    std::vector<std::pair<uint8_t, int32_t>> kids;
+    int32_t parent = -1;
+    uint32_t at = 0;     // text_ offset of the byte after this node in some item through it
+    uint32_t item = 0;   // that item's begin
+    uint32_t depth = 0;  // bytes from the root
+    bool end = false;
+  };
+  std::vector<node> trie(1);
   for (const auto& it : f.items) {
-    const std::string_view item = text.substr(it.begin, it.end - it.begin);
-    if (!item.starts_with(written)) continue;
-    const bool self = self_delimiting(item[0]);
-    const size_t decided = it.forced - it.begin;  // the repeat is certain once this much is written
-    if (written.size() > decided || (self && written.size() == decided)) continue;  // too late (or not a repeat)
-    pattern p;
-    p.rest = item.substr(written.size(), decided - written.size());
-    p.needs_delim = !self;
-    // Which bytes of the rest are inside a string (whitespace there is literal).
-    bool in = false, esc = false;
-    for (size_t i = 0; i < decided; ++i) {
-      if (i >= written.size()) p.in_string.push_back(in);
-      if (esc) esc = false;
-      else if (in && item[i] == '\\') esc = true;
-      else if (item[i] == '"') in = !in;
+    const std::string_view c = text.substr(it.begin, it.end - it.begin);
+    if (!c.starts_with(written)) continue;
+    if (!self_delimiting(c[0])) {
+      if (!before_comma) out.push_back(pattern_of(c, written.size(), c.size(), true));  // decided by the delimiter after it
+      continue;
     }
-    out.push_back(std::move(p));
+    int32_t n = 0;
+    for (size_t k = written.size(); k < c.size(); ++k) {
+      trie[static_cast<size_t>(n)].at = static_cast<uint32_t>(it.begin + k);
+      trie[static_cast<size_t>(n)].item = it.begin;
+      const auto b = static_cast<uint8_t>(c[k]);
+      auto& kids = trie[static_cast<size_t>(n)].kids;
+      const auto hit = std::find_if(kids.begin(), kids.end(), [&](const auto& e) { return e.first == b; });
+      if (hit != kids.end()) {
+        n = hit->second;
+        continue;
+      }
+      const auto child = static_cast<int32_t>(trie.size());
+      kids.emplace_back(b, child);
+      node next;
+      next.parent = n;
+      next.depth = trie[static_cast<size_t>(n)].depth + 1;
+      next.item = it.begin;
+      trie.push_back(std::move(next));
+      n = child;
+    }
+    trie[static_cast<size_t>(n)].end = true;
+  }
+  if (trie.size() == 1) return;
+  // Children come after their parents: decide deadness from the back.
+  std::vector<bool> dead(trie.size(), false);
+  for (size_t i = trie.size(); i-- > 0;) {
+    const node& nd = trie[i];
+    if (nd.end) {
+      dead[i] = true;
+      continue;
+    }
+    const std::bitset<256> options = i > 0 ? opts_[nd.at] : before_comma ? first_options(f) : options_now();
+    bool all = options.any();
+    for (size_t b = 0; b < 256 && all; ++b) {
+      if (!options.test(b)) continue;
+      const auto hit = std::find_if(nd.kids.begin(), nd.kids.end(), [&](const auto& e) { return e.first == b; });
+      all = hit != nd.kids.end() && dead[static_cast<size_t>(hit->second)];
+    }
+    dead[i] = all;
+  }
+  if (before_comma) {
+    if (dead[0]) out.push_back(pattern_of(",", 0, 1, false));
+    return;
+  }
+  if (dead[0]) return;  // every way on repeats: too late to steer (it was decided in one token)
+  for (size_t i = 1; i < trie.size(); ++i) {
+    if (!dead[i] || dead[static_cast<size_t>(trie[i].parent)]) continue;
+    const std::string_view c = text.substr(trie[i].item);
+    out.push_back(pattern_of(c, written.size(), written.size() + trie[i].depth, false));
   }
 }
+
+distinct_items::pattern distinct_items::pattern_of(std::string_view item, size_t from, size_t to, bool needs_delim) {
+  pattern p;
+  p.rest = item.substr(from, to - from);
+  p.needs_delim = needs_delim;
+  // Which bytes of the rest are inside a string (whitespace there is literal).
+  bool in = false, esc = false;
+  for (size_t i = 0; i < to; ++i) {
+    if (i >= from) p.in_string.push_back(in);
+    if (esc) esc = false;
+    else if (in && item[i] == '\\') esc = true;
+    else if (item[i] == '"') in = !in;
+  }
+  return p;
+}
+
+// The choices at the first byte of an item after a ',' (as the earlier items
+// were written; the first item's also allowed the array's end).
+std::bitset<256> distinct_items::first_options(const frame& f) const {
+  std::bitset<256> o = opts_[f.items.back().begin];
+  if (f.items.size() == 1) o.reset(']');
+  return o;
+}
+
+std::bitset<256> distinct_items::options_now() const { return without_ws(next_allowed_, in_string_); }
 
 namespace {
 

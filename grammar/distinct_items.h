@@ -17,11 +17,16 @@
 //     no key comes twice;
 //   - with grammar::distinct_top_level, the top-level JSON objects and arrays
 //     of the output, one after another (hermes' and llama3's tool calls).
-// A repeat is refused where it is decided: at the item's last choice (the
-// last byte where the grammar allowed another), so that the grammar never
-// leaves the repeat as the only way on: {"city": "Paris"} is refused at the
-// quote that ends "Paris", since "}" is forced after it. A number or literal
-// is decided by the byte after it.
+// A repeat is refused where it is decided: at the last byte where the
+// grammar allowed a way on that repeats nothing. {"city": "Paris"} is
+// refused at the quote that ends "Paris", since "}" is forced after it; with
+// an enum of two units both already used with "Paris", at that same quote,
+// since after it every unit repeats. The choices are those the grammar gave
+// as the earlier items were written (matcher::allowed_bytes at each byte), so
+// the grammar never leaves a repeat as the only way on unless one token both
+// reached and passed the decision. A number or literal is decided by the
+// byte after it. After an item of an array, when every next item would
+// repeat one (an enum used up), the ',' is refused, so the array closes.
 //
 // Items are compared as written without the whitespace outside strings
 // (JSON's insignificant whitespace): {"city" : "Paris"} repeats
@@ -38,7 +43,7 @@
 //
 // Bounds: nesting k_max_depth (deeper values are not checked), at most
 // k_max_items items remembered per list (later ones are not compared), the
-// generated text kept once.
+// generated text kept once, with the 32-byte set of choices at each byte.
 //
 // Thread-safety: one thread at a time, like the matcher it follows.
 #pragma once
@@ -83,11 +88,8 @@ class distinct_items {
 
  private:
   enum class ctx : uint8_t { top, array, object };
-  // An earlier item: [begin, end) in text_; from `forced` on, its text had
-  // no choice left (the grammar allowed one byte at a time), so a repeat is
-  // decided when that much is written.
   struct item {
-    uint32_t begin = 0, end = 0, forced = 0;
+    uint32_t begin = 0, end = 0;  // [begin, end) in text_
   };
   struct frame {
     ctx kind = ctx::top;
@@ -101,7 +103,9 @@ class distinct_items {
 
   void step(uint8_t byte, const matcher& m);
   void push(uint8_t byte);  // appends to text_
-  item item_at(size_t begin, size_t end, bool self_delimiting) const;
+  static pattern pattern_of(std::string_view item, size_t from, size_t to, bool needs_delim);
+  std::bitset<256> options_now() const;  // the bytes that would choose something next
+  std::bitset<256> first_options(const frame& f) const;
   void value_start();
   void value_end(size_t end);  // the value ended before text_[end]
   void key_end();              // an object's key string just closed
@@ -116,8 +120,8 @@ class distinct_items {
   std::vector<frame> stack_{frame{}};  // stack_[0]: the top level
   bool in_string_ = false, escape_ = false, in_scalar_ = false, key_string_ = false;
   std::bitset<256> next_allowed_ = std::bitset<256>().set();  // the matcher's bytes after the last one
-  bool choice_ = true;      // the byte being consumed was one of several allowed
-  size_t last_choice_ = 0;  // text_ offset just past the last byte that was a choice
+  std::bitset<256> options_;               // the choices for the byte being consumed
+  std::vector<std::bitset<256>> opts_;     // per byte of text_: the choices it was made among
 };
 
 }  // namespace spate::grammar

@@ -77,6 +77,21 @@ TEST_F(DistinctItems, NumberItemIsBlockedAtItsDelimiter) {
   EXPECT_EQ(blocked_after(g, "[12,"), names{});  // "12" then "," writes 12 again only over two tokens
 }
 
+TEST_F(DistinctItems, UsedUpChoicesMoveTheDecisionEarlier) {
+  // Every unit used with "P": the quote that ends "P" decides a repeat.
+  const grammar g = unique_array(
+      R"({"type": "object", "properties": {"c": {"type": "string"}, "u": {"enum": ["a", "b"]}}, "required": ["c", "u"]})");
+  EXPECT_EQ(blocked_after(g, "[{\"c\": \"P\", \"u\": \"a\"}, {\"c\": \"P\", \"u\": \"b\"}, {\"c\": \"P"),
+            (names{"\"", "\","}));
+  // One unit left: only that one stays open.
+  EXPECT_EQ(blocked_after(g, "[{\"c\": \"P\", \"u\": \"a\"}, {\"c\": \"P"), names{});
+  EXPECT_EQ(blocked_after(g, "[{\"c\": \"P\", \"u\": \"a\"}, {\"c\": \"P\", \"u\": \""), names{"a"});
+  // An enum used up: no ',' for another item, so the array closes.
+  const grammar e = unique_array(R"({"enum": ["a", "b"]})");
+  EXPECT_EQ(blocked_after(e, "[\"a\", \"b\""), names{","});
+  EXPECT_EQ(blocked_after(e, "[\"a\""), names{});
+}
+
 TEST_F(DistinctItems, OnlyDistinctArraysAreChecked) {
   const grammar plain = compile_json_schema(boost::json::parse(R"({"type": "array", "items": {"type": "string"}})"));
   EXPECT_EQ(blocked_after(plain, "[\"a\", \"a"), names{});
