@@ -330,7 +330,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
                             {"kv_cache_memory_bytes", std::to_string(static_cast<uint64_t>(exec.n_kv_blocks()) *
                                                                                kv_cache::bytes_per_block(in.model->config, exec.block_size(), parse_kv_dtype(opts.model.kv_cache_dtype)))}});
   if (ecfg.speculative.enabled()) metrics.set_num_speculative_tokens(ecfg.speculative.num_speculative_tokens);
-  api::constraint_compiler constraints(*in.model->tok);
+  api::constraint_compiler constraints(*in.model->tok, so.json_whitespace == "compact");
   const api::tool_call_format tool_format = tool_format_of(so, in.tmpl.get());
   spdlog::info("Tool calls: {} format ({})", api::tool_call_format_name(tool_format),
                so.tool_call_parser.empty() ? "from the chat template" : "--tool-call-parser");

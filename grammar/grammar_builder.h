@@ -69,6 +69,9 @@ class grammar_builder {
   // Marks rule as a JSON array of distinct items (grammar_ir.h rule::distinct).
   void set_distinct(int32_t rule) { g_.rules.at(static_cast<size_t>(rule)).distinct = true; }
   void set_distinct_top_level() { g_.distinct_top_level = true; }
+  // JSON whitespace (json_schema.h): bounded (the default) or none at all.
+  void set_json_compact(bool compact) { json_compact_ = compact; }
+  bool json_compact() const { return json_compact_; }
   // Copies every rule of g (a finished grammar) into this one, references
   // renumbered, and returns the index of its root. Counts against the bounds.
   int32_t embed(const grammar& g);
@@ -86,6 +89,7 @@ class grammar_builder {
   std::function<std::string()> where_;
   grammar g_;
   size_t n_symbols_ = 0;
+  bool json_compact_ = false;
 };
 
 }  // namespace spate::grammar

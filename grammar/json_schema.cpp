@@ -527,8 +527,9 @@ alternative add_json_schema(grammar_builder& b, const boost::json::value& schema
 
 alternative add_json_object(grammar_builder& b) { return {ref(json_detail::json_rules(b).object)}; }
 
-grammar compile_json_schema(const boost::json::value& schema) {
+grammar compile_json_schema(const boost::json::value& schema, bool compact) {
   grammar_builder b([] { return std::string("(root): "); });
+  b.set_json_compact(compact);
   const int32_t root = b.add_rule("root", {add_json_schema(b, schema)});
   try {
     return b.finish(root);
@@ -537,8 +538,9 @@ grammar compile_json_schema(const boost::json::value& schema) {
   }
 }
 
-grammar compile_json_object() {
+grammar compile_json_object(bool compact) {
   grammar_builder b;
+  b.set_json_compact(compact);
   const json_detail::json_rules r(b);
   return b.finish(b.add_rule("root", {{ref(r.object)}}));
 }

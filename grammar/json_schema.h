@@ -17,7 +17,8 @@
 //     may be true/false (no effect in strict mode).
 //   - Whitespace: between tokens of objects and arrays, one optional " " or a
 //     newline plus up to k_max_json_indent spaces/tabs; none around the whole
-//     value, none inside enum/const values (written compactly).
+//     value, none inside enum/const values (written compactly). With a
+//     compact builder (set_json_compact), none at all.
 //   - Integers: -?(0|[1-9][0-9]*) with at most k_max_integer_digits digits;
 //     "-0" is not generated. minimum/maximum/exclusive* (also draft-4
 //     boolean exclusives) give exact digit-range grammars (bounds are
@@ -138,8 +139,9 @@ inline constexpr int k_max_duration_digits = 6;
 alternative add_json_schema(grammar_builder& b, const boost::json::value& schema);
 // Any JSON object (response_format json_object): '{' ... '}' with any members/values.
 alternative add_json_object(grammar_builder& b);
-// A validated grammar whose root is the value.
-grammar compile_json_schema(const boost::json::value& schema);
-grammar compile_json_object();
+// A validated grammar whose root is the value. compact: no whitespace
+// between tokens at all (grammar_builder::set_json_compact).
+grammar compile_json_schema(const boost::json::value& schema, bool compact = false);
+grammar compile_json_object(bool compact = false);
 
 }  // namespace spate::grammar

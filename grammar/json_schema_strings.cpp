@@ -245,7 +245,9 @@ json_rules::json_rules(grammar_builder& b) {
   }
   const symbol digit = byte_set({{'0', '9'}});
   // ws ::= ( " " | "\n" [ \t]{0,k_max_json_indent} )?  -- bounded, so a generation cannot idle in it.
-  ws = b.add_rule("%json-ws", {{one(' ')}, alternative{one('\n')} + b.repeat({byte_set({{' ', ' '}, {'\t', '\t'}})}, 0, k_max_json_indent), {}});
+  // Compact (--json-whitespace compact, as vLLM's disable_any_whitespace): none at all.
+  ws = b.json_compact() ? b.add_rule("%json-ws", {{}})
+                        : b.add_rule("%json-ws", {{one(' ')}, alternative{one('\n')} + b.repeat({byte_set({{' ', ' '}, {'\t', '\t'}})}, 0, k_max_json_indent), {}});
   // One character: any code point from U+0020 except '"' and '\', or an escape.
   const alternative plain = b.code_points({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, k_max_code_point}});
   const symbol hex = byte_set({{'0', '9'}, {'a', 'f'}, {'A', 'F'}});

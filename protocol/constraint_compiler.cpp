@@ -140,7 +140,7 @@ std::string constraint_key(const output_constraint& c) {
   return key;
 }
 
-constraint_compiler::constraint_compiler(const tokenizer& tok) {
+constraint_compiler::constraint_compiler(const tokenizer& tok, bool compact_json) : compact_json_(compact_json) {
   auto pieces = std::make_shared<std::vector<std::string>>(static_cast<size_t>(tok.n_vocab()));
   for (int32_t id = 0; id < tok.n_vocab(); ++id) (*pieces)[static_cast<size_t>(id)] = tok.token_to_piece(id, false);
   trie_ = std::make_shared<const grammar::vocab_trie>(*pieces);
@@ -153,10 +153,10 @@ std::shared_ptr<const grammar::grammar> constraint_compiler::build(const output_
   switch (c.type) {
     case kind::grammar: return std::make_shared<const grammar::grammar>(grammar::parse_gbnf(c.text));
     case kind::choice: return std::make_shared<const grammar::grammar>(choice_grammar(c.choices));
-    case kind::json_object: return std::make_shared<const grammar::grammar>(grammar::compile_json_object());
-    case kind::json_schema: return std::make_shared<const grammar::grammar>(grammar::compile_json_schema(c.schema));
+    case kind::json_object: return std::make_shared<const grammar::grammar>(grammar::compile_json_object(compact_json_));
+    case kind::json_schema: return std::make_shared<const grammar::grammar>(grammar::compile_json_schema(c.schema, compact_json_));
     case kind::regex: return std::make_shared<const grammar::grammar>(grammar::compile_regex(c.text));
-    case kind::tool_calls: return std::make_shared<const grammar::grammar>(build_tool_grammar(c.schema, answer));
+    case kind::tool_calls: return std::make_shared<const grammar::grammar>(build_tool_grammar(c.schema, answer, compact_json_));
     case kind::none: break;
   }
   throw grammar::grammar_error("no constraint");

@@ -48,7 +48,8 @@ class constraint_compiler {
  public:
   // Builds the vocabulary trie from the tokenizer's token bytes (control
   // tokens have none and are never allowed by a grammar).
-  explicit constraint_compiler(const tokenizer& tok);
+  // compact_json: JSON grammars without whitespace (--json-whitespace compact).
+  explicit constraint_compiler(const tokenizer& tok, bool compact_json = false);
   ~constraint_compiler();
 
   // The spec for c (null when c is none), or a 400 naming c.param and saying
@@ -66,6 +67,7 @@ class constraint_compiler {
   std::shared_ptr<const grammar::grammar> build(const output_constraint& c, const grammar::grammar* answer) const;
 
   std::shared_ptr<const std::vector<std::string>> pieces_;  // token id -> bytes
+  bool compact_json_ = false;
   std::shared_ptr<const grammar::vocab_trie> trie_;
   mutable std::mutex mu_;
   std::list<std::string> lru_;  // keys, most recent first

@@ -167,11 +167,12 @@ json::value tool_grammar_spec(const tool_request& t, tool_call_format f, const o
                       {"answer", with_answer ? answer_spec(answer) : json::value(nullptr)}};
 }
 
-grammar::grammar build_tool_grammar(const json::value& spec, const grammar::grammar* answer) {
+grammar::grammar build_tool_grammar(const json::value& spec, const grammar::grammar* answer, bool compact_json) {
   const json::object& s = spec.as_object();
   const tool_call_format f = *tool_call_format_from_name(s.at("format").as_string());
   const tool_call_syntax syn = syntax_of(f);
   grammar_builder b;
+  b.set_json_compact(compact_json);
   std::vector<alternative> root;
   if (s.at("free_text").as_bool() && syn.text_before_calls) {
     const std::string_view trigger = f == tool_call_format::hermes ? "<tool_call>" : "[TOOL_CALLS]";

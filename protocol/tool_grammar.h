@@ -52,6 +52,7 @@ bool wraps_answer(const output_constraint& c);
 
 // answer: the compiled grammar of spec's "answer" (null when it has none).
 // Throws grammar::grammar_error (a function's parameters are not a schema we compile).
-grammar::grammar build_tool_grammar(const boost::json::value& spec, const grammar::grammar* answer);
+// compact_json: no whitespace in the arguments' JSON (--json-whitespace compact).
+grammar::grammar build_tool_grammar(const boost::json::value& spec, const grammar::grammar* answer, bool compact_json = false);
 
 }  // namespace spate::api

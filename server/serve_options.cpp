@@ -24,6 +24,8 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("ssl-ciphers", po::value(&o.ssl_ciphers)->default_value(o.ssl_ciphers), "TLS 1.2 cipher list (OpenSSL syntax; TLS 1.3 suites are OpenSSL's defaults). Default: ECDHE with AEAD only")
       ("chat-template", po::value(&o.chat_template_file), "Jinja chat template file overriding the model's")
       ("pooling", po::value(&o.pooling), "pooling of /v1/embeddings: mean, last or cls (default: the model's pooling_type, else last)")
+      ("json-whitespace", po::value(&o.json_whitespace)->default_value(o.json_whitespace),
+       "whitespace in constrained JSON (structured outputs, tool arguments): bounded (one space, or a newline and up to 20 spaces or tabs, between tokens) or compact (none, as vLLM's disable_any_whitespace)")
       ("tool-call-parser", po::value(&o.tool_call_parser), "tool-call format of the model's output: hermes (qwen), llama3_json, mistral or generic (default: from the chat template)")
       ("enable-auto-tool-choice", po::bool_switch(), "accepted for vLLM compatibility: tool_choice \"auto\" is always enabled")
       ("allowed-origins", po::value(&o.allowed_origins_json)->default_value(o.allowed_origins_json), "CORS: allowed origins, a JSON list (\"*\" = any)")
@@ -52,6 +54,8 @@ std::string finish_serve_options(serve_options& o) {
   if (o.max_connections < 1) return "--max-connections must be >= 1";
   if (!o.pooling.empty() && o.pooling != "mean" && o.pooling != "last" && o.pooling != "cls")
     return "--pooling must be one of mean, last, cls; got '" + o.pooling + "'";
+  if (o.json_whitespace != "bounded" && o.json_whitespace != "compact")
+    return "--json-whitespace must be bounded or compact; got '" + o.json_whitespace + "'";
   if (!o.tool_call_parser.empty() && !api::tool_call_format_from_name(o.tool_call_parser))
     return "--tool-call-parser must be one of hermes, qwen, llama3_json, mistral, generic; got '" + o.tool_call_parser + "'";
   for (auto [name, v] : {std::pair{"--header-timeout", o.header_timeout_s}, {"--body-timeout", o.body_timeout_s},

@@ -218,5 +218,15 @@ TEST(JsonSchema, EnumAndConstUseCanonicalSerializations) {
   EXPECT_EQ(error_of(R"({"enum": [1], "minimum": 3})"), "(root): 'minimum' alongside 'enum' is not supported");
 }
 
+TEST(JsonSchema, CompactHasNoWhitespaceBetweenTokens) {
+  const auto g = std::make_shared<const grammar>(compile_json_schema(
+      boost::json::parse(R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}, "required": ["a"]})"), true));
+  EXPECT_TRUE(accepts(g, R"({"a":[1,2]})"));
+  for (const char* spaced : {R"({ "a":[1,2]})", R"({"a": [1,2]})", R"({"a":[1, 2]})", "{\"a\":[1,2]\n}"}) EXPECT_FALSE(accepts(g, spaced)) << spaced;
+  const auto obj = std::make_shared<const grammar>(compile_json_object(true));
+  EXPECT_TRUE(accepts(obj, R"({"k":"a b","n":{"m":[]}})"));  // spaces inside strings stay
+  EXPECT_FALSE(accepts(obj, R"({"k": 1})"));
+}
+
 }  // namespace
 }  // namespace spate::grammar

@@ -202,3 +202,31 @@ def test_json_object_has_no_repeated_key(client):
         choice = r.choices[0]
         if choice.finish_reason == "stop":
             json.loads(choice.message.content, object_pairs_hook=no_dup_keys)
+
+
+def outside_strings(text):
+    """The text with JSON strings removed."""
+    out, in_str, esc = [], False, False
+    for ch in text:
+        if in_str:
+            esc, in_str = (not esc and ch == "\\"), (in_str if esc or ch != '"' else False)
+        elif ch == '"':
+            in_str = True
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def test_compact_json_whitespace():
+    s = SpateServer("--json-whitespace", "compact").wait_ready()
+    try:
+        c = openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0)
+        r = c.chat.completions.create(model=MODEL_NAME, temperature=0.7, seed=1, max_tokens=120,
+                                      response_format={"type": "json_object"},
+                                      messages=[{"role": "user", "content": "Return a JSON object about a cat."}])
+        text = r.choices[0].message.content
+        assert not any(ch in outside_strings(text) for ch in " \t\n\r"), text
+        call = chat(c, tool_choice="required", seed=2, parallel_tool_calls=False).choices[0].message.tool_calls[0]
+        assert not any(ch in outside_strings(call.function.arguments) for ch in " \t\n\r"), call.function.arguments
+    finally:
+        s.stop()

@@ -104,5 +104,17 @@ TEST(FinishServeOptions, DefaultCiphersAreEcdheWithAeadOnly) {
   EXPECT_NE(finish_serve_options(o), "");
 }
 
+
+TEST(FinishServeOptions, JsonWhitespaceIsBoundedOrCompact) {
+  for (const char* ok : {"bounded", "compact"}) {
+    serve_options o;
+    o.json_whitespace = ok;
+    EXPECT_EQ(finish_serve_options(o), "") << ok;
+  }
+  serve_options bad;
+  bad.json_whitespace = "any";
+  EXPECT_NE(finish_serve_options(bad).find("--json-whitespace"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace spate::cli
