@@ -13,34 +13,13 @@
 
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
+#include "json_schema_test_util.h"
 #include "grammar/matcher.h"
 
 namespace spate::grammar {
 namespace {
 
-std::shared_ptr<const grammar> compile(const std::string& schema) {
-  return std::make_shared<const grammar>(compile_json_schema(boost::json::parse(schema)));
-}
-
-bool accepts(const std::shared_ptr<const grammar>& g, const std::string& s) {
-  matcher m(g);
-  return m.advance(s) && m.can_end();
-}
-
-std::string error_of(const std::string& schema) {
-  try {
-    compile_json_schema(boost::json::parse(schema));
-  } catch (const grammar_error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-void expect_accepts(const std::string& schema, std::initializer_list<std::string> good, std::initializer_list<std::string> bad) {
-  const auto g = compile(schema);
-  for (const auto& s : good) EXPECT_TRUE(accepts(g, s)) << schema << " should accept " << s;
-  for (const auto& s : bad) EXPECT_FALSE(accepts(g, s)) << schema << " should reject " << s;
-}
+using namespace testing_util;
 
 TEST(JsonSchema, AnyValueForTrueAndEmptySchema) {
   for (const char* schema : {"true", "{}", R"({"description": "anything"})"}) {

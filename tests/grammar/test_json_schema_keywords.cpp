@@ -15,28 +15,13 @@
 #include <vector>
 
 #include "grammar/json_schema.h"
+#include "json_schema_test_util.h"
 #include "grammar/matcher.h"
 
 namespace spate::grammar {
 namespace {
 
-std::shared_ptr<const grammar> compile(const std::string& schema) {
-  return std::make_shared<const grammar>(compile_json_schema(boost::json::parse(schema)));
-}
-
-bool accepts(const std::shared_ptr<const grammar>& g, const std::string& s) {
-  matcher m(g);
-  return m.advance(s) && m.can_end();
-}
-
-std::string error_of(const std::string& schema) {
-  try {
-    compile_json_schema(boost::json::parse(schema));
-  } catch (const grammar_error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using namespace testing_util;
 
 // ---------------------------------------------------------------- accepted / refused texts
 

@@ -89,13 +89,6 @@ def no_network():
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = SpateServer().wait_ready()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
 def v1(server):
     return server.base_url + "/v1"
 

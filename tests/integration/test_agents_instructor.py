@@ -54,13 +54,6 @@ def no_network():
         yield
 
 
-@pytest.fixture(scope="module")
-def server():
-    s = SpateServer().wait_ready()
-    yield s
-    s.stop()
-
-
 def patched(server, mode, seen):
     """An instructor client over an OpenAI client that appends each request's path to seen."""
     client = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)

@@ -18,13 +18,6 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength
           "required": ["city", "population"], "additionalProperties": False}
 
 
-@pytest.fixture(scope="module")
-def server():
-    s = SpateServer().wait_ready()
-    yield s
-    s.stop()
-
-
 def run(ws, body):
     ws.send(json.dumps({"type": "response.create", "model": MODEL_NAME, **body}))
     events = []

@@ -63,18 +63,6 @@ PARAMS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 ASK = [{"role": "user", "content": "What is the weather in Paris, in celsius?"}]
 
 
-@pytest.fixture(scope="module")
-def server():
-    s = SpateServer().wait_ready()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
-
-
 def assert_valid_calls(calls, allowed=None):
     assert calls, "no tool calls"
     for c in calls:

@@ -47,18 +47,6 @@ ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 SYNTAX = ('"tool_calls"', '"arguments"', '{"name"', '"response"')
 
 
-@pytest.fixture(scope="module")
-def server():
-    s = SpateServer().wait_ready()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def client(server):
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
-
-
 def chat(client, **kw):
     base = dict(model=MODEL_NAME, messages=ASK, tools=[WEATHER], temperature=0.7)
     base.update(kw)
