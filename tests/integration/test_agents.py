@@ -244,29 +244,18 @@ def assert_no_retry_prompts(messages):
             assert not retries, f"the framework rejected an answer: {retries[0].content}"
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["tool_output", "native_output"])
 @pytest.mark.parametrize("api", ["chat", "responses"])
-def test_pydantic_ai_tool_output(v1, api):
-    """The default output mode: Weather is a final_result tool and text is not
-    allowed, so pydantic-ai sends tool_choice "required". get_weather disables
-    itself after one call, so at the latest turn 2 has only final_result: the
-    run ends with a Weather within 2 requests."""
-    calls = []
-    agent = pai_agent(v1, api, calls, once=True, output_type=Weather)
-    r = agent.run_sync(PROMPT, usage_limits=UsageLimits(request_limit=3))
-    assert isinstance(r.output, Weather)
-    assert 1 <= r.usage.requests <= 2
-    assert_no_retry_prompts(r.all_messages())
-    assert_calls_valid(calls)
-
-
-@pytest.mark.parametrize("api", ["chat", "responses"])
-def test_pydantic_ai_native_output(v1, api):
-    """NativeOutput(Weather) with a tool: response_format json_schema (Responses:
+def test_pydantic_ai_output_type(v1, api, native):
+    """The default output mode (tool_output): Weather is a final_result tool
+    and text is not allowed, so pydantic-ai sends tool_choice "required".
+    NativeOutput(Weather) with a tool: response_format json_schema (Responses:
     text.format) together with tools under tool_choice auto; the answer is
-    tool calls or a Weather message. get_weather disables itself after one
-    call, so turn 2 has only the schema: a Weather within 2 requests."""
+    tool calls or a Weather message. Either way get_weather disables itself
+    after one call, so turn 2 has only the output: a Weather within 2 requests."""
     calls = []
-    agent = pai_agent(v1, api, calls, once=True, output_type=pydantic_ai.NativeOutput(Weather))
+    output_type = pydantic_ai.NativeOutput(Weather) if native else Weather
+    agent = pai_agent(v1, api, calls, once=True, output_type=output_type)
     r = agent.run_sync(PROMPT, usage_limits=UsageLimits(request_limit=3))
     assert isinstance(r.output, Weather)
     assert 1 <= r.usage.requests <= 2
