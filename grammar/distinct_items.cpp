@@ -34,7 +34,10 @@ void distinct_items::advance(uint8_t c, const matcher& m) {
 
 void distinct_items::push(uint8_t c) {
   text_.push_back(static_cast<char>(c));
-  opts_.push_back(options_);
+  // Interned: a grammar has few distinct choice sets, so each byte costs 4.
+  const auto [at, fresh] = option_ids_.try_emplace(options_, static_cast<uint32_t>(option_sets_.size()));
+  if (fresh) option_sets_.push_back(options_);
+  opts_.push_back(at->second);
 }
 
 void distinct_items::step(uint8_t c, const matcher& m) {
@@ -227,7 +230,7 @@ void distinct_items::patterns_of(const frame& f, std::vector<pattern>& out) cons
       dead[i] = true;
       continue;
     }
-    const std::bitset<256> options = i > 0 ? opts_[nd.at] : before_comma ? first_options(f) : options_now();
+    const std::bitset<256> options = i > 0 ? option_sets_[opts_[nd.at]] : before_comma ? first_options(f) : options_now();
     bool all = options.any();
     for (size_t b = 0; b < 256 && all; ++b) {
       if (!options.test(b)) continue;
@@ -266,7 +269,7 @@ distinct_items::pattern distinct_items::pattern_of(std::string_view item, size_t
 // The choices at the first byte of an item after a ',' (as the earlier items
 // were written; the first item's also allowed the array's end).
 std::bitset<256> distinct_items::first_options(const frame& f) const {
-  std::bitset<256> o = opts_[f.items.back().begin];
+  std::bitset<256> o = option_sets_[opts_[f.items.back().begin]];
   if (f.items.size() == 1) o.reset(']');
   return o;
 }

@@ -43,7 +43,8 @@
 //
 // Bounds: nesting k_max_depth (deeper values are not checked), at most
 // k_max_items items remembered per list (later ones are not compared), the
-// generated text kept once, with the 32-byte set of choices at each byte.
+// generated text kept once, with a 4-byte id of the set of choices at each
+// byte (the sets interned: a grammar has few).
 //
 // Thread-safety: one thread at a time, like the matcher it follows.
 #pragma once
@@ -52,6 +53,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/matcher.h"
@@ -121,7 +123,9 @@ class distinct_items {
   bool in_string_ = false, escape_ = false, in_scalar_ = false, key_string_ = false;
   std::bitset<256> next_allowed_ = std::bitset<256>().set();  // the matcher's bytes after the last one
   std::bitset<256> options_;               // the choices for the byte being consumed
-  std::vector<std::bitset<256>> opts_;     // per byte of text_: the choices it was made among
+  std::vector<uint32_t> opts_;             // per byte of text_: the choices it was made among (in option_sets_)
+  std::vector<std::bitset<256>> option_sets_;
+  std::unordered_map<std::bitset<256>, uint32_t> option_ids_;
 };
 
 }  // namespace spate::grammar
