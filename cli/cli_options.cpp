@@ -161,19 +161,22 @@ bool env_true(const char* name) {
 }  // namespace
 
 void add_engine_options(po::options_description& desc, engine_options& o) {
+  const std::string batched_help =
+      "prompt tokens per step: chunks, or whole prompts with --no-enable-chunked-prefill; the running sequences' decodes "
+      "come on top (0 = auto: with chunked prefill, measured after warmup so a chunk costs about four 1-token steps, " +
+      std::to_string(k_default_chunked_batched_tokens) + " when warmup is skipped; " +
+      std::to_string(k_default_batched_tokens) + " without)";
   desc.add_options()
-      ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(256), "sequences scheduled together per step")
-      ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(0),
-       "prompt tokens per step: chunks, or whole prompts with --no-enable-chunked-prefill; the running sequences' decodes "
-       "come on top (0 = auto: with chunked prefill, measured after warmup so a chunk costs about four 1-token steps, "
-       "24 when warmup is skipped; 128 without)")
+      ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(scheduler_config{}.max_num_seqs), "sequences scheduled together per step")
+      ("max-num-batched-tokens", po::value(&o.max_num_batched_tokens)->default_value(scheduler_config{}.max_num_batched_tokens),
+       batched_help.c_str())
       ("enable-chunked-prefill", po::bool_switch(&o.enable_chunked_prefill_flag),
        "split prompts into chunks that share steps with decodes (default)")
       ("no-enable-chunked-prefill", po::bool_switch(&o.no_enable_chunked_prefill_flag),
        "prefill whole prompts in steps of their own, alternating with decode steps")
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
-      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(4096), "requests waiting to run at most; more are rejected (each embeddings input counts as one)")
+      ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(engine_config{}.max_queued_requests), "requests waiting to run at most; more are rejected (each embeddings input counts as one)")
       ("speculative-config", po::value(&o.speculative_config_json),
        "speculative decoding, a JSON object as in vLLM: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": \"draft.gguf\", \"num_speculative_tokens\": 4}");
@@ -185,16 +188,12 @@ std::string finish_engine_options(engine_options& o) {
   if (o.enable_chunked_prefill_flag && o.no_enable_chunked_prefill_flag) {
     return "--enable-chunked-prefill and --no-enable-chunked-prefill are mutually exclusive";
   }
-  o.enable_chunked_prefill = !o.no_enable_chunked_prefill_flag;
-  if (o.max_num_batched_tokens == 0) {
-    o.auto_prefill_budget = o.enable_chunked_prefill;
-    o.max_num_batched_tokens = o.enable_chunked_prefill ? k_default_chunked_batched_tokens : k_default_batched_tokens;
-  }
+  o.enable_chunked_prefill = o.enable_chunked_prefill_flag || (!o.no_enable_chunked_prefill_flag && scheduler_config{}.enable_chunked_prefill);
   if (o.max_queued_requests < 1) return "--max-queued-requests must be >= 1";
   if (o.enable_prefix_caching_flag && o.no_enable_prefix_caching_flag) {
     return "--enable-prefix-caching and --no-enable-prefix-caching are mutually exclusive";
   }
-  o.enable_prefix_caching = !o.no_enable_prefix_caching_flag;
+  o.enable_prefix_caching = o.enable_prefix_caching_flag || (!o.no_enable_prefix_caching_flag && engine_config{}.enable_prefix_caching);
   if (auto err = parse_speculative_config(o.speculative_config_json, o.speculative, o.draft_model_path); !err.empty()) {
     return err;
   }
@@ -215,9 +214,6 @@ engine_config make_engine_config(const model_options& mo, const engine_options& 
   c.sched.max_num_seqs = eo.max_num_seqs;
   c.sched.max_num_batched_tokens = eo.max_num_batched_tokens;
   c.sched.enable_chunked_prefill = eo.enable_chunked_prefill;
-  // With nothing decoding, a step may take a whole burst's first prompts (as without chunking).
-  if (eo.auto_prefill_budget) c.sched.idle_prefill_budget = k_default_batched_tokens;
-  c.auto_prefill_budget = eo.auto_prefill_budget;
   c.enable_prefix_caching = eo.enable_prefix_caching;
   c.max_queued_requests = eo.max_queued_requests;
   c.buckets = eo.buckets;

@@ -60,39 +60,25 @@ struct model_options {
 // Options of the serving engine (scheduler, prefix cache, queue), plus the
 // SPATE_{PROMPT,DECODE}_{BS,SEQ,BLOCK}_BUCKET_{MIN,STEP,MAX} and
 // SPATE_SKIP_WARMUP environment variables, read once by finish_engine_options().
-inline constexpr int32_t k_default_batched_tokens = 128;
-inline constexpr int32_t k_default_chunked_batched_tokens = 24;
-
 struct engine_options {
-  int32_t max_num_seqs = 256;             // --max-num-seqs
+  // Defaults come from the typed engine configuration (engine_config.h):
+  // one default per setting, read by the flags' descriptions too.
+  int32_t max_num_seqs = scheduler_config{}.max_num_seqs;  // --max-num-seqs
   // --max-num-batched-tokens: prompt tokens per step (the running sequences'
-  // decodes come on top, see engine/scheduler.h); 0 = auto:
-  // k_default_batched_tokens, or k_default_chunked_batched_tokens with
-  // --enable-chunked-prefill (the chunk size: small enough that a mixed step
-  // stays within a few decode steps' time on a small CPU, so inter-token
-  // latency stays bounded. perf/bench_serving.sh --scenario chunked, 8
-  // decoding streams and a 2,000-token prompt, mixed-step ITL p99: 60-67 ms
-  // with 24, 73-100 ms with 32; 24 and 16 gave long-prompt TTFTs of 3.8 s and
-  // 4.7 s).
-  // Without chunked prefill, 128 keeps a burst of prompts
-  // from being prefilled in long steps, so the first prompts of a burst get
-  // their first token early (TTFT) and running streams wait one short prefill
-  // step between tokens (ITL), at the same prefill rate (spate_bench pp64 to
-  // pp256 are within noise of each other); a prompt longer than the budget
-  // still runs, alone in its step.
+  // decodes come on top, see engine/scheduler.h); 0 = auto (engine_config.h,
+  // k_default_batched_tokens: measured after warmup with chunked prefill).
   int32_t max_num_batched_tokens = 0;
   bool enable_chunked_prefill_flag = false;     // --enable-chunked-prefill (the default)
   bool no_enable_chunked_prefill_flag = false;  // --no-enable-chunked-prefill
   bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
   bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
-  int32_t max_queued_requests = 4096;     // --max-queued-requests
+  int32_t max_queued_requests = engine_config{}.max_queued_requests;  // --max-queued-requests
   std::string speculative_config_json;    // --speculative-config (cli/speculative_options.h)
   // Filled by finish_engine_options():
-  bool enable_chunked_prefill = true;
-  bool auto_prefill_budget = false;       // chunked and --max-num-batched-tokens 0: measured after warmup
+  bool enable_chunked_prefill = scheduler_config{}.enable_chunked_prefill;
   speculative_config speculative;
   std::string draft_model_path;           // "model" of --speculative-config
-  bool enable_prefix_caching = true;
+  bool enable_prefix_caching = engine_config{}.enable_prefix_caching;
   bucket_config buckets;
   bool skip_warmup = false;
 };

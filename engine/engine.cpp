@@ -87,7 +87,7 @@ void engine::impl::start() {
     spdlog::info("Skipping warmup (skip_warmup)");
   } else {
     warmup();
-    if (cfg_.auto_prefill_budget && cfg_.sched.enable_chunked_prefill) sched_.set_max_num_batched_tokens(measure_prefill_budget());
+    if (cfg_.sched.auto_batched_tokens() && cfg_.sched.enable_chunked_prefill) sched_.set_max_num_batched_tokens(measure_prefill_budget());
   }
   started_ = true;
   thread_ = std::thread([this] { thread_main(); });

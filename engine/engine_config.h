@@ -12,14 +12,36 @@
 
 namespace spate {
 
+// The defaults of max_num_batched_tokens when it is 0 ("auto"), the one place
+// they live (the command line, the config file and warmup read them here):
+// - without chunked prefill, k_default_batched_tokens keeps a burst of prompts
+//   from being prefilled in long steps, so the first prompts of a burst get
+//   their first token early (TTFT) and running streams wait one short prefill
+//   step between tokens (ITL), at the same prefill rate (spate_bench pp64 to
+//   pp256 are within noise of each other); a longer prompt still runs, alone
+//   in its step;
+// - with chunked prefill, the engine measures the budget after warmup
+//   (engine::impl::measure_prefill_budget, logged as "Chunked prefill budget:
+//   ..."), and k_default_chunked_batched_tokens is the chunk when warmup is
+//   skipped: small enough that a mixed step stays within a few decode steps on
+//   a small CPU (perf: bench_serving --scenario chunked, 8 decoding streams and
+//   a 2,000-token prompt, mixed-step ITL p99 60-67 ms with 24, 73-100 ms with
+//   32; 16 gave longer TTFTs). A step with nobody decoding may then take
+//   k_default_batched_tokens (idle_prefill_budget).
+inline constexpr int32_t k_default_batched_tokens = 128;
+inline constexpr int32_t k_default_chunked_batched_tokens = 24;
+
 struct scheduler_config {
   int32_t max_num_seqs = 256;             // running sequences at most
-  int32_t max_num_batched_tokens = 8192;  // prompt tokens per step (decodes come on top)
+  // Prompt tokens per step (the running sequences' decodes come on top);
+  // >= 0, 0 = auto (above; resolved by the scheduler, auto_batched_tokens()).
+  int32_t max_num_batched_tokens = 0;
   int32_t max_model_len = 2048;           // prompt + max_tokens at most
-  bool enable_chunked_prefill = false;
+  bool enable_chunked_prefill = true;  // prompts split into chunks that share steps with decodes
   // Chunked prefill: the prompt-token budget of a step in which no running
   // request is decoding (nobody's tokens wait on it), when above
-  // max_num_batched_tokens. 0: max_num_batched_tokens always.
+  // max_num_batched_tokens. 0: max_num_batched_tokens always, except with an
+  // auto budget, where it is k_default_batched_tokens.
   int32_t idle_prefill_budget = 0;
   // Prefill steps that may delay running decodes. 1 (default): while both
   // have work, prefill and decode steps alternate; measured on the serving
@@ -37,6 +59,8 @@ struct scheduler_config {
   // engine, not a user option). > 0: after each step a sequence releases its
   // leading blocks that no later query reads. 0: blocks stay until the end.
   int32_t kv_window = 0;
+
+  bool auto_batched_tokens() const { return max_num_batched_tokens == 0; }
 };
 
 class draft_proposer;
@@ -66,14 +90,14 @@ struct engine_config {
                                          // 2048-input embeddings request, OpenAI's maximum, with others waiting)
   bucket_config buckets;
   speculative_config speculative;
-  bool skip_warmup = false;              // no dummy forward per bucket before serving
-  // Chunked prefill: after warmup, time a 1-token step and two prefill steps
-  // and set sched.max_num_batched_tokens so that a step's prompt chunk costs
-  // about four 1-token steps (about a decode step of a dozen streams, so a
-  // mixed step stays within a few decode steps, bounding inter-token
-  // latency); sched.max_num_batched_tokens stays as given when warmup is
-  // skipped. Logged as "Chunked prefill budget: ...".
-  bool auto_prefill_budget = false;
+  // No dummy forward per bucket before serving. With chunked prefill and an
+  // auto budget (sched.max_num_batched_tokens 0), warmup also times a 1-token
+  // step and two prefill steps and sets the budget so that a step's prompt
+  // chunk costs about four 1-token steps (about a decode step of a dozen
+  // streams, so a mixed step stays within a few decode steps, bounding
+  // inter-token latency); skipped, the budget is
+  // k_default_chunked_batched_tokens.
+  bool skip_warmup = false;
   uint64_t seed = 0;                     // base of per-request seeds for requests without one
   // Liveness hook (e.g. the systemd watchdog): called on the engine thread
   // after every loop iteration, and at least every heartbeat_interval_us while

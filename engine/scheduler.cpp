@@ -27,7 +27,11 @@ forward_batch scheduler_output::to_batch() const {
 scheduler::scheduler(const scheduler_config& cfg, kv_block_manager& kv, draft_proposer* proposer)
     : cfg_(cfg), kv_(kv), proposer_(proposer) {
   if (cfg_.max_num_seqs < 1) throw std::invalid_argument("max_num_seqs must be >= 1");
-  if (cfg_.max_num_batched_tokens < 1) throw std::invalid_argument("max_num_batched_tokens must be >= 1");
+  if (cfg_.max_num_batched_tokens < 0) throw std::invalid_argument("max_num_batched_tokens must be >= 0 (0 = auto)");
+  if (cfg_.auto_batched_tokens()) {
+    cfg_.max_num_batched_tokens = cfg_.enable_chunked_prefill ? k_default_chunked_batched_tokens : k_default_batched_tokens;
+    if (cfg_.enable_chunked_prefill && cfg_.idle_prefill_budget == 0) cfg_.idle_prefill_budget = k_default_batched_tokens;
+  }
   if (cfg_.max_model_len < 2) throw std::invalid_argument("max_model_len must be >= 2");
   cfg_.max_prefill_steps_in_row = std::max(1, cfg_.max_prefill_steps_in_row);
 }

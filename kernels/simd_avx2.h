@@ -184,13 +184,5 @@ __attribute__((always_inline)) inline float hmax(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Lane j of the result = sum of the 8 lanes of a[j] (fixed pairwise hadd order).
-__attribute__((always_inline)) inline __m256 hsum8(const __m256* a) {
-  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
 }  // namespace
 }  // namespace spate::kernels::detail

@@ -100,7 +100,6 @@ class incremental_decoder {
   std::string push(int32_t id);  // throws std::out_of_range for an id outside the vocabulary
   std::string flush();           // returns the held-back tail (as U+FFFD) and resets the state
   void reset();
-  size_t pending_bytes() const { return pending_.size(); }
 
  private:
   const tokenizer* tok_;

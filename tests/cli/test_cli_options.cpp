@@ -78,3 +78,30 @@ TEST(IsaEnv, InitKernelsNamesTheLevelAndWhy) {
 
 }  // namespace
 }  // namespace spate::cli
+
+namespace spate::cli {
+namespace {
+
+// One default per setting: the flags' defaults are the typed engine
+// configuration's, and an unset budget reaches the engine as auto (0).
+TEST(EngineOptions, DefaultsAreTheEngineConfigs) {
+  boost::program_options::options_description desc;
+  engine_options o;
+  add_engine_options(desc, o);
+  boost::program_options::variables_map vm;
+  const char* argv[] = {"spate"};
+  boost::program_options::store(boost::program_options::parse_command_line(1, argv, desc), vm);
+  boost::program_options::notify(vm);
+  ASSERT_EQ(finish_engine_options(o), "");
+  const engine_config c = make_engine_config(model_options{}, o, 512);
+  const engine_config d;
+  EXPECT_EQ(c.sched.max_num_batched_tokens, d.sched.max_num_batched_tokens);
+  EXPECT_TRUE(c.sched.auto_batched_tokens());
+  EXPECT_TRUE(c.sched.enable_chunked_prefill);
+  EXPECT_EQ(c.sched.max_num_seqs, d.sched.max_num_seqs);
+  EXPECT_EQ(c.max_queued_requests, d.max_queued_requests);
+  EXPECT_EQ(c.sched.max_model_len, 512);
+}
+
+}  // namespace
+}  // namespace spate::cli

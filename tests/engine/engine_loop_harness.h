@@ -109,6 +109,7 @@ inline engine_config small_config() {
   c.skip_warmup = true;
   c.sched.max_model_len = 64;
   c.sched.max_num_batched_tokens = 64;
+  c.sched.enable_chunked_prefill = false;  // whole prompts, each in a step of its own
   c.max_queued_requests = 64;
   c.seed = 1;
   return c;

@@ -72,8 +72,30 @@ struct sim {
   }
 };
 
+// The one default of the budget (engine_config.h): 0 means auto, resolved by
+// the scheduler; the engine may later replace it with a measured budget.
+TEST(Scheduler, AutoBudgetResolvesToTheConfigDefaults) {
+  scheduler_config c;
+  ASSERT_EQ(c.max_num_batched_tokens, 0);
+  ASSERT_TRUE(c.enable_chunked_prefill);
+  c.enable_chunked_prefill = false;
+  kv_block_manager kv(64, 4, true);
+  {
+    scheduler whole(c, kv);
+    EXPECT_EQ(whole.config().max_num_batched_tokens, k_default_batched_tokens);
+    EXPECT_EQ(whole.config().idle_prefill_budget, 0);
+  }
+  c.enable_chunked_prefill = true;
+  scheduler chunked(c, kv);
+  EXPECT_EQ(chunked.config().max_num_batched_tokens, k_default_chunked_batched_tokens);
+  EXPECT_EQ(chunked.config().idle_prefill_budget, k_default_batched_tokens);
+  c.max_num_batched_tokens = -1;
+  EXPECT_THROW(scheduler(c, kv), std::invalid_argument);
+}
+
 TEST(Scheduler, RespectsBudgetAndSequenceCap) {
   scheduler_config c;
+  c.enable_chunked_prefill = false;
   c.max_num_seqs = 3;
   c.max_num_batched_tokens = 20;
   c.max_model_len = 256;
@@ -90,6 +112,7 @@ TEST(Scheduler, RespectsBudgetAndSequenceCap) {
 
 TEST(Scheduler, RequestJoinsAtTheNextStep) {
   scheduler_config c;
+  c.enable_chunked_prefill = false;
   c.max_model_len = 256;
   sim s(c, 64, 4);
   s.add(6, 5);
@@ -106,6 +129,7 @@ TEST(Scheduler, RequestJoinsAtTheNextStep) {
 
 TEST(Scheduler, WithoutChunkingStepsArePrefillOrDecodeWithABoundedPrefillRun) {
   scheduler_config c;
+  c.enable_chunked_prefill = false;
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = 4;  // one prompt per prefill step
   c.max_model_len = 256;
@@ -134,6 +158,7 @@ TEST(Scheduler, WithoutChunkingStepsArePrefillOrDecodeWithABoundedPrefillRun) {
 
 TEST(Scheduler, WithoutChunkingADecodeStepRunsEveryRunningSequence) {
   scheduler_config c;
+  c.enable_chunked_prefill = false;
   c.max_num_seqs = 8;
   c.max_num_batched_tokens = 4;  // one prompt per prefill step
   c.max_model_len = 256;
@@ -212,6 +237,7 @@ TEST(Scheduler, ChunkedPrefillSplitsPromptsAndSharesStepsWithDecodes) {
 
 TEST(Scheduler, OversizedPromptRunsAloneWithoutChunking) {
   scheduler_config c;
+  c.enable_chunked_prefill = false;
   c.max_num_batched_tokens = 8;
   c.max_model_len = 256;
   sim s(c, 256, 4);
@@ -226,6 +252,7 @@ TEST(Scheduler, OversizedPromptRunsAloneWithoutChunking) {
 
 TEST(Scheduler, RejectsWhatCanNeverFit) {
   scheduler_config c;
+  c.enable_chunked_prefill = false;
   c.max_model_len = 64;
   kv_block_manager kv(4, 4, true);
   scheduler sched(c, kv);
@@ -257,6 +284,7 @@ TEST(Scheduler, PreemptsTheNewestWhenBlocksRunOutAndEverythingFinishes) {
 
 TEST(Scheduler, FinishFromWaitingOrRunningFreesBlocks) {
   scheduler_config c;
+  c.enable_chunked_prefill = false;
   c.max_num_seqs = 1;
   c.max_model_len = 128;
   sim s(c, 16, 4);
@@ -275,6 +303,7 @@ TEST(Scheduler, FinishFromWaitingOrRunningFreesBlocks) {
 TEST(Scheduler, SecondRequestWithTheSamePromptHitsThePrefixCache) {
   for (bool prefix : {true, false}) {
     scheduler_config c;
+  c.enable_chunked_prefill = false;
     c.max_model_len = 128;
     sim s(c, 32, 4, prefix);
     s.add(18, 3);
