@@ -70,7 +70,7 @@ struct engine_options {
   // k_default_batched_tokens, or k_default_chunked_batched_tokens with
   // --enable-chunked-prefill (the chunk size: small enough that a mixed step
   // stays within a few decode steps' time on a small CPU, so inter-token
-  // latency stays bounded. perf/bench_serving.sh --scenario chunked, 8
+  // latency stays bounded. perf/scripts/bench_serving.sh --scenario chunked, 8
   // decoding streams and a 2,000-token prompt, mixed-step ITL p99: 60-67 ms
   // with 24, 73-100 ms with 32; 24 and 16 gave long-prompt TTFTs of 3.8 s and
   // 4.7 s).

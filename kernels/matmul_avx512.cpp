@@ -216,7 +216,7 @@ inline constexpr int table_entries = half_mins_of<Dec> ? 1 : Dec::n_bias;
 
 // Software prefetch of the weight stream (single-row decode is bound by it):
 // the next group's record, into L2. Measured on Zen 4 with a 1B-shaped Q4_0
-// model (perf/bench_1b.sh, tg64, three interleaved runs per setting): into L1
+// model (perf/scripts/bench_1b.sh, tg64, three interleaved runs per setting): into L1
 // 4 groups ahead (the avx2 kernel's setting) 39-44 tok/s; into L2 4 ahead
 // 46-64; into L1 1 ahead 45-51; into L2 1 ahead 56-64. With fewer, larger
 // tasks per matmul and the first groups of a task prefetched up front

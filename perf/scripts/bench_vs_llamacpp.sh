@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: spate (perf/spate_bench.cpp) vs llama.cpp (the peer,
+# Side-by-side benchmark: spate (perf/bench/spate_bench.cpp) vs llama.cpp (the peer,
 # perf/peer/build_llama_cpp.sh) on the same GGUF file and the same threads.
 #
-# Usage: perf/bench_vs_llamacpp.sh [--model PATH]... [--reps N] [--threads T] [--out FILE]
+# Usage: perf/scripts/bench_vs_llamacpp.sh [--model PATH]... [--reps N] [--threads T] [--out FILE]
 #   --model PATH  GGUF model; repeat for several (default
 #                 ~/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf)
 #   --reps N      rounds per model (default 5); figures are medians over them

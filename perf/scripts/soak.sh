@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The soak (issue 13): starts `spate serve` on the default model on a free
-# loopback port, runs perf/soak.py against it, stops it (SIGTERM; the drain
+# loopback port, runs perf/scripts/soak.py against it, stops it (SIGTERM; the drain
 # must end cleanly), and exits with the soak's status.
 #
-# Usage: perf/soak.sh [--duration-s 1800] [--connections 64] [soak.py args...]
+# Usage: perf/scripts/soak.sh [--duration-s 1800] [--connections 64] [soak.py args...]
 # Env: SPATE_BIN (default build/spate), SPATE_MODEL (default: scripts/fetch-model.sh),
 #      SPATE_ARGS (extra `spate serve` arguments, word-split).
 set -euo pipefail
@@ -22,7 +22,7 @@ for _ in $(seq 600); do
   sleep 0.5
 done
 status=0
-python3 perf/soak.py --url "http://127.0.0.1:$PORT" --pid "$PID" --model-name soak "$@" || status=$?
+python3 perf/scripts/soak.py --url "http://127.0.0.1:$PORT" --pid "$PID" --model-name soak "$@" || status=$?
 kill -TERM $PID
 wait $PID || { echo "spate serve exited with $? on SIGTERM; log: $LOG" >&2; status=1; }
 trap - EXIT

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # A 1B-class model side by side with llama.cpp (issue 14): a random-weight
 # `llama` GGUF with Llama-3.2-1B's shape (hidden 2048, 16 layers, 32/8 heads,
-# FFN 8192) and SmolLM2's vocabulary, written by perf/make_bench_model.py in
-# F16, quantized by the peer's llama-quantize (perf/make_variants.sh) to the
-# given types, then perf/bench_vs_llamacpp.sh (pp512, tg128, bd16) on each.
+# FFN 8192) and SmolLM2's vocabulary, written by perf/scripts/make_bench_model.py in
+# F16, quantized by the peer's llama-quantize (perf/scripts/make_variants.sh) to the
+# given types, then perf/scripts/bench_vs_llamacpp.sh (pp512, tg128, bd16) on each.
 #
-# Usage: perf/bench_1b.sh [--reps N] [--threads T] [TYPE]...
+# Usage: perf/scripts/bench_1b.sh [--reps N] [--threads T] [TYPE]...
 #   TYPE     llama-quantize types (default: Q4_0 Q4_K_M)
 #   --reps   rounds per model (default 3); --threads: both engines (default 2)
 # Env: as bench_vs_llamacpp.sh (BUILD_DIR, NO_BUILD, PEER_BIN).

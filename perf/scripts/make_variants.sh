@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Make requantized variants of a GGUF model with llama.cpp's llama-quantize (the
 # peer build, perf/peer/build_llama_cpp.sh), for benchmarking spate's other
-# weight types against llama.cpp (perf/bench_vs_llamacpp.sh --model ...).
+# weight types against llama.cpp (perf/scripts/bench_vs_llamacpp.sh --model ...).
 #
-# Usage: perf/make_variants.sh [--model PATH] [--out DIR] [TYPE]...
+# Usage: perf/scripts/make_variants.sh [--model PATH] [--out DIR] [TYPE]...
 #   --model PATH  source model (default ~/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf)
 #   --out DIR     output dir (default ~/.cache/spate/models/derived)
 #   TYPE          llama-quantize types (default: Q4_0 Q8_0 Q5_0 Q5_1 Q4_K_M F16)

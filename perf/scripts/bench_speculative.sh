@@ -7,13 +7,13 @@
 #    then llama.cpp's prompt lookup (llama-lookup, --draft K vs 0) on the
 #    grounded prompts, single stream. Model: the default SmolLM2 Q4_1.
 #  --mode draft: the target is the default model's F16 variant
-#    (perf/make_variants.sh), its draft the default Q4_1. spate as above with
+#    (perf/scripts/make_variants.sh), its draft the default Q4_1. spate as above with
 #    {"model": draft}; llama.cpp's llama-server with -md draft --draft-max K
 #    and without a draft, driven by the same client (plain mode).
 # Speculation runs at every batch size here (disable_by_batch_size 0), to show
-# where it stops paying. Output: JSON lines (perf/bench_speculative.py).
+# where it stops paying. Output: JSON lines (perf/scripts/bench_speculative.py).
 #
-# Usage: perf/bench_speculative.sh [--mode ngram|draft] [--reps N] [--k K]
+# Usage: perf/scripts/bench_speculative.sh [--mode ngram|draft] [--reps N] [--k K]
 #                                  [--max-tokens N] [--streams 1,4,16] [--skip-spate]
 #                                  [--adaptive-k true|false] [--skip-peer]
 #   --adaptive-k: spate's per-request draft length (default true, as served:
@@ -54,7 +54,7 @@ case "$mode" in
     target="$SPATE_MODEL"
     spec="{\"method\": \"ngram\", \"num_speculative_tokens\": $k, \"prompt_lookup_min\": 1, \"prompt_lookup_max\": 3, \"disable_by_batch_size\": 0, \"adaptive_k\": $adaptive}" ;;
   draft)
-    PEER_BIN="$PEER_BIN" bash perf/make_variants.sh --model "$SPATE_MODEL" F16 >&2
+    PEER_BIN="$PEER_BIN" bash perf/scripts/make_variants.sh --model "$SPATE_MODEL" F16 >&2
     stem="$(basename "$SPATE_MODEL")"; stem="${stem%.gguf}"; stem="${stem%.*}"
     target="$HOME/.cache/spate/models/derived/$stem.F16.gguf"
     spec="{\"model\": \"$SPATE_MODEL\", \"num_speculative_tokens\": $k, \"disable_by_batch_size\": 0, \"adaptive_k\": $adaptive}" ;;
@@ -68,7 +68,7 @@ if ((!skip_spate)); then
 pid=$!
 wait_ready "http://127.0.0.1:$port/ready"
 echo "# spate $(basename "$target"), --speculative-config '$spec'" >&2
-python3 perf/bench_speculative.py --url "http://127.0.0.1:$port" --streams "$streams" --reps "$reps" \
+python3 perf/scripts/bench_speculative.py --url "http://127.0.0.1:$port" --streams "$streams" --reps "$reps" \
   --max-tokens "$max_tokens" --label "spate $mode adaptive_k=$adaptive"
 stop_server
 fi
@@ -76,7 +76,7 @@ fi
 
 if [[ "$mode" == ngram ]]; then
   echo "# llama.cpp llama-lookup --draft $k" >&2
-  python3 perf/bench_speculative.py --llama-lookup "$PEER_BIN/llama-lookup" --model "$SPATE_MODEL" --threads 2 \
+  python3 perf/scripts/bench_speculative.py --llama-lookup "$PEER_BIN/llama-lookup" --model "$SPATE_MODEL" --threads 2 \
     --draft "$k" --reps 1 --max-tokens "$max_tokens"
   exit 0
 fi
@@ -92,7 +92,7 @@ for with_draft in 0 1; do
   pid=$!
   wait_ready "http://127.0.0.1:$port/health"
   echo "# $label: llama-server ${args[*]}" >&2
-  python3 perf/bench_speculative.py --url "http://127.0.0.1:$port" --streams "$streams" --reps "$reps" \
+  python3 perf/scripts/bench_speculative.py --url "http://127.0.0.1:$port" --streams "$streams" --reps "$reps" \
     --max-tokens "$max_tokens" --plain-only --label "$label"
   stop_server
 done

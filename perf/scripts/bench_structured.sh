@@ -3,9 +3,9 @@
 # the same model and threads, 16 concurrent streaming chat completions per
 # schema set, constrained (response_format json_schema, strict) and
 # unconstrained (same prompts, same per-request token counts), via
-# perf/bench_structured.py.
+# perf/scripts/bench_structured.py.
 #
-# Usage: perf/bench_structured.sh [--reps N] [--model PATH] [--sets flat,nested] [--rounds R]
+# Usage: perf/scripts/bench_structured.sh [--reps N] [--model PATH] [--sets flat,nested] [--rounds R]
 #                                 [--spate-only | --peer-only] [--threads T] [--out FILE]
 #   --reps N        repetitions (default 3); figures are medians over them
 #   --model PATH    GGUF model (default ~/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf)

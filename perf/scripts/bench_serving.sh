@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Serving benchmark: `spate serve` vs llama.cpp's llama-server over HTTP
-# (perf/serving_bench.py), plus spate's engine in-process without HTTP
-# (perf/engine_serving_bench.cpp) for the HTTP/engine ratio.
+# (perf/scripts/serving_bench.py), plus spate's engine in-process without HTTP
+# (perf/bench/engine_serving_bench.cpp) for the HTTP/engine ratio.
 #
-# Usage: perf/bench_serving.sh [--reps N] [--model PATH] [--scenario S] [--spate-only | --peer-only]
+# Usage: perf/scripts/bench_serving.sh [--reps N] [--model PATH] [--scenario S] [--spate-only | --peer-only]
 #                              [--threads T] [--out FILE]
 #   --reps N        repetitions (default 3); figures are medians over them
 #   --model PATH    GGUF model (default ~/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf)
@@ -38,7 +38,7 @@
 #   peer  : llama-server -m M -t T -tb T --parallel 16 -c 40960 --host 127.0.0.1 --port P
 #           (16 slots x 2560 tokens; continuous batching and prompt cache at their
 #           defaults); ready when GET /health is 200
-# Scenarios and metrics: see perf/serving_bench.py (and perf/README.md).
+# Scenarios and metrics: see perf/scripts/serving_bench.py (and perf/README.md).
 #
 # Each rep runs, per scenario, spate over HTTP, spate in-process (throughput
 # only) and llama-server, in alternating order (odd reps spate first, even
