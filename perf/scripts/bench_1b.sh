@@ -12,7 +12,8 @@
 # Models are cached in ~/.cache/spate/models/bench/ (F16 2.1 GB, Q4_0 0.6 GB,
 # Q4_K_M 0.7 GB); delete them to redo. Needs the PyPI gguf and numpy packages.
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PERF_TAG=bench_1b
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 REPS=3
 THREADS=2
 TYPES=()
@@ -20,7 +21,7 @@ while (($#)); do
   case "$1" in
     --reps) REPS="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) perf_help "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "unknown option: $1" >&2; exit 2 ;;
     *) TYPES+=("$1"); shift ;;
   esac
@@ -30,9 +31,9 @@ DIR="$HOME/.cache/spate/models/bench"
 mkdir -p "$DIR"
 F16="$DIR/llama-1b-shape.F16.gguf"
 if [[ ! -f "$F16" ]]; then
-  echo "[bench_1b] writing $F16 (random weights)" >&2
-  python3 "$HERE/make_bench_model.py" --out "$F16" >&2
+  perf_log "writing $F16 (random weights)"
+  python3 "$PERF_SCRIPTS/make_bench_model.py" --out "$F16" >&2
 fi
 MODELS=()
-while read -r path; do MODELS+=(--model "$path"); done < <(THREADS="$THREADS" "$HERE/make_variants.sh" --model "$F16" --out "$DIR" "${TYPES[@]}")
-exec "$HERE/bench_vs_llamacpp.sh" --reps "$REPS" --threads "$THREADS" "${MODELS[@]}"
+while read -r path; do MODELS+=(--model "$path"); done < <(THREADS="$THREADS" "$PERF_SCRIPTS/make_variants.sh" --model "$F16" --out "$DIR" "${TYPES[@]}")
+exec "$PERF_SCRIPTS/bench_vs_llamacpp.sh" --reps "$REPS" --threads "$THREADS" "${MODELS[@]}"

@@ -25,9 +25,10 @@
 # written to a temporary name and renamed, so an interrupted run leaves no
 # half-written model. stdout: one output path per line; diagnostics -> stderr.
 set -euo pipefail
+PERF_TAG=make_variants
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-MODEL="$HOME/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL="$PERF_DEFAULT_MODEL"
 OUT="$HOME/.cache/spate/models/derived"
 THREADS="${THREADS:-2}"
 TYPES=()
@@ -36,19 +37,17 @@ while (($#)); do
   case "$1" in
     --model) MODEL="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) perf_help "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "unknown option: $1" >&2; exit 2 ;;
     *) TYPES+=("$1"); shift ;;
   esac
 done
 ((${#TYPES[@]})) || TYPES=(Q4_0 Q8_0 Q5_0 Q5_1 Q4_K_M F16)
 
-log() { echo "[make_variants] $*" >&2; }
+log() { perf_log "$@"; }
 
 [[ -f "$MODEL" ]] || { log "model not found: $MODEL"; exit 1; }
-if [[ -z "${PEER_BIN:-}" ]]; then
-  PEER_BIN="$("$HERE/peer/build_llama_cpp.sh" | tail -n 1)"
-fi
+PEER_BIN="$(perf_peer_bin)"
 QUANTIZE="$PEER_BIN/llama-quantize"
 [[ -x "$QUANTIZE" ]] || { log "llama-quantize missing in $PEER_BIN (run perf/peer/build_llama_cpp.sh)"; exit 1; }
 
