@@ -16,16 +16,10 @@ PERF_TAG=bench_1b
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 REPS=3
 THREADS=2
-TYPES=()
-while (($#)); do
-  case "$1" in
-    --reps) REPS="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    -h|--help) perf_help "${BASH_SOURCE[0]}"; exit 0 ;;
-    -*) echo "unknown option: $1" >&2; exit 2 ;;
-    *) TYPES+=("$1"); shift ;;
-  esac
-done
+perf_parse_args "--reps --threads" "$@"
+perf_positive_int --reps "$REPS"
+perf_positive_int --threads "$THREADS"
+TYPES=("${PERF_POSITIONAL[@]}")
 ((${#TYPES[@]})) || TYPES=(Q4_0 Q4_K_M)
 DIR="$HOME/.cache/spate/models/bench"
 mkdir -p "$DIR"

@@ -53,76 +53,41 @@ set -euo pipefail
 PERF_TAG=bench_serving
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-REPS=3
-MODEL="$PERF_DEFAULT_MODEL"
-SCENARIO=all
-THREADS=2
-OUT=""
-DO_SPATE=1
-DO_PEER=1
-PORT="${PORT:-18180}"
-RUN_TIMEOUT="${RUN_TIMEOUT:-900}"
+REPS=3 THREADS=2 OUT="" SCENARIO=all PORT="${PORT:-18180}" RUN_TIMEOUT="${RUN_TIMEOUT:-900}"
 
 while (($#)); do
   case "$1" in
-    --reps) REPS="$2"; shift 2 ;;
-    --model) MODEL="$2"; shift 2 ;;
     --scenario) SCENARIO="$2"; shift 2 ;;
-    --spate-only) DO_PEER=0; shift ;;
-    --peer-only) DO_SPATE=0; shift ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    -h|--help) perf_help "${BASH_SOURCE[0]}"; exit 0 ;;
-    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    *) perf_common_option "$@"; shift "$PERF_SHIFT" ;;
   esac
 done
-perf_positive_int --reps "$REPS"
-perf_positive_int --threads "$THREADS"
-((DO_SPATE || DO_PEER)) || { echo "--spate-only and --peer-only exclude each other" >&2; exit 2; }
+perf_check_common
 case "$SCENARIO" in
   all) SCENARIOS=(throughput prefix chunked) ;;
   throughput|prefix|chunked) SCENARIOS=("$SCENARIO") ;;
   *) echo "--scenario must be throughput, prefix, chunked or all" >&2; exit 2 ;;
 esac
-[[ -f "$MODEL" ]] || { echo "model not found: $MODEL" >&2; exit 1; }
-MODEL_NAME="$(basename "$MODEL")"
 
 # --- 1. binaries --------------------------------------------------------------
 RUN_ENGINE=$((DO_SPATE && ${NO_ENGINE:-0} != 1))
-PEER_VERSION=""
-if ((DO_SPATE)); then
-  targets=(spate)
-  if ((RUN_ENGINE)); then targets+=(engine_serving_bench); fi
-  perf_build "${targets[@]}"
-  SPATE_BIN="${SPATE_BIN:-$BUILD_DIR/spate}"
+targets=(spate)
+if ((RUN_ENGINE)); then targets+=(engine_serving_bench); fi
+perf_side_by_side_binaries "${targets[@]}"
+if ((RUN_ENGINE)); then
   ENGINE_BENCH="${ENGINE_BENCH:-$BUILD_DIR/perf/engine_serving_bench}"
-  [[ -x "$SPATE_BIN" ]] || { perf_log "spate binary missing: $SPATE_BIN"; exit 1; }
-  if ((RUN_ENGINE)) && [[ ! -x "$ENGINE_BENCH" ]]; then perf_log "engine bench missing: $ENGINE_BENCH"; exit 1; fi
-fi
-if ((DO_PEER)); then
-  PEER_BIN="$(perf_peer_bin)"
-  [[ -x "$PEER_BIN/llama-server" ]] || { perf_log "llama-server missing in $PEER_BIN"; exit 1; }
-  PEER_VERSION="$(perf_peer_version "$PEER_BIN")"
+  [[ -x "$ENGINE_BENCH" ]] || { perf_log "engine bench missing: $ENGINE_BENCH"; exit 1; }
 fi
 
 # --- 2. results file, logs, cleanup ---------------------------------------------
 perf_results serving "$OUT"
 perf_init_tmp
 
-# start_server ENGINE SCENARIO REP: a fresh server on the first free port from $PORT,
-# ready; returns 1 (after recording a failure) when it does not come up.
+# start_server ENGINE SCENARIO REP: a fresh server, ready; returns 1 (after recording a
+# failure) when it does not come up.
 start_server() {
-  local engine="$1" scenario="$2" rep="$3" port ready_path
-  port="$(perf_free_port "$PORT")" || { perf_log "no free port from $PORT; set PORT"; exit 1; }
-  SERVER_URL="http://127.0.0.1:$port"
-  if [[ "$engine" == spate ]]; then
-    if [[ "$scenario" == chunked ]]; then perf_spate_argv "$port" --enable-chunked-prefill; else perf_spate_argv "$port"; fi
-    ready_path=/ready
-  else
-    perf_llama_server_argv "$port"
-    ready_path=/health
-  fi
-  perf_server_start "$engine" "$ready_path" "$PERF_LOGDIR/$engine-$scenario-rep$rep.log" "${PERF_ARGV[@]}" && return 0
+  local engine="$1" scenario="$2" rep="$3" extra=()
+  [[ "$engine" == spate && "$scenario" == chunked ]] && extra=(--enable-chunked-prefill)
+  perf_start_engine "$engine" "$PERF_LOGDIR/$engine-$scenario-rep$rep.log" "${extra[@]}" && return 0
   perf_record kind=failure engine="$engine" scenario="$scenario" rep="$rep" what=start cmd="$PERF_SERVER_CMD"
   return 1
 }
@@ -130,23 +95,21 @@ start_server() {
 # One client run against the running server; appends a sample or a failure.
 run_http() {  # engine scenario rep
   local engine="$1" scenario="$2" rep="$3" label rc=0 before
-  label=$([[ "$engine" == spate ]] && echo spate || echo llama.cpp)
+  label="$(perf_engine_label "$engine")"
   local cmd=(python3 "$PERF_SCRIPTS/serving_bench.py" --url "$SERVER_URL" --scenario "$scenario"
              --rep "$((rep - 1))" --label "$label")
   before="$(perf_loadavg)"
   perf_run_timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
   if ((rc != 0)) || ! grep -q '^{' "$PERF_TMP/out"; then
-    perf_log "FAILED (rc=$rc): ${cmd[*]}"
-    tail -n 20 "$PERF_TMP/err" >&2
+    perf_client_failed "$rc" "${cmd[@]}"
     perf_record kind=failure engine="$label" transport=http scenario="$scenario" rep="$rep" rc="$rc" \
       cmd="${cmd[*]}" server_cmd="$PERF_SERVER_CMD" stderr="$(tail -c 2000 "$PERF_TMP/err")"
     return 0
   fi
-  local version=()
-  [[ "$engine" != spate ]] && version=(version="$PEER_VERSION")
+  # shellcheck disable=SC2046
   perf_merge --from "$PERF_TMP/out" --first --drop label,rep kind=sample engine="$label" transport=http \
     model="$MODEL_NAME" rep="$rep" loadavg_before="$before" loadavg_after="$(perf_loadavg)" cmd="${cmd[*]}" \
-    server_cmd="$PERF_SERVER_CMD" "${version[@]}"
+    server_cmd="$PERF_SERVER_CMD" $(perf_version_field "$engine")
   perf_log "   $label http $scenario: $(grep -m1 '^{' "$PERF_TMP/out")"
 }
 
@@ -159,8 +122,7 @@ run_engine() {  # rep
   perf_run_timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
   cp "$PERF_TMP/err" "$PERF_LOGDIR/engine-throughput-rep$rep.log"
   if ((rc != 0)) || ! grep -q '^{' "$PERF_TMP/out"; then
-    perf_log "FAILED (rc=$rc): ${cmd[*]}"
-    tail -n 20 "$PERF_TMP/err" >&2
+    perf_client_failed "$rc" "${cmd[@]}"
     perf_record kind=failure engine=spate transport=engine scenario=throughput rep="$rep" rc="$rc" cmd="${cmd[*]}"
     return 0
   fi
@@ -176,13 +138,9 @@ perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" thre
   loadavg_before="$(perf_loadavg)"
 perf_log "load average before: $(perf_loadavg) ($(nproc) cpus); $REPS reps of ${SCENARIOS[*]} on $MODEL_NAME"
 for ((r = 1; r <= REPS; r++)); do
-  order=()
-  if ((DO_SPATE)); then order+=(spate); fi
-  if ((DO_PEER)); then
-    if ((r % 2)); then order+=(peer); else order=(peer "${order[@]}"); fi
-  fi
+  perf_engine_order "$r"
   for sc in "${SCENARIOS[@]}"; do
-    for eng in "${order[@]}"; do
+    for eng in "${PERF_ORDER[@]}"; do
       # spate in-process next to spate over HTTP: after it on odd reps, before it on even ones.
       with_engine=0
       if [[ "$eng" == spate && "$sc" == throughput ]] && ((RUN_ENGINE)); then with_engine=1; fi

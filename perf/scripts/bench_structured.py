@@ -137,11 +137,8 @@ class ChatClient(Client):
     async def stream_chat(self, body):
         """POSTs one streamed chat completion; returns a Stream. Raises RequestError."""
         s = Stream()
-        status, headers, reader, writer = await self._request("POST", "/v1/chat/completions", body)
+        headers, reader, writer = await self.post_stream("/v1/chat/completions", body)
         try:
-            if status != 200:
-                err = b"".join([p async for p in read_body(reader, headers)])
-                raise RequestError(f"HTTP {status}: {err[:500].decode(errors='replace')}")
             buf = b""
             async for piece in read_body(reader, headers):
                 now = time.perf_counter()

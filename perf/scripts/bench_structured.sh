@@ -42,90 +42,48 @@ set -euo pipefail
 PERF_TAG=bench_structured
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-REPS=3
-MODEL="$PERF_DEFAULT_MODEL"
-SETS=flat,nested
-ROUNDS=2
-THREADS=2
-OUT=""
-DO_SPATE=1
-DO_PEER=1
-PORT="${PORT:-18280}"
-RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
+REPS=3 THREADS=2 OUT="" SETS=flat,nested ROUNDS=2 PORT="${PORT:-18280}" RUN_TIMEOUT="${RUN_TIMEOUT:-1800}"
 
 while (($#)); do
   case "$1" in
-    --reps) REPS="$2"; shift 2 ;;
-    --model) MODEL="$2"; shift 2 ;;
     --sets) SETS="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
-    --spate-only) DO_PEER=0; shift ;;
-    --peer-only) DO_SPATE=0; shift ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    -h|--help) perf_help "${BASH_SOURCE[0]}"; exit 0 ;;
-    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    *) perf_common_option "$@"; shift "$PERF_SHIFT" ;;
   esac
 done
-perf_positive_int --reps "$REPS"
+perf_check_common
 perf_positive_int --rounds "$ROUNDS"
-perf_positive_int --threads "$THREADS"
-((DO_SPATE || DO_PEER)) || { echo "--spate-only and --peer-only exclude each other" >&2; exit 2; }
-[[ -f "$MODEL" ]] || { echo "model not found: $MODEL" >&2; exit 1; }
-MODEL_NAME="$(basename "$MODEL")"
 
 # --- 1. binaries --------------------------------------------------------------
-PEER_VERSION=""
-if ((DO_SPATE)); then
-  perf_build spate
-  SPATE_BIN="${SPATE_BIN:-$BUILD_DIR/spate}"
-  [[ -x "$SPATE_BIN" ]] || { perf_log "spate binary missing: $SPATE_BIN"; exit 1; }
-fi
-if ((DO_PEER)); then
-  PEER_BIN="$(perf_peer_bin)"
-  [[ -x "$PEER_BIN/llama-server" ]] || { perf_log "llama-server missing in $PEER_BIN"; exit 1; }
-  PEER_VERSION="$(perf_peer_version "$PEER_BIN")"
-fi
+perf_side_by_side_binaries spate
 
 # --- 2. results file, logs, cleanup ---------------------------------------------
 perf_results structured "$OUT"
 perf_init_tmp
 
 start_server() {  # engine rep; returns 1 (after recording a failure) when it does not come up
-  local engine="$1" rep="$2" port ready_path
-  port="$(perf_free_port "$PORT")" || { perf_log "no free port from $PORT; set PORT"; exit 1; }
-  SERVER_URL="http://127.0.0.1:$port"
-  if [[ "$engine" == spate ]]; then
-    perf_spate_argv "$port"
-    ready_path=/ready
-  else
-    perf_llama_server_argv "$port"
-    ready_path=/health
-  fi
-  perf_server_start "$engine" "$ready_path" "$PERF_LOGDIR/$engine-rep$rep.log" "${PERF_ARGV[@]}" && return 0
-  perf_record kind=failure engine="$engine" rep="$rep" what=start cmd="$PERF_SERVER_CMD"
+  perf_start_engine "$1" "$PERF_LOGDIR/$1-rep$2.log" && return 0
+  perf_record kind=failure engine="$1" rep="$2" what=start cmd="$PERF_SERVER_CMD"
   return 1
 }
 
 run_client() {  # engine rep
   local engine="$1" rep="$2" label rc=0 before
-  label=$([[ "$engine" == spate ]] && echo spate || echo llama.cpp)
+  label="$(perf_engine_label "$engine")"
   local cmd=(python3 "$PERF_SCRIPTS/bench_structured.py" --url "$SERVER_URL" --sets "$SETS"
              --rounds "$ROUNDS" --label "$label")
   before="$(perf_loadavg)"
   perf_run_timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
   if ! grep -q '^{' "$PERF_TMP/out"; then
-    perf_log "FAILED (rc=$rc): ${cmd[*]}"
-    tail -n 20 "$PERF_TMP/err" >&2
+    perf_client_failed "$rc" "${cmd[@]}"
     perf_record kind=failure engine="$label" rep="$rep" rc="$rc" cmd="${cmd[*]}" stderr="$(tail -c 2000 "$PERF_TMP/err")"
     return 0
   fi
-  local version=()
-  [[ "$engine" != spate ]] && version=(version="$PEER_VERSION")
   # One line per (set, mode); a line with "error" is a failure.
+  # shellcheck disable=SC2046
   perf_merge --from "$PERF_TMP/out" --drop label --failure-if-error kind=sample engine="$label" model="$MODEL_NAME" \
     rep="$rep" loadavg_before="$before" loadavg_after="$(perf_loadavg)" cmd="${cmd[*]}" \
-    server_cmd="$PERF_SERVER_CMD" "${version[@]}"
+    server_cmd="$PERF_SERVER_CMD" $(perf_version_field "$engine")
   while read -r line; do perf_log "   $label: $line"; done < <(grep '^{' "$PERF_TMP/out")
 }
 
@@ -136,12 +94,8 @@ perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" thre
   loadavg_before="$(perf_loadavg)"
 perf_log "load average before: $(perf_loadavg) ($(nproc) cpus); $REPS reps of sets $SETS on $MODEL_NAME"
 for ((r = 1; r <= REPS; r++)); do
-  order=()
-  if ((DO_SPATE)); then order+=(spate); fi
-  if ((DO_PEER)); then
-    if ((r % 2)); then order+=(peer); else order=(peer "${order[@]}"); fi
-  fi
-  for eng in "${order[@]}"; do
+  perf_engine_order "$r"
+  for eng in "${PERF_ORDER[@]}"; do
     perf_log "rep $r/$REPS, $eng (load $(perf_loadavg))"
     if start_server "$eng" "$r"; then
       run_client "$eng" "$r"

@@ -46,7 +46,6 @@ set -euo pipefail
 PERF_TAG=bench_vs_llamacpp
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MODELS=()
 REPS=5
 THREADS=2
 OUT=""
@@ -59,22 +58,9 @@ BD_NPL=16
 BD_NPP=32
 BD_NTG=64
 
-while (($#)); do
-  case "$1" in
-    --model) MODELS+=("$2"); shift 2 ;;
-    --reps) REPS="$2"; shift 2 ;;
-    --threads) THREADS="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    -h|--help) perf_help "${BASH_SOURCE[0]}"; exit 0 ;;
-    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
-  esac
-done
-((${#MODELS[@]})) || MODELS=("$PERF_DEFAULT_MODEL")
-perf_positive_int --reps "$REPS"
-perf_positive_int --threads "$THREADS"
-for m in "${MODELS[@]}"; do
-  [[ -f "$m" ]] || { echo "model not found: $m" >&2; exit 1; }
-done
+perf_parse_args "--model --reps --threads --out" "$@"
+((${#PERF_POSITIONAL[@]} == 0)) || { echo "unexpected argument: ${PERF_POSITIONAL[0]} (see --help)" >&2; exit 2; }
+perf_check_common
 
 # --- 1. build both engines (each step is a no-op when up to date) ------------
 PEER_BIN="$(perf_peer_bin)"

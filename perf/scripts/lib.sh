@@ -18,6 +18,10 @@
 #            perf_server_stop, perf_http_code URL
 # Clients:   perf_run_timeout SECONDS CMD... (in the background and waited for, so that
 #            INT/TERM stop it at once; returns its status)
+# Side by side (spate against a peer server or binary):
+#            perf_common_option ARGS... (one option of the common set, see below; sets PERF_SHIFT),
+#            perf_check_common, perf_side_by_side_binaries TARGET..., perf_engine_order REP,
+#            perf_start_engine ENGINE LOG [SPATE_ARG...], perf_client_failed RC CMD...
 # Cleanup:   perf_init_tmp creates PERF_TMP and traps EXIT (perf_cleanup: the client, the
 #            server, PERF_TMP) and INT/TERM (exit 130).
 # Only one server and one client at a time per script; none of this is for concurrent use.
@@ -166,3 +170,106 @@ perf_init_tmp() {
   trap perf_cleanup EXIT
   trap 'perf_log "interrupted"; exit 130' INT TERM
 }
+
+# --- side by side --------------------------------------------------------------------------------------
+# The common options: --reps N (REPS), --model PATH (MODEL; every one also appended to
+# MODELS), --threads T (THREADS), --out FILE (OUT), --spate-only / --peer-only (DO_PEER=0 /
+# DO_SPATE=0), -h/--help. A script's own parse loop calls perf_common_option "$@" for any
+# option it does not know, then shifts PERF_SHIFT; an unknown option exits 2.
+MODELS=()
+perf_common_option() {
+  PERF_SHIFT=2
+  case "$1" in
+    --reps) REPS="$2" ;;
+    --model) MODEL="$2"; MODELS+=("$2") ;;
+    --threads) THREADS="$2" ;;
+    --out) OUT="$2" ;;
+    --spate-only) DO_PEER=0; PERF_SHIFT=1 ;;
+    --peer-only) DO_SPATE=0; PERF_SHIFT=1 ;;
+    -h|--help) perf_help "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+}
+
+# Parses ARGS for a script whose only options are common ones (ALLOWED, e.g. "--reps --threads")
+# and whose other arguments are positional (appended to PERF_POSITIONAL).
+PERF_POSITIONAL=()
+perf_parse_args() {  # ALLOWED ARGS...
+  local allowed=" $1 -h --help "; shift
+  while (($#)); do
+    if [[ "$1" != -* ]]; then PERF_POSITIONAL+=("$1"); shift; continue; fi
+    [[ "$allowed" == *" $1 "* ]] || { echo "unknown option: $1 (see --help)" >&2; exit 2; }
+    perf_common_option "$@"
+    shift "$PERF_SHIFT"
+  done
+}
+
+# Validates the common options (defaults: REPS and THREADS as set by the script, MODEL the
+# default model, both engines). Exits 2 on a bad value, 1 when a model file is missing.
+perf_check_common() {
+  DO_SPATE="${DO_SPATE:-1}" DO_PEER="${DO_PEER:-1}"
+  perf_positive_int --reps "$REPS"
+  perf_positive_int --threads "$THREADS"
+  ((DO_SPATE || DO_PEER)) || { echo "--spate-only and --peer-only exclude each other" >&2; exit 2; }
+  MODEL="${MODEL:-$PERF_DEFAULT_MODEL}"
+  ((${#MODELS[@]})) || MODELS=("$MODEL")
+  local m
+  for m in "${MODELS[@]}"; do
+    [[ -f "$m" ]] || { echo "model not found: $m" >&2; exit 1; }
+  done
+  MODEL_NAME="$(basename "$MODEL")"
+}
+
+# Builds the spate TARGETs (when DO_SPATE) and finds llama-server (when DO_PEER). Sets
+# SPATE_BIN (default $BUILD_DIR/spate), PEER_BIN and PEER_VERSION ("" without the peer).
+perf_side_by_side_binaries() {  # TARGET...
+  PEER_VERSION=""
+  if ((DO_SPATE)); then
+    perf_build "$@"
+    SPATE_BIN="${SPATE_BIN:-$BUILD_DIR/spate}"
+    [[ -x "$SPATE_BIN" ]] || { perf_log "spate binary missing: $SPATE_BIN"; exit 1; }
+  fi
+  if ((DO_PEER)); then
+    PEER_BIN="$(perf_peer_bin)"
+    [[ -x "$PEER_BIN/llama-server" ]] || { perf_log "llama-server missing in $PEER_BIN"; exit 1; }
+    PEER_VERSION="$(perf_peer_version "$PEER_BIN")"
+  fi
+}
+
+# PERF_ORDER: the engines of repetition REP, spate first on odd reps, the peer first on even ones,
+# so that both see the same drift of a shared machine.
+perf_engine_order() {  # REP
+  PERF_ORDER=()
+  if ((DO_SPATE)); then PERF_ORDER+=(spate); fi
+  if ((DO_PEER)); then
+    if (($1 % 2)); then PERF_ORDER+=(peer); else PERF_ORDER=(peer "${PERF_ORDER[@]}"); fi
+  fi
+}
+
+# A fresh server of ENGINE (spate: SPATE_ARGs after the common ones; peer: llama-server with
+# 16 slots) on the first free port from $PORT, ready. Sets SERVER_URL. Returns 1 when it
+# does not come up (the caller records the failure).
+perf_start_engine() {  # ENGINE LOG [SPATE_ARG...]
+  local engine="$1" log="$2" port ready_path; shift 2
+  port="$(perf_free_port "$PORT")" || { perf_log "no free port from $PORT; set PORT"; exit 1; }
+  SERVER_URL="http://127.0.0.1:$port"
+  if [[ "$engine" == spate ]]; then
+    perf_spate_argv "$port" "$@"
+    ready_path=/ready
+  else
+    perf_llama_server_argv "$port"
+    ready_path=/health
+  fi
+  perf_server_start "$engine" "$ready_path" "$log" "${PERF_ARGV[@]}"
+}
+
+# Logs a failed client run with the tail of its stderr ($PERF_TMP/err).
+perf_client_failed() {  # RC CMD...
+  local rc="$1"; shift
+  perf_log "FAILED (rc=$rc): $*"
+  tail -n 20 "$PERF_TMP/err" >&2
+}
+
+# The engine's label in results ("spate" or "llama.cpp") and its version field for perf_merge.
+perf_engine_label() { [[ "$1" == spate ]] && echo spate || echo llama.cpp; }
+perf_version_field() { [[ "$1" == spate ]] || echo "version=$PEER_VERSION"; }

@@ -33,7 +33,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from perflib import DEFAULT_MODEL, REPO, Server, find_peer_bin, median
+from perflib import DEFAULT_MODEL, REPO, Server, find_peer_bin, median, sse_objects
 
 PREFIX = "Once upon a time, there was a "
 
@@ -52,27 +52,10 @@ def stream_completion(port, body, timeout=900):
         except ValueError:
             return res.status, {"error": {"message": raw.decode(errors="replace")}}, None, None, 0
     times = []
-    buf = b""
-    while True:
-        chunk = res.read1(65536) if hasattr(res, "read1") else res.read(1)
-        if not chunk:
-            break
-        buf += chunk
-        while b"\n\n" in buf:
-            event, buf = buf.split(b"\n\n", 1)
-            for line in event.split(b"\n"):
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    continue
-                try:
-                    obj = json.loads(data)
-                except ValueError:
-                    continue
-                choices = obj.get("choices") or []
-                if choices and choices[0].get("text"):
-                    times.append(time.perf_counter())
+    for obj in sse_objects(res):
+        choices = obj.get("choices") or []
+        if choices and choices[0].get("text"):
+            times.append(time.perf_counter())
     conn.close()
     if not times:
         return 200, None, None, None, 0

@@ -28,20 +28,9 @@ set -euo pipefail
 PERF_TAG=make_variants
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-MODEL="$PERF_DEFAULT_MODEL"
-OUT="$HOME/.cache/spate/models/derived"
-THREADS="${THREADS:-2}"
-TYPES=()
-
-while (($#)); do
-  case "$1" in
-    --model) MODEL="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    -h|--help) perf_help "${BASH_SOURCE[0]}"; exit 0 ;;
-    -*) echo "unknown option: $1" >&2; exit 2 ;;
-    *) TYPES+=("$1"); shift ;;
-  esac
-done
+MODEL="$PERF_DEFAULT_MODEL" OUT="$HOME/.cache/spate/models/derived" THREADS="${THREADS:-2}"
+perf_parse_args "--model --out" "$@"
+TYPES=("${PERF_POSITIONAL[@]}")
 ((${#TYPES[@]})) || TYPES=(Q4_0 Q8_0 Q5_0 Q5_1 Q4_K_M F16)
 
 log() { perf_log "$@"; }

@@ -118,6 +118,26 @@ def append_jsonl(path, objects):
             f.write(json.dumps(o) + "\n")
 
 
+def sse_objects(res):
+    """The JSON payloads of an SSE stream (an http.client response), as they arrive: each
+    "data:" line of each event, parsed; "[DONE]" and lines that do not parse are skipped."""
+    buf = b""
+    while True:
+        chunk = res.read1(65536)
+        if not chunk:
+            return
+        buf += chunk.replace(b"\r\n", b"\n")
+        while b"\n\n" in buf:
+            event, buf = buf.split(b"\n\n", 1)
+            for line in event.split(b"\n"):
+                data = line[5:].strip() if line.startswith(b"data:") else b""
+                if data and data != b"[DONE]":
+                    try:
+                        yield json.loads(data)
+                    except ValueError:
+                        pass
+
+
 # --- tables and summaries ---------------------------------------------------------------------------
 
 def print_table(headers, rows, file=None):

@@ -171,6 +171,18 @@ class Client:
             headers[k.strip().lower()] = v.strip()
         return int(parts[1]), headers, reader, writer
 
+    async def post_stream(self, path, body):
+        """POSTs body; returns (headers, reader, writer) of a 200 answer, the caller closes writer.
+        Raises RequestError (connection closed) on any other status."""
+        status, headers, reader, writer = await self._request("POST", path, body)
+        if status != 200:
+            try:
+                err = b"".join([p async for p in read_body(reader, headers)])
+            finally:
+                writer.close()
+            raise RequestError(f"HTTP {status}: {err[:500].decode(errors='replace')}")
+        return headers, reader, writer
+
     async def get_json(self, path):
         status, headers, reader, writer = await self._request("GET", path)
         body = b"".join([p async for p in read_body(reader, headers)])
@@ -185,11 +197,8 @@ class Client:
                 "stream_options": {"include_usage": True}}
         r = Result()
         r.t_start = time.perf_counter()
-        status, headers, reader, writer = await self._request("POST", "/v1/completions", body)
+        headers, reader, writer = await self.post_stream("/v1/completions", body)
         try:
-            if status != 200:
-                err = b"".join([p async for p in read_body(reader, headers)])
-                raise RequestError(f"HTTP {status}: {err[:500].decode(errors='replace')}")
             buf = b""
             done = False
             body_iter = read_body(reader, headers)
