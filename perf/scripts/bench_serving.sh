@@ -160,10 +160,4 @@ for ((r = 1; r <= REPS; r++)); do
     done
   done
 done
-perf_record kind=run end="$(date -Is)" seconds="$((SECONDS - T0))" loadavg_after="$(perf_loadavg)"
-perf_log "load average after: $(perf_loadavg) ($((SECONDS - T0)) s)"
-
-# --- 4. medians, ratios, targets ---------------------------------------------------
-python3 "$PERF_SCRIPTS/summarize.py" serving "$PERF_OUT"
-echo "results: $PERF_OUT"
-if grep -q '"kind": "failure"' "$PERF_OUT"; then exit 1; fi
+perf_finish serving "$T0"

@@ -103,10 +103,4 @@ for ((r = 1; r <= REPS; r++)); do
     fi
   done
 done
-perf_record kind=run end="$(date -Is)" seconds="$((SECONDS - T0))" loadavg_after="$(perf_loadavg)"
-perf_log "load average after: $(perf_loadavg) ($((SECONDS - T0)) s)"
-
-# --- 4. medians and ratios ------------------------------------------------------------
-python3 "$PERF_SCRIPTS/summarize.py" structured "$PERF_OUT"
-echo "results: $PERF_OUT"
-if grep -q '"kind": "failure"' "$PERF_OUT"; then exit 1; fi
+perf_finish structured "$T0"

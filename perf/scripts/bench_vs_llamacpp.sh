@@ -149,9 +149,4 @@ for model in "${MODELS[@]}"; do
   perf_record kind=model model="$name" path="$model" loadavg_before="$load_before" loadavg_after="$(perf_loadavg)"
   perf_log "   $name done, load average $(perf_loadavg)"
 done
-perf_record kind=run end="$(date -Is)" seconds="$((SECONDS - T0))" loadavg_after="$(perf_loadavg)"
-perf_log "load average after: $(perf_loadavg)   ($((SECONDS - T0)) s)"
-
-# --- 4. medians, ratios, summary table --------------------------------------------
-python3 "$PERF_SCRIPTS/summarize.py" vs_llamacpp "$PERF_OUT"
-echo "results: $PERF_OUT"
+perf_finish vs_llamacpp "$T0"

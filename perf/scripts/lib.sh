@@ -21,7 +21,8 @@
 # Side by side (spate against a peer server or binary):
 #            perf_common_option ARGS... (one option of the common set, see below; sets PERF_SHIFT),
 #            perf_check_common, perf_side_by_side_binaries TARGET..., perf_engine_order REP,
-#            perf_start_engine ENGINE LOG [SPATE_ARG...], perf_client_failed RC CMD...
+#            perf_start_engine ENGINE LOG [SPATE_ARG...], perf_client_failed RC CMD...,
+#            perf_finish SUMMARY_KIND T0
 # Cleanup:   perf_init_tmp creates PERF_TMP and traps EXIT (perf_cleanup: the client, the
 #            server, PERF_TMP) and INT/TERM (exit 130).
 # Only one server and one client at a time per script; none of this is for concurrent use.
@@ -268,6 +269,16 @@ perf_client_failed() {  # RC CMD...
   local rc="$1"; shift
   perf_log "FAILED (rc=$rc): $*"
   tail -n 20 "$PERF_TMP/err" >&2
+}
+
+# Ends a side-by-side run: the closing "kind":"run" record, the summary of summarize.py KIND
+# on stdout, the results path; exits 1 when the results hold a failure, else returns.
+perf_finish() {  # KIND T0
+  perf_record kind=run end="$(date -Is)" seconds="$((SECONDS - $2))" loadavg_after="$(perf_loadavg)"
+  perf_log "load average after: $(perf_loadavg) ($((SECONDS - $2)) s)"
+  python3 "$PERF_SCRIPTS/summarize.py" "$1" "$PERF_OUT"
+  echo "results: $PERF_OUT"
+  if grep -q '"kind": "failure"' "$PERF_OUT"; then exit 1; fi
 }
 
 # The engine's label in results ("spate" or "llama.cpp") and its version field for perf_merge.
