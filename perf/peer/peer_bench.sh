@@ -27,6 +27,7 @@ set -euo pipefail
 
 PERF_TAG=peer_bench
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+[[ "${1:-}" == -h || "${1:-}" == --help ]] && { perf_help "$0"; exit 0; }
 MODEL="${1:-$PERF_DEFAULT_MODEL}"
 THREADS="${THREADS:-2}"
 REPS="${REPS:-5}"

@@ -9,6 +9,7 @@
 set -euo pipefail
 PERF_TAG=soak
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ "${1:-}" == -h || "${1:-}" == --help ]] && { perf_help "$0"; exit 0; }
 cd "$PERF_REPO"
 SPATE_BIN="${SPATE_BIN:-$PWD/build/spate}"
 MODEL="${SPATE_MODEL:-$(bash scripts/fetch-model.sh)}"
