@@ -20,7 +20,7 @@
 namespace spate::cli {
 
 // disable_by_batch_size when the key is absent, per method. Measured with
-// perf/bench_speculative.sh (SmolLM2 Q4_1, 2 threads, k 4, decode tok/s on /
+// perf/scripts/bench_speculative.sh (SmolLM2 Q4_1, 2 threads, k 4, decode tok/s on /
 // off, medians of 2-3 reps):
 //  - ngram with adaptive_k (2026-11-26): open-ended chat 1.03x at 2 streams,
 //    0.99x, 1.02x and 0.97x at 4 in three runs (0.78x in a fourth, before a

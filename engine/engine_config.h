@@ -24,7 +24,7 @@ namespace spate {
 //   (engine::impl::measure_prefill_budget, logged as "Chunked prefill budget:
 //   ..."), and k_default_chunked_batched_tokens is the chunk when warmup is
 //   skipped: small enough that a mixed step stays within a few decode steps on
-//   a small CPU (perf: bench_serving --scenario chunked, 8 decoding streams and
+//   a small CPU (perf/scripts/bench_serving.sh --scenario chunked, 8 decoding streams and
 //   a 2,000-token prompt, mixed-step ITL p99 60-67 ms with 24, 73-100 ms with
 //   32; 16 gave longer TTFTs). A step with nobody decoding may then take
 //   k_default_batched_tokens (idle_prefill_budget).

@@ -52,7 +52,7 @@ bool parse_isa_level(std::string_view name, isa_level& level);
 
 // Whether single-row (batch-1 decode) matmuls at the avx512 level software-prefetch
 // their weight stream: true on AMD family 1Ah (Zen 5) and later, where it measured
-// +4-11% tg (perf/README.md, "Software prefetch for single rows on Zen 5"); false
+// +4-11% tg (docs/journal/performance.md, "Software prefetch for single rows on Zen 5"); false
 // elsewhere, as on Zen 4, where it measured about 10% slower. Read once from CPUID;
 // thread-safe.
 bool prefetch_single_rows();

@@ -6,7 +6,7 @@
 // Micro-kernel: one group of 8 output columns x R activation rows (R = 1..8,
 // using the 32 EVEX ymm registers); with several rows, two neighbouring groups
 // (16 columns) on zmm registers (pair_dec), so that one activation broadcast
-// feeds 16 columns (measured 1.3-1.7x in cache on a Zen 5 EPYC; perf/README.md,
+// feeds 16 columns (measured 1.3-1.7x in cache on a Zen 5 EPYC; docs/journal/performance.md,
 // "Pairs of groups on 512-bit vectors"). Per 32-block the 8 weight vectors are
 // decoded ONCE to unsigned bytes and applied to all R rows with
 //   isum[r] = dpbusd(isum[r], w_J, broadcast(a[r].qs[4J .. 4J+3]))
@@ -216,7 +216,7 @@ inline constexpr int table_entries = half_mins_of<Dec> ? 1 : Dec::n_bias;
 
 // Software prefetch of the weight stream (single-row decode is bound by it):
 // the next group's record, into L2. Measured on Zen 4 with a 1B-shaped Q4_0
-// model (perf/bench_1b.sh, tg64, three interleaved runs per setting): into L1
+// model (perf/scripts/bench_1b.sh, tg64, three interleaved runs per setting): into L1
 // 4 groups ahead (the avx2 kernel's setting) 39-44 tok/s; into L2 4 ahead
 // 46-64; into L1 1 ahead 45-51; into L2 1 ahead 56-64. With fewer, larger
 // tasks per matmul and the first groups of a task prefetched up front
@@ -323,7 +323,7 @@ __attribute__((always_inline)) inline void for_each_vec_nibble_pairs(F&& f) {
 // 12 float accumulators). With NC = 2 each activation broadcast feeds two dpbusd:
 // on a Zen 5 the 8 x 1 pair tile is bound by vector loads (two per cycle; ~100 loads
 // per 64 dpbusd, where 6 x 2 issues ~100 per 96), measured 1.23-1.27x in cache for
-// Q4_1 and Q8_0, 1.05x for Q4_K (perf/README.md, "Two pairs per tile"). Not for the
+// Q4_1 and Q8_0, 1.05x for Q4_K (docs/journal/performance.md, "Two pairs per tile"). Not for the
 // K-quants with two half scales (Q6_K, Q3_K): their half sums need a third set of
 // accumulators, and 4, 5 or 6 rows x 2 pairs measured 0.8-1.03x of 8 x 1.
 // Two chains when few rows share each weight vector, so enough dpbusd are in

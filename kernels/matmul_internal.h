@@ -198,7 +198,7 @@ constexpr region_list regions_of(const group_layout& L) {
 // to back as ONE stream (single-row decode streams every weight once per token;
 // record by record, the region layout restarts a handful of short streams that
 // the hardware prefetchers follow worse; perf/read_patterns measures both orders,
-// figures in perf/README.md, "Inline records"):
+// figures in docs/journal/performance.md, "Inline records"):
 //
 //   legacy, IQ4_NL : | block 0: qs qh d m | block 1: qs qh d m | ...            (block_bytes each)
 //   K-quants       : | head 0: sd sm | block 0: qs qh sc mn | ... | block 7 | head 1: sd sm | block 8 ...

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Generates the prompt files of the serving benchmarks (perf/serving_bench.py,
-perf/engine_serving_bench.cpp) and calibrates their lengths with the model's
+"""Generates the prompt files of the serving benchmarks (perf/scripts/serving_bench.py,
+perf/bench/engine_serving_bench.cpp) and calibrates their lengths with the model's
 own tokenizer (`spate tokenize`).
 
 Usage: perf/data/make_prompts.py [--spate build/spate] [--model GGUF] [--out perf/data]

@@ -11,7 +11,7 @@
 #   PYTHON           python with pip (default python3)
 #
 # Builds llama-bench, llama-batched-bench, llama-server and llama-quantize (the
-# latter makes the requantized model variants, perf/make_variants.sh).
+# latter makes the requantized model variants, perf/scripts/make_variants.sh).
 #
 # Idempotent: if all binaries already exist it only prints the bin dir; if only
 # some are missing (e.g. llama-quantize added later) the existing build tree is
@@ -31,7 +31,7 @@ SDIST_DIR="$HOME/.cache/spate/sdist"
 SRC="$PREFIX/src/llama.cpp"
 BUILD="$PREFIX/build"
 # llama-lookup: prompt-lookup decoding, the counterpart of --speculative-config ngram
-# (perf/bench_speculative.sh).
+# (perf/scripts/bench_speculative.sh).
 TARGETS=(llama-bench llama-batched-bench llama-server llama-quantize llama-lookup)
 
 log() { echo "[build_llama_cpp] $*" >&2; }

@@ -25,8 +25,10 @@
 # REPS times and the median is reported. Diagnostics go to stderr.
 set -euo pipefail
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-MODEL="${1:-$HOME/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
+PERF_TAG=peer_bench
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+[[ "${1:-}" == -h || "${1:-}" == --help ]] && { perf_help "$0"; exit 0; }
+MODEL="${1:-$PERF_DEFAULT_MODEL}"
 THREADS="${THREADS:-2}"
 REPS="${REPS:-5}"
 NPL="${BATCH_NPL:-16}"
@@ -34,16 +36,13 @@ NPP="${BATCH_NPP:-32}"
 NTG="${BATCH_NTG:-64}"
 
 [[ -f "$MODEL" ]] || { echo "model not found: $MODEL" >&2; exit 1; }
-if [[ -z "${PEER_BIN:-}" ]]; then
-  PEER_BIN="$("$HERE/build_llama_cpp.sh" | tail -n 1)"
-fi
+PEER_BIN="$(perf_peer_bin)"
 BENCH="$PEER_BIN/llama-bench"
 BBENCH="$PEER_BIN/llama-batched-bench"
 [[ -x "$BENCH" && -x "$BBENCH" ]] || { echo "peer binaries missing in $PEER_BIN" >&2; exit 1; }
-PEER_VERSION="$(basename "$(dirname "$PEER_BIN")")"
-
-TMP="$(mktemp -d)"
-trap 'rm -rf "$TMP"' EXIT
+PEER_VERSION="$(perf_peer_version "$PEER_BIN")"
+perf_init_tmp
+TMP="$PERF_TMP"
 
 # --- llama-bench: pp512 and tg128 -------------------------------------------
 PP_CMD=("$BENCH" -m "$MODEL" -p 512 -n 0 -t "$THREADS" -r "$REPS" -o jsonl)
@@ -65,9 +64,10 @@ for ((i = 0; i < REPS; i++)); do
   grep -h '^{' "$TMP/bb.out" "$TMP/bb.err" >> "$TMP/bb.jsonl" || true
 done
 
-python3 - "$TMP" "$PEER_VERSION" "$THREADS" "$REPS" "$NPL" "$NPP" "$NTG" "$MODEL" \
+PYTHONPATH="$PERF_SCRIPTS" python3 - "$TMP" "$PEER_VERSION" "$THREADS" "$REPS" "$NPL" "$NPP" "$NTG" "$MODEL" \
     "${PP_CMD[*]}" "${TG_CMD[*]}" "${BB_CMD[*]}" <<'PY'
-import json, statistics, sys, os
+import json, sys, os
+from perflib import median, read_jsonl
 tmp, ver, threads, reps, npl, npp, ntg, model, pp_cmd, tg_cmd, bb_cmd = sys.argv[1:]
 threads, reps, npl, npp, ntg = map(int, (threads, reps, npl, npp, ntg))
 base = {"engine": "llama.cpp", "version": ver, "threads": threads,
@@ -79,21 +79,17 @@ base = {"engine": "llama.cpp", "version": ver, "threads": threads,
 def emit(metric, samples, cmd, **extra):
     if not samples:
         print(f"no samples for {metric}", file=sys.stderr); sys.exit(1)
-    o = {**base, "metric": metric, "tok_s": round(statistics.median(samples), 2),
+    o = {**base, "metric": metric, "tok_s": round(median(samples), 2),
          "samples": [round(s, 2) for s in samples], **extra, "cmd": cmd}
     print(json.dumps(o), flush=True)
 
-def bench_rows(path):
-    with open(path) as f:
-        return [json.loads(l) for l in f if l.strip().startswith("{")]
-
 for name, path, cmd in (("pp512", "pp.jsonl", pp_cmd), ("tg128", "tg.jsonl", tg_cmd)):
-    rows = bench_rows(os.path.join(tmp, path))
+    rows = read_jsonl(os.path.join(tmp, path))
     r = rows[0]
     emit(name, r["samples_ts"], cmd, n_prompt=r["n_prompt"], n_gen=r["n_gen"],
          build_commit=r.get("build_commit"), cpu=r.get("cpu_info"))
 
-rows = bench_rows(os.path.join(tmp, "bb.jsonl"))
+rows = read_jsonl(os.path.join(tmp, "bb.jsonl"))
 def pick(pl, key):
     return [r[key] for r in rows if r["pl"] == pl]
 emit("batched_tg_b1", pick(1, "speed_tg"), bb_cmd, pl=1, npp=npp, ntg=ntg)

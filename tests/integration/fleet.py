@@ -1,6 +1,6 @@
 """A fleet on loopback: N real `spate serve` replicas behind HAProxy running
 deploy/haproxy/haproxy.cfg unchanged (addresses through its environment
-variables). Shared by tests/integration/test_fleet.py and perf/bench_fleet.py.
+variables). Shared by tests/integration/test_fleet.py and perf/scripts/bench_fleet.py.
 
 Replica i (1-based) is HAProxy's server "spate<i>"; HAProxy's view of it
 (UP/DOWN) comes from its stats CSV."""

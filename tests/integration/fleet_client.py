@@ -1,7 +1,7 @@
 """A fleet workload client: streamed chat (SSE), plain completions and
 Responses over WebSocket through the balancer, each request recorded with its
 outcome, the replica that served it (X-Spate-Replica) and its start and end
-times. Shared by tests/integration/test_fleet.py and perf/bench_fleet.py."""
+times. Shared by tests/integration/test_fleet.py and perf/scripts/bench_fleet.py."""
 
 import http.client
 import json

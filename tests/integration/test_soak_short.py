@@ -1,4 +1,4 @@
-"""The soak client (perf/soak.py) for 45 s against the real server, as CI's
+"""The soak client (perf/scripts/soak.py) for 45 s against the real server, as CI's
 short version of the 30-minute soak: 16 connections mixing streamed and
 non-streamed chat and completions, WebSocket responses, client aborts,
 malformed requests and oversized bodies. It passes when no answer was a 5xx
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from spate_server import MODEL_NAME, SANITIZED, SpateServer
 
-SOAK = Path(__file__).resolve().parents[2] / "perf" / "soak.py"
+SOAK = Path(__file__).resolve().parents[2] / "perf" / "scripts" / "soak.py"
 
 
 def test_short_soak(tmp_path):

@@ -15,21 +15,22 @@ on loopback, with the harness of tests/integration/fleet.py.
    2 cores, so the figures show the balancer's overhead and behaviour, not
    capacity a fleet of real machines would add.
 
-Usage: perf/bench_fleet.py [--conversations 24] [--clients 8] [--seconds 20]
+Usage: perf/scripts/bench_fleet.py [--conversations 24] [--clients 8] [--seconds 20]
                            [--threads 1] [--out FILE.jsonl]
 Env: SPATE_BIN, SPATE_MODEL as for the tests.
 """
 import argparse
 import json
 import random
-import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+from perflib import REPO, median  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from fleet import HAPROXY_CFG, Fleet  # noqa: E402
 from fleet_client import chat_stream  # noqa: E402
@@ -81,7 +82,7 @@ def affinity_run(cfg, n_conv, threads, label):
             same += b.replica == a.replica
         h1, q1 = fleet.metric_sum("spate:prefix_cache_hits_total"), fleet.metric_sum("spate:prefix_cache_queries_total")
         return {"kind": "affinity", "balance": label, "conversations": n_conv, "second_turn_hit_rate": (h1 - h0) / max(q1 - q0, 1),
-                "second_turn_same_replica": same / n_conv, "second_turn_ttft_p50_s": statistics.median(ttfts)}
+                "second_turn_same_replica": same / n_conv, "second_turn_ttft_p50_s": median(ttfts)}
     finally:
         fleet.stop()
 

@@ -2,7 +2,7 @@
 """Serving benchmark client: runs one scenario against an OpenAI-compatible
 server (spate serve or llama-server) and prints one JSON line of metrics.
 
-Usage: perf/serving_bench.py --url http://127.0.0.1:PORT --scenario throughput|prefix|chunked
+Usage: perf/scripts/serving_bench.py --url http://127.0.0.1:PORT --scenario throughput|prefix|chunked
                              [--rep N] [--data perf/data] [--label NAME] [--model-name ID]
 
 Every request is POST /v1/completions with a plain "prompt" string,
@@ -45,9 +45,10 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
 import urllib.parse
+
+from perflib import PERF, add_client_args, run_or_exit
 
 STREAMS = 16            # throughput: concurrent clients
 PER_CLIENT = 2          # throughput: requests per client
@@ -170,6 +171,18 @@ class Client:
             headers[k.strip().lower()] = v.strip()
         return int(parts[1]), headers, reader, writer
 
+    async def post_stream(self, path, body):
+        """POSTs body; returns (headers, reader, writer) of a 200 answer, the caller closes writer.
+        Raises RequestError (connection closed) on any other status."""
+        status, headers, reader, writer = await self._request("POST", path, body)
+        if status != 200:
+            try:
+                err = b"".join([p async for p in read_body(reader, headers)])
+            finally:
+                writer.close()
+            raise RequestError(f"HTTP {status}: {err[:500].decode(errors='replace')}")
+        return headers, reader, writer
+
     async def get_json(self, path):
         status, headers, reader, writer = await self._request("GET", path)
         body = b"".join([p async for p in read_body(reader, headers)])
@@ -184,11 +197,8 @@ class Client:
                 "stream_options": {"include_usage": True}}
         r = Result()
         r.t_start = time.perf_counter()
-        status, headers, reader, writer = await self._request("POST", "/v1/completions", body)
+        headers, reader, writer = await self.post_stream("/v1/completions", body)
         try:
-            if status != 200:
-                err = b"".join([p async for p in read_body(reader, headers)])
-                raise RequestError(f"HTTP {status}: {err[:500].decode(errors='replace')}")
             buf = b""
             done = False
             body_iter = read_body(reader, headers)
@@ -350,20 +360,14 @@ async def amain(args):
 
 
 def main():
-    here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description="serving benchmark client (see the module docstring)")
-    ap.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    add_client_args(ap)
     ap.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     ap.add_argument("--rep", type=int, default=0, help="repetition number (picks distinct prompts)")
-    ap.add_argument("--data", default=os.path.join(here, "data"), help="prompt files dir")
-    ap.add_argument("--label", default="", help="copied into the output (e.g. spate, llama.cpp)")
-    ap.add_argument("--model-name", default="", help="the request's \"model\" (default: first id of GET /v1/models)")
+    ap.add_argument("--data", default=str(PERF / "data"), help="prompt files dir (default perf/data)")
     args = ap.parse_args()
-    try:
-        out = asyncio.run(amain(args))
-    except (RequestError, OSError, asyncio.IncompleteReadError, ValueError) as e:
-        print(f"serving_bench: {args.scenario} against {args.url}: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    out = run_or_exit(f"serving_bench: {args.scenario} against {args.url}", lambda: asyncio.run(amain(args)),
+                      (RequestError, OSError, asyncio.IncompleteReadError, ValueError))
     print(json.dumps(out), flush=True)
 
 

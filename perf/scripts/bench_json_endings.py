@@ -9,10 +9,10 @@ Per binary and set: the share of answers ended by `length` (cut) rather than
 whitespace run, and json_object answers with a key twice in one object.
 
 Usage:
-  perf/bench_json_endings.py --bin NAME=PATH[::SERVE ARGS] [--bin ...] [--seeds 8] [--max-tokens 200]
+  perf/scripts/bench_json_endings.py --bin NAME=PATH[::SERVE ARGS] [--bin ...] [--seeds 8] [--max-tokens 200]
                              [--temperature 0.7] [--model GGUF] [--out FILE]
 Example (before/after a grammar change, same model, same run):
-  perf/bench_json_endings.py --bin old=/work/wt-old/build/spate --bin new=build/spate
+  perf/scripts/bench_json_endings.py --bin old=/work/wt-old/build/spate --bin new=build/spate
 Servers run one at a time on a loopback port (spate serve --threads 2, warmup
 skipped: only outputs are compared, never timings). Output: one JSON line per
 (binary, set) to --out (default stdout) and a table on stderr.
@@ -21,28 +21,19 @@ skipped: only outputs are compared, never timings). Output: one JSON line per
 import argparse
 import json
 import os
-import pathlib
 import re
 import shlex
-import socket
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from perflib import DEFAULT_MODEL, REPO, Server
+
 OBJECT_PROMPTS = [
     "Return a JSON object about a cat.", "Return a JSON object describing a city.",
     "Describe a book as a JSON object.", "Return a JSON object about your favourite meal.",
     "Give a JSON object describing a car.", "Return a JSON object with facts about the moon.",
 ]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(url, body, timeout=600):
@@ -52,22 +43,6 @@ def post(url, body, timeout=600):
             return json.loads(r.read())
     except urllib.error.HTTPError as e:  # a 400 (say, a keyword an older build refuses) is a row of its own
         return json.loads(e.read())
-
-
-def start(binary, args, model):
-    port = free_port()
-    env = dict(os.environ, SPATE_SKIP_WARMUP="1")
-    cmd = [binary, "serve", "--model", model, "--host", "127.0.0.1", "--port", str(port), "--threads", "2"] + args
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as r:
-                if r.status == 200:
-                    return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"{binary} did not become ready")
 
 
 def repeated_key(text):
@@ -133,7 +108,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=200)
     ap.add_argument("--temperature", type=float, default=0.7)
-    ap.add_argument("--model", default=os.environ.get("SPATE_MODEL", str(pathlib.Path.home() / ".cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf")))
+    ap.add_argument("--model", default=os.environ.get("SPATE_MODEL", str(DEFAULT_MODEL)))
     ap.add_argument("--out")
     a = ap.parse_args()
     out = open(a.out, "a") if a.out else sys.stdout
@@ -141,16 +116,13 @@ def main():
     for spec in a.bin:
         name, rest = spec.split("=", 1)
         path, _, args = rest.partition("::")
-        proc, url = start(path, shlex.split(args), a.model)
-        try:
+        argv = [path, "serve", "--model", a.model, "--host", "127.0.0.1", "--port", "{port}", "--threads", "2"]
+        with Server(argv + shlex.split(args), env={"SPATE_SKIP_WARMUP": "1"}) as server:
             for set_name, items in cases().items():
-                s = summarize(name, set_name, run_set(url, items, a.seeds, a.max_tokens, a.temperature))
+                s = summarize(name, set_name, run_set(server.url, items, a.seeds, a.max_tokens, a.temperature))
                 s.update(max_tokens=a.max_tokens, temperature=a.temperature, seeds=a.seeds)
                 results.append(s)
                 print(json.dumps(s), file=out, flush=True)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
     print(f"{'bin':8} {'set':12} {'n':>4} {'err':>4} {'length':>7} {'tokens':>7} {'ws':>6} {'maxws':>6} {'dupkey':>6}", file=sys.stderr)
     for s in results:
         print(f"{s['bin']:8} {s['set']:12} {s['n']:4d} {s['errors']:4d} {s['length_share']:7.1%} {s['mean_tokens']:7.1f} "

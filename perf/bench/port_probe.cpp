@@ -1,5 +1,5 @@
 // What the instruction mixes of spate's AVX-512 kernels cost on this CPU, one
-// thread (perf/README.md, "Two pairs per tile"). Each mix runs 8 (FMA: 12) independent
+// thread (docs/journal/performance.md, "Two pairs per tile"). Each mix runs 8 (FMA: 12) independent
 // accumulator chains in an unrolled loop over L1-resident data, so neither
 // latency nor memory limits it; the figure is the rate of its main instruction
 // (vpdpbusd or vfmadd, 512-bit) in G/s, and its ratio to the register-only

@@ -5,9 +5,9 @@ speculation on and off against ONE spate server started with
 plain decode speed against any OpenAI-compatible server (--plain-only, e.g.
 llama-server). Prints one JSON line per (workload, streams).
 
-Usage: perf/bench_speculative.py --url URL [--streams 1,4,16] [--reps 3]
+Usage: perf/scripts/bench_speculative.py --url URL [--streams 1,4,16] [--reps 3]
                                  [--workload grounded,chat] [--max-tokens 128]
-       perf/bench_speculative.py --llama-lookup BIN --model GGUF [--draft 4]
+       perf/scripts/bench_speculative.py --llama-lookup BIN --model GGUF [--draft 4]
          (llama.cpp's counterpart on the grounded prompts: llama-lookup with
           --draft N and with --draft 0, single stream; decode tok/s as it
           reports it, the median over prompts and reps)
@@ -34,6 +34,8 @@ import sys
 import threading
 import time
 import urllib.request
+
+from perflib import median
 
 PASSAGES = [
     "The old lighthouse stood at the edge of the cliff for two hundred years. Every night its keeper climbed the "
@@ -144,7 +146,7 @@ def llama_lookup(binary, model, threads, max_tokens, draft, reps):
             speeds.append((int(m.group(1)) - 1) / float(m.group(2)))
             drafted += int(re.search(r"n_drafted\s+=\s+(\d+)", out).group(1))
             accepted += int(re.search(r"n_accept\s+=\s+(\d+)", out).group(1))
-    return statistics.median(speeds), drafted, accepted
+    return median(speeds), drafted, accepted
 
 
 def main():
@@ -188,9 +190,9 @@ def main():
                 if not a.plain_only:
                     same = same and texts["on"] == texts["off"]
             out = {"label": a.label, "workload": workload, "streams": n, "reps": a.reps, "max_tokens": a.max_tokens,
-                   "off_decode_tps": round(statistics.median(per_mode["off"]), 2)}
+                   "off_decode_tps": round(median(per_mode["off"]), 2)}
             if not a.plain_only:
-                out["on_decode_tps"] = round(statistics.median(per_mode["on"]), 2)
+                out["on_decode_tps"] = round(median(per_mode["on"]), 2)
                 out["speedup"] = round(out["on_decode_tps"] / out["off_decode_tps"], 3)
                 out["identical_text"] = same
                 after = spec_counters(a.url)

@@ -8,7 +8,7 @@ rope_kv_store, ...): its count, total wall time, share of all op time, mean time
 per call in microseconds, and how busy the pool's workers were during it
 (worker task time / op wall time; 1.0 per worker means no idle worker).
 
-Usage: perf/op_breakdown.py TRACE.json [--top 20]
+Usage: perf/scripts/op_breakdown.py TRACE.json [--top 20]
 """
 import argparse
 import json

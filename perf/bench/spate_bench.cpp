@@ -1,5 +1,5 @@
 // spate's model benchmark, shaped like llama-bench / llama-batched-bench so the
-// figures line up with llama.cpp's in perf/bench_vs_llamacpp.sh:
+// figures line up with llama.cpp's in perf/scripts/bench_vs_llamacpp.sh:
 //   pp<N>   one forward pass over an N-token prompt (logits for the last token)
 //   tg<N>   N single-sequence decode steps from an empty cache
 //   bd<B>   B sequences decoding together (after a short prefill), aggregate tokens/s
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
       "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")(
       "reference", po::bool_switch(&force_reference), "the scalar reference kernels (as SPATE_FORCE_REFERENCE=1)")(
-      "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/op_breakdown.py)")(
+      "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/scripts/op_breakdown.py)")(
       "weights-isa", po::value(&weights_isa), "avx2: run the matmuls on the AVX2 kernels on an AVX-512 CPU (other ops unchanged)");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, desc), vm);

@@ -19,7 +19,7 @@ against prompt length (--png; needs matplotlib, perf/requirements.txt), and a
 summary line with the spate/llama-server ratios at the longest prompt both
 servers took.
 
-Usage: perf/long_context.py [--model GGUF] [--threads 2] [--step 512] [--reps 3]
+Usage: perf/scripts/long_context.py [--model GGUF] [--threads 2] [--step 512] [--reps 3]
                             [--max-tokens 32] [--ctx 8192] [--out FILE.jsonl] [--png FILE.png]
                             [--spate-bin PATH] [--peer-bin DIR] [--skip-peer]
 """
@@ -27,38 +27,15 @@ import argparse
 import http.client
 import json
 import os
-import socket
-import statistics
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from perflib import DEFAULT_MODEL, REPO, Server, find_peer_bin, median, sse_objects
+
 PREFIX = "Once upon a time, there was a "
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(port, path, proc, timeout=600):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, OSError):
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("server not ready in time")
 
 
 def stream_completion(port, body, timeout=900):
@@ -75,27 +52,10 @@ def stream_completion(port, body, timeout=900):
         except ValueError:
             return res.status, {"error": {"message": raw.decode(errors="replace")}}, None, None, 0
     times = []
-    buf = b""
-    while True:
-        chunk = res.read1(65536) if hasattr(res, "read1") else res.read(1)
-        if not chunk:
-            break
-        buf += chunk
-        while b"\n\n" in buf:
-            event, buf = buf.split(b"\n\n", 1)
-            for line in event.split(b"\n"):
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    continue
-                try:
-                    obj = json.loads(data)
-                except ValueError:
-                    continue
-                choices = obj.get("choices") or []
-                if choices and choices[0].get("text"):
-                    times.append(time.perf_counter())
+    for obj in sse_objects(res):
+        choices = obj.get("choices") or []
+        if choices and choices[0].get("text"):
+            times.append(time.perf_counter())
     conn.close()
     if not times:
         return 200, None, None, None, 0
@@ -126,24 +86,22 @@ def measure(name, port, model, args, k, prompt_tokens):
         if tps:
             tpss.append(tps)
     rec = {"kind": "sample", "server": name, "k": k, "prompt_tokens": prompt_tokens, "reps": args.reps,
-           "ttft_s": statistics.median(ttfts), "decode_tok_s": statistics.median(tpss) if tpss else None, "ttft_all_s": ttfts}
+           "ttft_s": median(ttfts), "decode_tok_s": median(tpss) if tpss else None, "ttft_all_s": ttfts}
     print(f"# {name}: k={k} prompt_tokens={prompt_tokens} ttft={rec['ttft_s']:.3f}s decode={rec['decode_tok_s'] or 0:.1f} tok/s",
           file=sys.stderr)
     return rec
 
 
-def start_spate(args, port):
-    cmd = [args.spate_bin, "serve", "--model", args.model, "--host", "127.0.0.1", "--port", str(port), "--threads",
+def spate_server(args):
+    cmd = [args.spate_bin, "serve", "--model", args.model, "--host", "127.0.0.1", "--port", "{port}", "--threads",
            str(args.threads), "--max-model-len", str(args.ctx), "--no-enable-prefix-caching", "--served-model-name", "m"]
-    log = open(args.log_dir / "spate.log", "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), "/ready"
+    return Server(cmd, "/ready", args.log_dir / "spate.log")
 
 
-def start_peer(args, port):
-    cmd = [str(Path(args.peer_bin) / "llama-server"), "-m", args.model, "--host", "127.0.0.1", "--port", str(port), "-t",
+def peer_server(args):
+    cmd = [str(Path(args.peer_bin) / "llama-server"), "-m", args.model, "--host", "127.0.0.1", "--port", "{port}", "-t",
            str(args.threads), "-tb", str(args.threads), "-c", str(args.ctx), "--parallel", "1", "--alias", "m"]
-    log = open(args.log_dir / "llama-server.log", "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), "/health"
+    return Server(cmd, "/health", args.log_dir / "llama-server.log")
 
 
 def plot(path, spate, peer):
@@ -173,7 +131,7 @@ def plot(path, spate, peer):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=str(Path.home() / ".cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--model", default=str(DEFAULT_MODEL))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--step", type=int, default=512)
     ap.add_argument("--reps", type=int, default=3)
@@ -189,8 +147,7 @@ def main():
     if args.step < 1 or args.reps < 1:
         ap.error("--step and --reps must be >= 1")
     if not args.skip_peer and not args.peer_bin:
-        args.peer_bin = subprocess.run(["bash", str(REPO / "perf/peer/build_llama_cpp.sh")], check=True, capture_output=True,
-                                       text=True).stdout.strip().splitlines()[-1]
+        args.peer_bin = find_peer_bin()
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     args.log_dir = out_path.with_suffix(".logs")
@@ -198,7 +155,7 @@ def main():
     png = args.png or str(out_path.with_suffix(".png"))
 
     results = {"spate": {}, "llama-server": {}}
-    procs = []
+    servers = []
     with open(out_path, "w") as out:
         print(json.dumps({"kind": "config", "model": args.model, "threads": args.threads, "step": args.step, "reps": args.reps,
                           "max_tokens": args.max_tokens, "ctx": args.ctx}), file=out, flush=True)
@@ -206,14 +163,11 @@ def main():
             # Both servers up at once (idle, neither burns CPU); each k runs on
             # one then the other, the order alternating, so drift hits both.
             ports = {}
-            for name, start in (("spate", start_spate), ("llama-server", start_peer)):
+            for name, make in (("spate", spate_server), ("llama-server", peer_server)):
                 if name == "llama-server" and args.skip_peer:
                     continue
-                port = free_port()
-                proc, ready = start(args, port)
-                procs.append(proc)
-                wait_ready(port, ready, proc)
-                ports[name] = port
+                servers.append(make(args).start())
+                ports[name] = servers[-1].port
             active = list(ports)
             k, step_i, spate_limit = 0, 0, None
             while active:
@@ -240,12 +194,8 @@ def main():
                 if k > 10 * args.ctx:
                     raise RuntimeError("a server never refused a prompt; is --ctx right?")
         finally:
-            for proc in procs:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            for server in servers:
+                server.stop()
         spate, peer = results.get("spate", {}), results.get("llama-server", {})
         both = sorted(set(spate) & set(peer))
         summary = {"kind": "summary", "longest_k_spate": max(spate) if spate else None,

@@ -4,7 +4,7 @@ structured-outputs test corpus (tests/integration/schemas/) against one
 OpenAI-compatible server (spate serve or llama-server), constrained and
 unconstrained, and prints one JSON line per (set, mode).
 
-Usage: perf/bench_structured.py --url http://127.0.0.1:PORT [--sets flat,nested] [--rounds 2]
+Usage: perf/scripts/bench_structured.py --url http://127.0.0.1:PORT [--sets flat,nested] [--rounds 2]
                                 [--label NAME] [--model-name ID] [--modes constrained,unconstrained]
 
 Workload per set: STREAMS (16) closed-loop clients; client c sends the
@@ -41,13 +41,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from perflib import REPO, add_client_args, run_or_exit  # noqa: E402
 from serving_bench import Client, RequestError, ms, percentile, read_body  # noqa: E402
 
 STREAMS = 16
 MAX_TOKENS = 400
 FALLBACK_TOKENS = 128
 TEMPERATURE = 0.7
-CORPUS = Path(__file__).resolve().parents[1] / "tests" / "integration" / "schemas"
+CORPUS = REPO / "tests" / "integration" / "schemas"
 
 # Corpus schemas by name (the file name without its number prefix), 16 per set; none uses
 # what llama-server 0.3.16 does not honour (format email, items false, prefixItems with items).
@@ -136,11 +137,8 @@ class ChatClient(Client):
     async def stream_chat(self, body):
         """POSTs one streamed chat completion; returns a Stream. Raises RequestError."""
         s = Stream()
-        status, headers, reader, writer = await self._request("POST", "/v1/chat/completions", body)
+        headers, reader, writer = await self.post_stream("/v1/chat/completions", body)
         try:
-            if status != 200:
-                err = b"".join([p async for p in read_body(reader, headers)])
-                raise RequestError(f"HTTP {status}: {err[:500].decode(errors='replace')}")
             buf = b""
             async for piece in read_body(reader, headers):
                 now = time.perf_counter()
@@ -267,18 +265,13 @@ def csv_list(allowed):
 
 def main():
     ap = argparse.ArgumentParser(description="constrained-decoding benchmark client (see the module docstring)")
-    ap.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:8000")
+    add_client_args(ap)
     ap.add_argument("--sets", type=csv_list(list(SETS)), default=list(SETS), help="comma-separated: " + ", ".join(SETS))
     ap.add_argument("--modes", type=csv_list(["constrained", "unconstrained"]), default=["constrained", "unconstrained"])
     ap.add_argument("--rounds", type=int, default=2, help="requests per client (default 2)")
-    ap.add_argument("--label", default="", help="copied into the output (e.g. spate, llama.cpp)")
-    ap.add_argument("--model-name", default="", help="the request's \"model\" (default: first id of GET /v1/models)")
     args = ap.parse_args()
-    try:
-        lines = asyncio.run(amain(args))
-    except (RequestError, OSError, asyncio.IncompleteReadError, ValueError) as e:
-        print(f"bench_structured: against {args.url}: {type(e).__name__}: {e}", file=sys.stderr)
-        sys.exit(1)
+    lines = run_or_exit(f"bench_structured: against {args.url}", lambda: asyncio.run(amain(args)),
+                        (RequestError, OSError, asyncio.IncompleteReadError, ValueError))
     for line in lines:
         print(json.dumps(line), flush=True)
     sys.exit(1 if any("error" in line for line in lines) else 0)

@@ -3,7 +3,7 @@
 of models larger than the default one (issue 14: a 1B-class model with
 Llama-3.2-1B's shape and SmolLM2's vocabulary).
 
-Usage: perf/make_bench_model.py --out FILE [--vocab-from GGUF] [--hidden 2048]
+Usage: perf/scripts/make_bench_model.py --out FILE [--vocab-from GGUF] [--hidden 2048]
          [--layers 16] [--heads 32] [--kv-heads 8] [--ffn 8192] [--ctx 8192] [--seed 0]
 
 Weights are F16, drawn from N(0, 0.02^2) (norm weights 1.0), embeddings tied

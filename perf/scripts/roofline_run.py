@@ -22,11 +22,11 @@ Usage: roofline_run.py --model GGUF [--model GGUF ...] [--rounds 3]
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from perflib import json_objects, median  # noqa: E402
 from roofline_share import shares_of, work_per_token  # noqa: E402
 
 PROBE_KEYS = ("read_gb_s", "int8_maddubs_gmac_s", "int8_vnni_gmac_s", "int8_vnni_block2_gmac_s",
@@ -34,8 +34,7 @@ PROBE_KEYS = ("read_gb_s", "int8_maddubs_gmac_s", "int8_vnni_gmac_s", "int8_vnni
 
 
 def run_json_lines(cmd, timeout_s):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout_s).stdout
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return json_objects(subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout_s).stdout)
 
 
 def probe(build_dir, threads, timeout_s):
@@ -104,11 +103,11 @@ def main():
         for _, name, _ in FIGURES:
             recs = [r[name] for r in rounds]
             steady = [x for x in recs if x["steady"]]
-            entry = {"median_tok_s": statistics.median(x["tok_s"] for x in recs), "n_steady": len(steady)}
+            entry = {"median_tok_s": median(x["tok_s"] for x in recs), "n_steady": len(steady)}
             for k in recs[0]["shares"]:
-                entry[f"{k}_all"] = statistics.median(x["shares"][k] for x in recs)
+                entry[f"{k}_all"] = median(x["shares"][k] for x in recs)
                 if steady:
-                    entry[f"{k}_steady"] = statistics.median(x["shares"][k] for x in steady)
+                    entry[f"{k}_steady"] = median(x["shares"][k] for x in steady)
             summary[name] = entry
             print(f"{os.path.basename(model)} {name}: median {entry['median_tok_s']:.1f} tok/s | "
                   + ", ".join(f"{k} {100 * v:.1f}%" for k, v in entry.items() if k != "n_steady" and k.endswith(("_all", "_steady")))

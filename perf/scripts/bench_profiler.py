@@ -9,22 +9,21 @@ and their ratio, and the size of the traces.
 "Idle" is the state of every server without the variable too: a span then
 costs one relaxed atomic load, so idle also stands for "off".
 
-Usage: perf/bench_profiler.py [--reps 5] [--concurrency 8] [--max-tokens 128] [--threads 2]
+Usage: perf/scripts/bench_profiler.py [--reps 5] [--concurrency 8] [--max-tokens 128] [--threads 2]
 Env: SPATE_BIN, SPATE_MODEL.
 """
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "integration"))
+from perflib import REPO, median  # noqa: E402
+
+sys.path.insert(0, str(REPO / "tests" / "integration"))
 
 from spate_server import MODEL_NAME, SpateServer, post_json  # noqa: E402
 
@@ -66,9 +65,9 @@ def main():
                 events.append(body["n_events"])
                 os.remove(body["path"])
         res = {"kind": "profiler_overhead", "reps": args.reps, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
-               "threads": args.threads, "idle_tok_s": statistics.median(idle), "recording_tok_s": statistics.median(rec),
-               "recording_over_idle": statistics.median(rec) / statistics.median(idle),
-               "trace_bytes_median": statistics.median(sizes), "trace_events_median": statistics.median(events),
+               "threads": args.threads, "idle_tok_s": median(idle), "recording_tok_s": median(rec),
+               "recording_over_idle": median(rec) / median(idle),
+               "trace_bytes_median": median(sizes), "trace_events_median": median(events),
                "idle_all": [round(x, 1) for x in idle], "recording_all": [round(x, 1) for x in rec]}
         print(json.dumps(res))
     finally:

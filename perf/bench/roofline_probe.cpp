@@ -14,7 +14,7 @@
 // GCC kept the accumulator arrays on the stack, and every probe then measured a
 // store-to-load round trip per instruction instead of its unit (before the fix, on
 // a Zen 5 EPYC: vpdpbusd 367 GMAC/s on two threads against 1050 unrolled, 512-bit
-// FMA 82 against 266; perf/README.md, "The probe's compute peaks were too low").
+// FMA 82 against 266; docs/journal/performance.md, "The probe's compute peaks were too low").
 // Where the CPU has AVX-512 VNNI it also measures the int8 ceiling of the matmul
 // kernels' own instruction mix per 32-element block (dpbusd_block_loop: vpdpbusd plus
 // the 2 or 3 float operations on the same pipes that scale a block's int32 sum), the

@@ -1,8 +1,8 @@
 // The serving benchmark's "throughput" workload run in-process against the
-// engine (no HTTP), so that perf/bench_serving.sh can compare `spate serve`
+// engine (no HTTP), so that perf/scripts/bench_serving.sh can compare `spate serve`
 // over HTTP with the engine it wraps.
 //
-// Workload (identical to perf/serving_bench.py --scenario throughput):
+// Workload (identical to perf/scripts/serving_bench.py --scenario throughput):
 // --clients (16) closed-loop clients, each sending --requests-per-client (2)
 // requests one after another; request k of client c uses prompt c + clients*k
 // of --prompts (perf/data/throughput.jsonl, field "prompt", tokenized as the

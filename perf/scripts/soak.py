@@ -3,7 +3,7 @@
 `spate serve` for a long time, a mix of normal and abusive traffic, with the
 server's RSS and open file descriptors sampled from /proc.
 
-Usage: perf/soak.py --url http://127.0.0.1:PORT --pid PID [--duration-s 1800]
+Usage: perf/scripts/soak.py --url http://127.0.0.1:PORT --pid PID [--duration-s 1800]
                     [--connections 64] [--model-name NAME] [--api-key KEY]
                     [--sample-s 10] [--warmup-s 300] [--out FILE.jsonl]
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Make requantized variants of a GGUF model with llama.cpp's llama-quantize (the
 # peer build, perf/peer/build_llama_cpp.sh), for benchmarking spate's other
-# weight types against llama.cpp (perf/bench_vs_llamacpp.sh --model ...).
+# weight types against llama.cpp (perf/scripts/bench_vs_llamacpp.sh --model ...).
 #
-# Usage: perf/make_variants.sh [--model PATH] [--out DIR] [TYPE]...
+# Usage: perf/scripts/make_variants.sh [--model PATH] [--out DIR] [TYPE]...
 #   --model PATH  source model (default ~/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf)
 #   --out DIR     output dir (default ~/.cache/spate/models/derived)
 #   TYPE          llama-quantize types (default: Q4_0 Q8_0 Q5_0 Q5_1 Q4_K_M F16)
@@ -25,30 +25,18 @@
 # written to a temporary name and renamed, so an interrupted run leaves no
 # half-written model. stdout: one output path per line; diagnostics -> stderr.
 set -euo pipefail
+PERF_TAG=make_variants
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-MODEL="$HOME/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf"
-OUT="$HOME/.cache/spate/models/derived"
-THREADS="${THREADS:-2}"
-TYPES=()
-
-while (($#)); do
-  case "$1" in
-    --model) MODEL="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
-    -*) echo "unknown option: $1" >&2; exit 2 ;;
-    *) TYPES+=("$1"); shift ;;
-  esac
-done
+MODEL="$PERF_DEFAULT_MODEL" OUT="$HOME/.cache/spate/models/derived" THREADS="${THREADS:-2}"
+perf_parse_args "--model --out" "$@"
+TYPES=("${PERF_POSITIONAL[@]}")
 ((${#TYPES[@]})) || TYPES=(Q4_0 Q8_0 Q5_0 Q5_1 Q4_K_M F16)
 
-log() { echo "[make_variants] $*" >&2; }
+log() { perf_log "$@"; }
 
 [[ -f "$MODEL" ]] || { log "model not found: $MODEL"; exit 1; }
-if [[ -z "${PEER_BIN:-}" ]]; then
-  PEER_BIN="$("$HERE/peer/build_llama_cpp.sh" | tail -n 1)"
-fi
+PEER_BIN="$(perf_peer_bin)"
 QUANTIZE="$PEER_BIN/llama-quantize"
 [[ -x "$QUANTIZE" ]] || { log "llama-quantize missing in $PEER_BIN (run perf/peer/build_llama_cpp.sh)"; exit 1; }
 

@@ -1,4 +1,4 @@
-// Grammar engine micro-benchmarks (issue 12, in progress): GBNF compile time,
+// Grammar engine micro-benchmarks: GBNF and corpus JSON Schema compile time,
 // and the token-mask walk over a real vocabulary at matcher states that
 // allow few and many tokens. Usage: bench_grammar [VOCAB.gguf] [benchmark flags]
 // (default vocabulary: ../shared/testdata/tokenizer/ggml-vocab-gpt-2.gguf
