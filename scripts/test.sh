@@ -11,7 +11,7 @@
 # (the llama.cpp reference, the real-model engine tests, one long grammar
 # walk; all of them run unsanitized above), and the server's HTTP hardening, security
 # and failure-injection tests against the sanitized binary. The full
-# sanitizer runs are `scripts/sanitize.sh asan|tsan`: see README.md, "Hardening".
+# sanitizer runs are `scripts/sanitize.sh asan|tsan`: see docs/development.md, "Sanitizers".
 # SPATE_REQUIRE_TESTDATA=1: tests that need ../shared/testdata fail, instead
 # of skipping, when it is missing.
 set -euo pipefail
@@ -32,7 +32,7 @@ python3 tests/reference/make_random_models.py --out-dir "$SPATE_RANDOM_MODELS_DI
   --check tests/integration/fixtures/random_models.json >/dev/null
 export SPATE_REQUIRE_TESTDATA=1
 (cd build && ctest --output-on-failure -j 2 --timeout 1200)
-python3 -m pytest -q tests/integration
+python3 -m pytest -q tests/integration tests/docs
 SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/integration/test_agents_instructor.py
 # The real-model tests whose assertions depend on the kernels' exact outputs,
 # again with the kernels capped at AVX2 (SPATE_MAX_ISA, read once at start-up
