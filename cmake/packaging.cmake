@@ -3,7 +3,7 @@
 #
 # Contract:
 # - `cmake --install BUILD --prefix P` installs P/bin/spate, the units in
-#   P/lib/systemd/system, the example config and the README. The config goes
+#   P/lib/systemd/system, the example config, the README and docs/. The config goes
 #   to /etc/spate/spate.conf when P is /usr (the package), else to
 #   P/etc/spate/spate.conf (an existing spate.conf is kept; the example then
 #   goes to spate.conf.example); the unit's ExecStart= and --config paths are
@@ -13,7 +13,7 @@
 #   a sysusers.d entry for the "spate" system user (created by postinst when
 #   systemd-sysusers exists; otherwise the unit's DynamicUser= allocates one).
 #   The package does not enable or start anything: the model must be put in
-#   place first (README, "Running as a service").
+#   place first (docs/operations.md, "The systemd service").
 
 include_guard(GLOBAL)
 
@@ -94,6 +94,7 @@ file(INSTALL DESTINATION "${_spate_etc}" TYPE FILE RENAME "${_spate_conf_name}"
 install(SCRIPT "${SPATE_PACKAGING_DIR}/install_service_files.cmake")
 install(FILES "${SPATE_PACKAGING_DIR}/sysusers-spate.conf" DESTINATION lib/sysusers.d RENAME spate.conf)
 install(FILES "${CMAKE_SOURCE_DIR}/README.md" DESTINATION share/doc/spate)
+install(DIRECTORY "${CMAKE_SOURCE_DIR}/docs/" DESTINATION share/doc/spate/docs)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME spate)

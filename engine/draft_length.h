@@ -10,7 +10,7 @@
 //  - none accepted: also back off, skipping the next 1, 3, 7, 15 then 31
 //    decodes (the streak resets at the first accepted draft).
 // The scheduler consults it only while several sequences run: a lone stream
-// always asks for k_max (perf/bench_speculative.sh, grounded, 1 stream:
+// always asks for k_max (perf/scripts/bench_speculative.sh, grounded, 1 stream:
 // 2.52x with k_max at every decode, 1.82x adaptive).
 // The output never depends on it: verification keeps exactly the tokens
 // plain decoding samples, whatever was proposed.

@@ -80,7 +80,7 @@ int32_t engine::impl::measure_prefill_budget() {
   const double t_lo = best_of_5(lo), t_hi = best_of_5(hi);
   const double per_token_s = hi > lo ? std::max(1e-9, (t_hi - t_lo) / (hi - lo)) : std::max(1e-9, t_hi / hi);
   // The chunk whose compute costs about four 1-token steps, in multiples of 8,
-  // within [k_min_auto_prefill_budget, 512]. Tuned on perf/bench_serving.sh --scenario throughput
+  // within [k_min_auto_prefill_budget, 512]. Tuned on perf/scripts/bench_serving.sh --scenario throughput
   // (SmolLM2, 2 threads, 2026-11-25: fixed 5 ms, 0.7 ms per prompt token):
   // chunks of 16 (one 1-token step) gave TTFT p50 1165 ms against 265 ms
   // without chunked prefill; 32 gave 264 ms with ITL p99 53 ms (p50 33 ms);

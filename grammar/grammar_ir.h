@@ -59,7 +59,7 @@ struct grammar_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Compile-work bounds, documented in the README's limits table.
+// Compile-work bounds, documented in docs/api.md, "Limits".
 inline constexpr size_t k_max_grammar_source_bytes = 1u << 20;  // GBNF text
 inline constexpr size_t k_max_rules = 65536;                     // after desugaring
 inline constexpr int k_max_nesting = 100;                        // parentheses

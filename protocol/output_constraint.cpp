@@ -144,7 +144,7 @@ std::optional<api_error> parse_output_constraint(const field_getter& get, output
       if (auto e = read_string(*v, key, kind::grammar, out)) return e;
     }
   }
-  // The backend choice is ours to make; any value is accepted (README: ignored fields).
+  // The backend choice is ours to make; any value is accepted (docs/api.md: ignored fields).
   if (const json::value* v = get("guided_decoding_backend"); v && !v->is_string()) {
     return type_error("guided_decoding_backend", "a string", *v);
   }

@@ -2,7 +2,7 @@
 // implement. Nothing is silently ignored: such a field is refused with a 400
 // naming it, unless its value is the one that means "off" (so SDKs that send
 // defaults keep working), or it is on the short list of fields accepted and
-// ignored on purpose (the README lists them and why). Keys in neither list
+// ignored on purpose (docs/api.md, "Unsupported and ignored fields", lists them and why). Keys in neither list
 // and not parsed by the endpoint are unknown: ignored and logged at debug, as
 // they belong to no API we implement.
 //

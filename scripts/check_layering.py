@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when an #include crosses a library boundary the wrong way.
 
-The folders are libraries whose dependencies point one way (README, "Layout"):
+The folders are libraries whose dependencies point one way (docs/architecture.md, "Layers"):
 
     util, kernels <- tokenizer <- model <- engine <- protocol <- server <- cli
     jinja and grammar stand alone (on util); the layers above may use them.

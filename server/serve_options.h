@@ -42,7 +42,7 @@ struct serve_options {
   std::string allowed_headers_json = R"(["*"])";  // --allowed-headers
   bool allow_credentials = false;                 // --allow-credentials
   cors_config cors;                               // filled by finish_serve_options
-  // Limits (all documented in the README):
+  // Limits (all documented in docs/api.md, "Limits"):
   uint64_t max_body_bytes = 8ull << 20;     // --max-body-bytes: request body; more -> 413
   uint32_t max_header_bytes = 16u << 10;    // request line + headers; more -> 431
   uint64_t max_ws_message_bytes = 8ull << 20;  // --max-ws-message-bytes: one WebSocket message

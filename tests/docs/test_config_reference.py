@@ -28,11 +28,6 @@ DOCS = REPO / "docs"
 CONFIG_DOC = DOCS / "configuration.md"
 SPATE_BIN = Path(os.environ.get("SPATE_BIN") or REPO / "build" / "spate")
 
-# Pages another change owns (issue 34: docs/performance.md comes with the perf/
-# rework). A link to one of them is accepted while the file does not exist yet;
-# once it exists its links and anchors are checked like any other.
-PENDING_PAGES = {DOCS / "performance.md"}
-
 # Trees that are not sources: build outputs, virtualenvs, VCS data.
 SKIP_DIRS = {".git", "build", "build-asan", "build-tsan", "build-fuzz", "node_modules", "__pycache__", ".venv", "venv"}
 
@@ -268,8 +263,6 @@ def test_relative_links_resolve():
             dest = page if not path_part else (page.parent / path_part).resolve()
             where = f"{page.relative_to(REPO)}: ({target})"
             if not dest.exists():
-                if dest in PENDING_PAGES:
-                    continue
                 problems.append(f"{where}: {dest.relative_to(REPO) if dest.is_relative_to(REPO) else dest} does not exist")
                 continue
             if fragment and dest.suffix == ".md" and fragment not in anchors(dest):
