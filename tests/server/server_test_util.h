@@ -79,12 +79,17 @@ class recording_io final : public http_io {
   std::string streamed;
 };
 
-// Runs an awaitable<void> to completion on a private io_context; rethrows.
-inline void run_sync(asio::awaitable<void> a) {
-  asio::io_context io;
+// Runs an awaitable<void> to completion on io (whose objects it may use); rethrows.
+inline void run_sync(asio::io_context& io, asio::awaitable<void> a) {
   auto f = asio::co_spawn(io, std::move(a), asio::use_future);
+  io.restart();
   io.run();
   f.get();
+}
+// The same on a private io_context.
+inline void run_sync(asio::awaitable<void> a) {
+  asio::io_context io;
+  run_sync(io, std::move(a));
 }
 
 // The "error" object of an OpenAI-shaped error body.
@@ -121,6 +126,7 @@ class raw_client {
       }
       if (!fill()) {
         boost::system::error_code ec;
+        if (!p.got_some()) throw std::runtime_error("the connection ended before a response");
         p.put_eof(ec);
         if (!ec && p.is_done()) return p.release();
         throw std::runtime_error("the connection ended before a complete response");

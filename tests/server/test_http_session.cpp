@@ -4,8 +4,14 @@
 // heads (400), slow and vanished clients (408, silent close), 100-continue,
 // the API key on the head, the drain. No model and no engine: the requests go
 // to the server's own probes and to an echo route the test adds to the table.
+// The session proper runs on a TCP socket (deadlines cancel it, the disconnect
+// watch peeks at it), so it is tested on loopback; the head reader, which only
+// reads, is also run on Beast's test stream, with reads cut to any size.
+#include "server/http_session.h"
+
 #include <gtest/gtest.h>
 
+#include <boost/beast/_experimental/test/stream.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -69,6 +75,61 @@ struct served {
 std::string post_echo(std::string_view body, std::string_view extra = "") {
   return "POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" + std::string(extra) + "\r\n" +
          std::string(body);
+}
+
+// Runs read_request_head over a Beast test stream that delivers `in` read_size
+// bytes per read, then reports EOF.
+struct head_result {
+  head_read r;
+  bool header_done = false;
+  std::string target;
+  std::string left;  // bytes after the head, still in the buffer
+};
+head_result read_head_from(std::string_view in, size_t read_size, size_t limit = 1024) {
+  boost::asio::io_context io;
+  beast::test::stream client(io), server(io);
+  server.connect(client);
+  server.read_size(read_size);
+  client.write_some(boost::asio::buffer(in.data(), in.size()));
+  client.close();
+  head_result out;
+  beast::flat_buffer buf;
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(static_cast<uint32_t>(limit));
+  test_server::run_sync(io, [&]() -> boost::asio::awaitable<void> { out.r = co_await read_request_head(server, buf, parser, limit); }());
+  out.header_done = parser.is_header_done();
+  if (out.header_done) out.target = std::string(parser.get().target());
+  out.left = beast::buffers_to_string(buf.cdata());
+  return out;
+}
+
+TEST(ReadRequestHead, WhateverTheReadSizes) {
+  const std::string req = "POST /echo?a=1 HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nbody";
+  for (size_t read_size : {1, 2, 7, 4096}) {
+    const head_result h = read_head_from(req, read_size);
+    EXPECT_FALSE(h.r.ec) << read_size << ": " << h.r.ec.message();
+    EXPECT_TRUE(h.header_done) << read_size;
+    EXPECT_EQ(h.target, "/echo?a=1") << read_size;
+    // The head only: what follows stays for the body reader (or the next request).
+    EXPECT_TRUE(std::string_view("body").starts_with(h.left)) << read_size << ": " << h.left;
+  }
+}
+
+TEST(ReadRequestHead, RefusalsAndEndOfStream) {
+  head_result h = read_head_from("GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n\tb\r\n\r\n", 5);
+  EXPECT_TRUE(h.r.obs_fold);
+  EXPECT_FALSE(h.header_done) << "refused before the parser saw it";
+  h = read_head_from("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(200, 'a') + "\r\n\r\n", 16, 100);
+  EXPECT_EQ(h.r.ec, http::error::header_limit);
+  h = read_head_from("GET / HTTP/1.1\r\nHost: h\r\n", 3);  // the client stops mid-head
+  EXPECT_EQ(h.r.ec, boost::asio::error::eof) << "the raw read reports the end of the stream";
+  auto answer = head_error_answer(h.r, false, cli::serve_options{});
+  EXPECT_FALSE(answer) << "a vanished client gets no answer";
+  h = read_head_from("GET / HTTP/1.1\nHost: h\n\n", 4);  // bare LF ends lines: found, then refused by the parser
+  EXPECT_TRUE(h.r.ec);
+  answer = head_error_answer(h.r, false, cli::serve_options{});
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, http::status::bad_request);
 }
 
 TEST(HttpSession, ContentLengthAndChunkedBodies) {
@@ -280,6 +341,9 @@ TEST(HttpSession, DrainAnswersThenCloses) {
   raw_client c = s.connect();
   c.send("GET /health HTTP/1.1\r\nHost: h\r\n\r\n");
   EXPECT_TRUE(c.read().keep_alive());
+  // Once the session waits for the next request (registered idle), the drain begins.
+  for (int i = 0; i < 200 && s.t.ctx.idle.size() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(s.t.ctx.idle.size(), 1u);
   s.t.ctx.draining = true;
   c.send(post_echo("x"));
   auto res = c.read();
