@@ -47,9 +47,9 @@ cli::serve_options test_options() {
   o.n_io_threads = 1;
   o.max_body_bytes = 1024;
   o.max_header_bytes = 1024;
-  o.header_timeout_s = 0.5;
-  o.body_timeout_s = 0.5;
-  o.idle_timeout_s = 0.5;
+  o.header_timeout_s = 1.0;  // short, yet long enough for a loaded machine
+  o.body_timeout_s = 1.0;
+  o.idle_timeout_s = 1.0;
   return o;
 }
 
