@@ -339,7 +339,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
                so.pooling.empty() ? (in.model->config.gguf_pooling > 0 ? "the model's pooling_type" : "default") : "--pooling");
   api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
                        in.tmpl_error, &constraints, tool_format, in.model->config.n_embd, pooling};
-  server_context ctx{std::move(sm), eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
+  server_context ctx{std::move(sm), &eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   if (in.api_keys.empty()) {
     const bool loopback = so.host == "127.0.0.1" || so.host == "::1" || so.host.starts_with("127.");

@@ -47,11 +47,40 @@ boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& e
 }
 
 boost::asio::awaitable<void> handle_metrics(server_context& ctx, http_exchange& ex, http_io& io) {
-  ctx.metrics.update_from_engine(ctx.eng.stats());
+  ctx.metrics.update_from_engine(ctx.eng->stats());
   http::response<http::string_body> res{http::status::ok, ex.req.version()};
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
   res.body() = ctx.metrics.render_prometheus();
   co_await io.write_response(ex, std::move(res));
+}
+
+boost::asio::awaitable<void> handle_model(server_context& ctx, http_exchange& ex, http_io& io, const route_params& params) {
+  const unsigned v = ex.req.version();
+  const std::string_view id = params.get("id");
+  if (id != ctx.model.name) {
+    co_await io.write_response(ex, make_error_response(http::status::not_found, "The model '" + std::string(id) + "' does not exist",
+                                                       "model_not_found", v, "model"));
+    co_return;
+  }
+  co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(model_object(ctx)), v));
+}
+
+boost::asio::awaitable<void> handle_health(server_context&, http_exchange& ex, http_io& io) {
+  co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ok\"}", ex.req.version()));
+}
+
+boost::asio::awaitable<void> handle_ready(server_context& ctx, http_exchange& ex, http_io& io) {
+  const unsigned v = ex.req.version();
+  if (ctx.ready.load() && !ctx.draining.load()) {
+    co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ready\"}", v));
+    co_return;
+  }
+  co_await io.write_response(ex, make_error_response(http::status::service_unavailable,
+                                                     ctx.draining.load() ? "the server is shutting down" : "warming up", "not_ready", v));
+}
+
+boost::asio::awaitable<void> handle_ui(server_context&, http_exchange& ex, http_io& io, const route_params&) {
+  co_await io.write_response(ex, ui::ui_response(path_of(ex.req.target()), ex.req.version()));
 }
 
 }  // namespace
@@ -107,117 +136,78 @@ std::optional<http::response<http::string_body>> check_ws_upgrade(server_context
   return std::nullopt;
 }
 
+route_table api_routes(bool ui_enabled) {
+  using verb = http::verb;
+  route_table t;
+  auto generate = [](api::endpoint kind) -> route_handler {
+    return [kind](server_context& ctx, http_exchange& ex, http_io& io, const route_params&) { return handle_generate(ctx, ex, io, kind); };
+  };
+  auto flag = [](auto handler, bool on) -> route_handler {
+    return [handler, on](server_context& ctx, http_exchange& ex, http_io& io, const route_params&) { return handler(ctx, ex, io, on); };
+  };
+  auto plain = [](auto handler) -> route_handler {
+    return [handler](server_context& ctx, http_exchange& ex, http_io& io, const route_params&) { return handler(ctx, ex, io); };
+  };
+  if (ui_enabled) {
+    // The chat page is public (like /health): it asks for the API key itself.
+    for (const char* p : {"/", "/index.html", "/ui/{file...}"}) t.add({{verb::get}, p, route_auth::open, handle_ui});
+  }
+  t.add({{verb::get}, "/health", route_auth::open, plain(handle_health)});
+  t.add({{verb::get}, "/ready", route_auth::open, plain(handle_ready)});
+  t.add({{verb::get}, "/metrics", route_auth::open, plain(handle_metrics)});
+  t.add({{verb::get}, "/v1/models", route_auth::api_key, plain(handle_models)});
+  t.add({{verb::get}, "/v1/models/{id...}", route_auth::api_key, handle_model});
+  t.add({{verb::post}, "/v1/completions", route_auth::api_key, generate(api::endpoint::completions)});
+  t.add({{verb::post}, "/v1/chat/completions", route_auth::api_key, generate(api::endpoint::chat_completions)});
+  t.add({{verb::post}, "/v1/responses", route_auth::api_key, generate(api::endpoint::responses)});
+  t.add({{verb::post}, "/v1/embeddings", route_auth::api_key, plain(handle_embeddings)});
+  t.add({{verb::post}, "/start_profile", route_auth::api_key, flag(handle_profile, true)});
+  t.add({{verb::post}, "/stop_profile", route_auth::api_key, flag(handle_profile, false)});
+  t.add({{verb::post}, "/tokenize", route_auth::api_key, flag(handle_tokenize, true)});
+  t.add({{verb::post}, "/detokenize", route_auth::api_key, flag(handle_tokenize, false)});
+  return t;
+}
+
 boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_exchange& ex, http_io& io) {
   const unsigned v = ex.req.version();
   const std::string_view path = path_of(ex.req.target());
-  const auto method = ex.req.method();
   // CORS preflights come before authentication: browsers send them without credentials.
   if (cors_policy::is_preflight(ex.req.base())) {
     co_await io.write_response(ex, ctx.cors.preflight(ex.req.base()));
     co_return;
   }
-  if (method == http::verb::options) {
+  // Any other OPTIONS, on any path: the methods the server answers at all.
+  if (ex.req.method() == http::verb::options) {
     http::response<http::string_body> res{http::status::no_content, v};
     res.set(http::field::allow, "GET, HEAD, POST, OPTIONS");
     co_await io.write_response(ex, std::move(res));
     co_return;
   }
-  auto only = [&](http::verb want) { return method == want; };
-  // HEAD is answered wherever GET is (the header only; http_io sends no body).
-  const bool get_or_head = only(http::verb::get) || only(http::verb::head);
-  const char* allow = "GET, HEAD";  // the Allow header of a 405
-  // The chat page is public (like /health): it asks for the API key itself.
-  if (!ctx.opts.disable_ui && ui::is_ui_path(path)) {
-    if (!get_or_head) goto wrong_method;
-    co_await io.write_response(ex, ui::ui_response(path, v));
-    co_return;
-  }
   // The API key and the Origin were checked on the head (request_admission.h).
-  if (ctx.draining.load() && !is_public_route(path, !ctx.opts.disable_ui)) {
+  const route_match m = ctx.routes.match(ex.req.method(), path);
+  if (ctx.draining.load() && !m.is_public) {
     // A request on a keep-alive connection opened before the drain: no new
     // work; the connection closes after this answer.
     co_await io.write_response(ex, make_error_response(http::status::service_unavailable, "the server is shutting down", "", v));
     co_return;
   }
-  if (path == "/health") {
-    if (!get_or_head) goto wrong_method;
-    co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ok\"}", v));
-    co_return;
-  }
-  if (path == "/ready") {
-    if (!get_or_head) goto wrong_method;
-    if (ctx.ready.load() && !ctx.draining.load()) {
-      co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ready\"}", v));
-    } else {
-      co_await io.write_response(ex, make_error_response(http::status::service_unavailable,
-                                                         ctx.draining.load() ? "the server is shutting down" : "warming up", "not_ready", v));
-    }
-    co_return;
-  }
-  if (path == "/metrics") {
-    if (!get_or_head) goto wrong_method;
-    co_await handle_metrics(ctx, ex, io);
-    co_return;
-  }
-  if (path == "/v1/models") {
-    if (!get_or_head) goto wrong_method;
-    co_await handle_models(ctx, ex, io);
-    co_return;
-  }
-  if (path.starts_with("/v1/models/")) {
-    if (!get_or_head) goto wrong_method;
-    if (path.substr(11) != ctx.model.name) {
-      co_await io.write_response(ex, make_error_response(http::status::not_found, "The model '" + std::string(path.substr(11)) + "' does not exist",
-                                                         "model_not_found", v, "model"));
+  switch (m.result) {
+    case route_match::outcome::found:
+      co_await m.found->handler(ctx, ex, io, m.params);
+      co_return;
+    case route_match::outcome::method_not_allowed: {
+      auto res = make_error_response(http::status::method_not_allowed,
+                                     "method " + std::string(ex.req.method_string()) + " is not allowed on " + std::string(path), "", v);
+      res.set(http::field::allow, m.allow);
+      co_await io.write_response(ex, std::move(res));
       co_return;
     }
-    co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(model_object(ctx)), v));
-    co_return;
-  }
-  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses") {
-    if (!only(http::verb::post)) {
-      allow = "POST";
-      goto wrong_method;
-    }
-    const auto kind = path == "/v1/completions"        ? api::endpoint::completions
-                      : path == "/v1/chat/completions" ? api::endpoint::chat_completions
-                                                       : api::endpoint::responses;
-    co_await handle_generate(ctx, ex, io, kind);
-    co_return;
-  }
-  if (path == "/v1/embeddings") {
-    if (!only(http::verb::post)) {
-      allow = "POST";
-      goto wrong_method;
-    }
-    co_await handle_embeddings(ctx, ex, io);
-    co_return;
-  }
-  if (path == "/start_profile" || path == "/stop_profile") {
-    if (!only(http::verb::post)) {
-      allow = "POST";
-      goto wrong_method;
-    }
-    co_await handle_profile(ctx, ex, io, path == "/start_profile");
-    co_return;
-  }
-  if (path == "/tokenize" || path == "/detokenize") {
-    if (!only(http::verb::post)) {
-      allow = "POST";
-      goto wrong_method;
-    }
-    co_await handle_tokenize(ctx, ex, io, path == "/tokenize");
-    co_return;
+    case route_match::outcome::not_found:
+      break;
   }
   co_await io.write_response(ex, make_error_response(http::status::not_found, "no route for " + std::string(ex.req.method_string()) + " " +
                                                                                   std::string(path),
                                                      "not_found", v));
-  co_return;
-wrong_method:
-  auto res = make_error_response(http::status::method_not_allowed,
-                                 "method " + std::string(ex.req.method_string()) + " is not allowed on " + std::string(path), "", v);
-  res.set(http::field::allow, allow);
-  co_await io.write_response(ex, std::move(res));
 }
 
 }  // namespace spate

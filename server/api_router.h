@@ -1,6 +1,15 @@
-// Routing of one HTTP request to its handler, authentication, and the helpers
-// every handler shares (OpenAI-shaped error responses, JSON responses, the
-// access log). Stream-type independent: handlers talk to http_io.
+// Routing of one HTTP request to its handler, and the helpers every handler
+// shares (OpenAI-shaped error responses, JSON responses, the access log).
+// Stream-type independent: handlers talk to http_io.
+//
+// The routes are a table (route_table.h): api_routes() below builds the
+// server's, which server_context holds. Dispatch, in order:
+//   CORS preflight                   the CORS policy's answer (cors.h)
+//   any other OPTIONS, any path      204, Allow: GET, HEAD, POST, OPTIONS
+//   draining, path not public        503 "the server is shutting down"
+//   a route matches path and method  its handler
+//   routes match the path only       405 with Allow (the routes' methods)
+//   nothing matches                  404 "no route for <METHOD> <path>"
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -13,7 +22,7 @@
 
 namespace spate {
 
-// Dispatches ex.req (complete, body read) and writes exactly one response
+// Dispatches ex.req by ctx.routes (complete, body read) and writes exactly one response
 // through io. Throws only when the client is gone (write failure).
 // Precondition: the head passed admit_request_head (request_admission.h):
 // Origin and API key are not checked again here.

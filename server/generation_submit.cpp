@@ -22,7 +22,7 @@ std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine
                                          const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids,
                                          std::string_view param) {
   ids.clear();
-  if (const auto bound = static_cast<size_t>(ctx.eng.max_queued_requests()); reqs.size() > bound) {
+  if (const auto bound = static_cast<size_t>(ctx.eng->max_queued_requests()); reqs.size() > bound) {
     const std::string m = std::to_string(bound);
     return api::api_error{400,
                           "this request needs " + std::to_string(reqs.size()) + " engine requests at once ('" + std::string(param) +
@@ -36,7 +36,7 @@ std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine
       if (e.type == engine_event::kind::tokens) metrics.count_generated_tokens(static_cast<int64_t>(e.token_ids.size()));
       to_stream(e);
     };
-    const submit_result sr = ctx.eng.submit(std::move(reqs[i]));
+    const submit_result sr = ctx.eng->submit(std::move(reqs[i]));
     if (sr.ok()) {
       ids.push_back(sr.id);
       continue;
@@ -74,7 +74,7 @@ api::api_error refusal_error(const server_context& ctx, const submit_result& sr)
 }
 
 void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids) {
-  for (int64_t id : ids) ctx.eng.cancel(id);
+  for (int64_t id : ids) ctx.eng->cancel(id);
 }
 
 const char* rejection_reason(const api::api_error& e) {

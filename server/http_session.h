@@ -17,26 +17,23 @@
 // so that a client still uploading reads the 413 rather than a broken pipe.
 // A WebSocket upgrade of GET /v1/responses hands the stream to ws_responses.h.
 //
+// This header is the template core (instantiated for both stream types in
+// session_plain.cpp and session_tls.cpp); what does not depend on the stream
+// type is in http_session_support.h.
+//
 // Thread-safety: everything runs on the connection's strand.
 #pragma once
 
-#include <poll.h>
-#include <sys/socket.h>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/ssl/error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
-#include <cerrno>
 #include <chrono>
-#include <memory>
-#include <optional>
+#include <cstdint>
+#include <functional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -45,6 +42,7 @@
 #include "server/api_router.h"
 #include "server/http_io.h"
 #include "server/http_request_checks.h"
+#include "server/http_session_support.h"
 #include "server/request_admission.h"
 #include "server/server_context.h"
 #include "server/ws_responses.h"
@@ -53,15 +51,12 @@ namespace spate {
 
 namespace beast = boost::beast;
 
-inline std::chrono::steady_clock::duration seconds_to_duration(double s) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
-}
-
+// http_io over the connection's stream. Each write is bounded by --write-timeout.
 template <class Stream>
 class http_stream_io final : public http_io {
  public:
-  http_stream_io(Stream& s, const server_context& ctx, bool keep_alive) : s_(s), ctx_(ctx), keep_alive_(keep_alive) {}
-  ~http_stream_io() override { unwatch(); }
+  http_stream_io(Stream& s, const server_context& ctx, bool keep_alive)
+      : s_(s), ctx_(ctx), keep_alive_(keep_alive), watch_(beast::get_lowest_layer(s).socket()) {}
 
   boost::asio::awaitable<void> write_response(http_exchange& ex, http::response<http::string_body> res) override {
     decorate(ex, res);
@@ -91,141 +86,34 @@ class http_stream_io final : public http_io {
     arm_write_timer();
     co_await boost::asio::async_write(s_, http::make_chunk_last(), boost::asio::use_awaitable);
   }
-
-  void watch_disconnect(std::function<void()> on_close) override {
-    unwatch();
-    watch_ = std::make_shared<watch_state>();
-    watch_->on_close = std::move(on_close);
-    arm_watch(watch_);
-  }
-  void unwatch() override {
-    if (!watch_) return;
-    const bool was_waiting = watch_->active;
-    watch_->active = false;
-    watch_.reset();
-    if (was_waiting) {
-      boost::system::error_code ec;
-      beast::get_lowest_layer(s_).socket().cancel(ec);  // only the readiness wait is pending here
-    }
-  }
+  void watch_disconnect(std::function<void()> on_close) override { watch_.start(std::move(on_close)); }
+  void unwatch() override { watch_.stop(); }
   bool keep_alive() const override { return keep_alive_; }
 
  private:
-  struct watch_state {
-    bool active = true;
-    std::function<void()> on_close;
-  };
-
-  template <class Res>
-  void decorate(http_exchange& ex, Res& res) {
-    res.set(http::field::server, "spate");
-    res.set("X-Request-Id", ex.request_id);
-    ctx_.cors.decorate(ex.req.base(), res);
+  template <class Body>
+  void decorate(http_exchange& ex, http::response<Body>& res) {
+    stamp_response(ctx_, ex, res.base());
     res.keep_alive(keep_alive_);
-    ex.status = res.result_int();
   }
   void arm_write_timer() { beast::get_lowest_layer(s_).expires_after(seconds_to_duration(ctx_.opts.write_timeout_s)); }
-
-  // Waits for the socket to become readable without consuming anything:
-  //   error (reset)            -> on_close;
-  //   end of stream (recv 0)   -> the client half-closed (shutdown(SHUT_WR)
-  //                               after its request, as nginx and Beast allow):
-  //                               not a disconnect; wait_hangup;
-  //   data pending (a pipelined request or a TLS record) -> stop watching.
-  // A client that is really gone then shows at the next write.
-  void arm_watch(const std::shared_ptr<watch_state>& st) {
-    auto& sock = beast::get_lowest_layer(s_).socket();
-    sock.async_wait(boost::asio::socket_base::wait_read, [this, st, &sock](boost::system::error_code ec) {
-      if (!st->active || ec) return;  // unwatched (the socket may be gone) or cancelled
-      char c;
-      const ssize_t r = ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-        st->active = false;
-        if (st->on_close) st->on_close();
-      } else if (r == 0) {
-        wait_hangup(st);
-      } else {
-        // Data pending, or a spurious wake-up (rare): stop watching; the next write detects a gone client.
-        st->active = false;
-      }
-    });
-  }
-  // After a half-close: on_close once the socket errs or hangs up in both
-  // directions (a reset: the client closed with unread data, or answered a
-  // write with RST). A FIN alone never completes this wait.
-  void wait_hangup(const std::shared_ptr<watch_state>& st) {
-    auto& sock = beast::get_lowest_layer(s_).socket();
-    pollfd p{sock.native_handle(), POLLRDHUP, 0};
-    if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {  // already reset
-      st->active = false;
-      if (st->on_close) st->on_close();
-      return;
-    }
-    sock.async_wait(boost::asio::socket_base::wait_error, [st](boost::system::error_code ec) {
-      if (!st->active || ec) return;
-      st->active = false;
-      if (st->on_close) st->on_close();
-    });
-  }
 
   Stream& s_;
   const server_context& ctx_;
   bool keep_alive_;
-  std::shared_ptr<watch_state> watch_;
-};
-
-// A deadline that cancels (not closes) the socket's pending operations, so a
-// timed-out read can still be answered with 408 before the connection closes.
-// Strand-bound: construct with the stream's executor.
-class read_deadline {
- public:
-  template <class Socket>
-  read_deadline(Socket& sock, double seconds) : timer_(sock.get_executor()) {
-    timer_.expires_after(seconds_to_duration(seconds));
-    timer_.async_wait([st = state_, &sock](boost::system::error_code ec) {
-      if (ec || st->done) return;  // cancelled: the read finished in time
-      st->fired = true;
-      boost::system::error_code ignored;
-      sock.cancel(ignored);
-    });
-  }
-  ~read_deadline() {
-    state_->done = true;
-    timer_.cancel();
-  }
-  bool fired() const { return state_->fired; }
-
- private:
-  struct state {
-    bool fired = false, done = false;
-  };
-  std::shared_ptr<state> state_ = std::make_shared<state>();
-  boost::asio::steady_timer timer_;
+  disconnect_watch watch_;
 };
 
 // Writes a small error response on a connection that is about to be closed.
 template <class Stream>
-boost::asio::awaitable<void> write_early_error(Stream& s, server_context& ctx, http_exchange& ex, http::status st,
-                                               std::string message, std::string code) {
+boost::asio::awaitable<void> write_early_error(Stream& s, server_context& ctx, http_exchange& ex, early_error e) {
   http_stream_io<Stream> io(s, ctx, false);
-  co_await io.write_response(ex, make_error_response(st, message, code, ex.req.version() ? ex.req.version() : 11));
+  co_await io.write_response(ex, make_error_response(e.status, e.message, e.code, ex.req.version() ? ex.req.version() : 11));
 }
 
-// Bounds of the lingering close after an early error (nginx's lingering_close):
-// what a client still sends (the rest of an over-long body) is read and
-// dropped, so that it reads our answer instead of a reset.
-inline constexpr double k_linger_s = 5.0;                  // at most this long in all
-inline constexpr uint64_t k_linger_max_bytes = 256ull << 20;  // and at most this much
-
 // Reads one request head into the parser: the raw bytes up to the blank line
-// (obs-fold is refused there: Beast would accept it), then the parser. buf may
-// already hold bytes; the caller arms the deadline. Returns the error, if any;
-// bad_header_fold marks obs-fold.
-struct head_read {
-  boost::system::error_code ec;
-  bool obs_fold = false;
-};
-
+// (obs-fold is refused there), then the parser. buf may already hold bytes;
+// the caller arms the deadline. limit: --max-header-bytes.
 template <class Stream>
 boost::asio::awaitable<head_read> read_request_head(Stream& stream, beast::flat_buffer& buf,
                                                     http::request_parser<http::string_body>& parser, size_t limit) {
@@ -233,18 +121,18 @@ boost::asio::awaitable<head_read> read_request_head(Stream& stream, beast::flat_
   head_read r;
   for (;;) {
     const auto data = buf.cdata();
-    const std::string_view have(static_cast<const char*>(data.data()), data.size());
-    if (const size_t end = find_head_end(have.substr(0, std::min(have.size(), limit + 1))); end != std::string_view::npos) {
-      if (has_obs_fold(have.substr(0, end))) {
-        r.obs_fold = true;
-        co_return r;
-      }
-      const size_t n = parser.put(asio::buffer(data.data(), end), r.ec);
+    const head_scan scan = scan_request_head(std::string_view(static_cast<const char*>(data.data()), data.size()), limit);
+    if (scan.obs_fold) {
+      r.obs_fold = true;
+      co_return r;
+    }
+    if (scan.end != std::string_view::npos) {
+      const size_t n = parser.put(asio::buffer(data.data(), scan.end), r.ec);
       buf.consume(n);
       if (!r.ec && !parser.is_header_done()) r.ec = http::error::bad_line_ending;
       co_return r;
     }
-    if (have.size() > limit) {
+    if (scan.too_large) {
       r.ec = http::error::header_limit;
       co_return r;
     }
@@ -254,42 +142,16 @@ boost::asio::awaitable<head_read> read_request_head(Stream& stream, beast::flat_
   }
 }
 
-// The answer to a failed head read, or none (the client is gone).
-inline std::optional<std::pair<http::status, std::string>> head_error_answer(const head_read& r, bool timed_out,
-                                                                             const server_context& ctx) {
-  namespace asio = boost::asio;
-  const auto& ec = r.ec;
-  if (r.obs_fold) return std::pair{http::status::bad_request, std::string("obsolete line folding in the request header")};
-  if (timed_out) return std::pair{http::status::request_timeout, std::string("timed out reading the request header")};
-  if (ec == http::error::body_limit) {  // Content-Length over the limit, seen with the header
-    return std::pair{http::status::payload_too_large,
-                     "request body is larger than the limit of " + std::to_string(ctx.opts.max_body_bytes) + " bytes"};
-  }
-  if (ec == http::error::header_limit) {
-    return std::pair{http::status::request_header_fields_too_large,
-                     "request header is larger than " + std::to_string(ctx.opts.max_header_bytes) + " bytes"};
-  }
-  // The client went away (a TLS peer that closes without close_notify reads as stream_truncated).
-  if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::error::operation_aborted || ec == asio::ssl::error::stream_truncated) {
-    return std::nullopt;
-  }
-  return std::pair{http::status::bad_request, "malformed HTTP request: " + ec.message()};
-}
-
-// Reads the rest of a request after its head: answers Expect: 100-continue,
-// refuses a body over the limit, reads the body. Returns false when the
-// connection must close (an error was answered, or the client is gone).
+// Reads the rest of a request after its head: refuses a body over the limit,
+// answers Expect: 100-continue, reads the body (--body-timeout). Returns false
+// when the connection must close (an error was answered, or the client is gone).
 template <class Stream>
 boost::asio::awaitable<bool> read_request_body(server_context& ctx, Stream& stream, beast::flat_buffer& buf,
                                                http::request_parser<http::string_body>& parser, http_exchange& ex) {
   namespace asio = boost::asio;
   auto& lowest = beast::get_lowest_layer(stream);
-  if (const auto cl = parser.content_length(); cl && *cl > ctx.opts.max_body_bytes) {
-    co_await write_early_error(stream, ctx, ex, http::status::payload_too_large,
-                               "request body of " + std::to_string(*cl) + " bytes is larger than the limit of " +
-                                   std::to_string(ctx.opts.max_body_bytes) + " bytes",
-                               "");
+  if (auto too_large = declared_body_too_large(parser.content_length(), ctx.opts)) {
+    co_await write_early_error(stream, ctx, ex, std::move(*too_large));
     co_return false;
   }
   if (parser.is_done()) co_return true;
@@ -301,24 +163,16 @@ boost::asio::awaitable<bool> read_request_body(server_context& ctx, Stream& stre
     lowest.expires_never();
     if (ec) co_return false;
   }
-  bool body_timed_out = false;
+  bool timed_out = false;
   {
     read_deadline dl(lowest.socket(), ctx.opts.body_timeout_s);
     co_await http::async_read(stream, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
-    body_timed_out = dl.fired();
+    timed_out = dl.fired();
   }
   if (!ec) co_return true;
-  if (ec == http::error::body_limit) {
-    co_await write_early_error(stream, ctx, ex, http::status::payload_too_large,
-                               "request body is larger than the limit of " + std::to_string(ctx.opts.max_body_bytes) + " bytes", "");
-  } else if (body_timed_out) {
-    co_await write_early_error(stream, ctx, ex, http::status::request_timeout, "timed out reading the request body", "");
-  } else if (ec != http::error::end_of_stream && ec != asio::error::eof && ec != asio::error::connection_reset) {
-    co_await write_early_error(stream, ctx, ex, http::status::bad_request, "malformed HTTP request body: " + ec.message(), "");
-  }
+  if (auto answer = body_error_answer(ec, timed_out, ctx.opts)) co_await write_early_error(stream, ctx, ex, std::move(*answer));
   co_return false;
 }
-
 // Orderly close. After an early error (linger) the rest of what the client
 // sends is read and dropped, bounded by k_linger_s and k_linger_max_bytes.
 template <class Stream>
@@ -343,6 +197,113 @@ boost::asio::awaitable<void> close_session(Stream& stream, bool linger) {
   lowest.close();
 }
 
+// Waits --idle-timeout for the first byte of the next request on a keep-alive
+// connection. False when the connection closes instead, without an answer:
+// the server drains, or the client closed, reset, stayed idle too long, or the
+// connection was evicted for a new one (--max-connections).
+template <class Stream>
+boost::asio::awaitable<bool> await_next_request(server_context& ctx, Stream& stream, beast::flat_buffer& buf) {
+  namespace asio = boost::asio;
+  if (ctx.draining.load()) co_return false;
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(seconds_to_duration(ctx.opts.idle_timeout_s));
+  boost::system::error_code ec;
+  size_t n = 0;
+  {
+    // Closed by close_oldest() when a new connection needs the slot.
+    idle_registration idle(ctx.idle, co_await asio::this_coro::executor, lowest.socket());
+    n = co_await stream.async_read_some(buf.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
+    if (idle.evicted()) spdlog::debug("closing an idle keep-alive connection: --max-connections {} reached", ctx.opts.max_connections);
+  }
+  if (ec) co_return false;
+  buf.commit(n);
+  co_return true;
+}
+
+// What the session does after one request.
+enum class session_step : uint8_t {
+  next,             // keep-alive: read the next request
+  close,            // close (the client is gone, or did not want keep-alive)
+  close_lingering,  // an early error was answered: close lingering
+  handed_off,       // the stream went to a WebSocket session
+};
+
+// Answers a complete request (body read): a WebSocket upgrade goes to
+// ws_responses.h (or is denied), anything else to the router.
+template <class Stream>
+boost::asio::awaitable<session_step> answer_request(server_context& ctx, Stream& stream, http_exchange& ex) {
+  if (beast::websocket::is_upgrade(ex.req)) {
+    if (auto denial = check_ws_upgrade(ctx, ex)) {
+      http_stream_io<Stream> io(stream, ctx, false);
+      co_await io.write_response(ex, std::move(*denial));
+      log_access(ctx, ex);
+      co_return session_step::close;
+    }
+    co_await run_ws_responses(ctx, std::move(stream), std::move(ex));
+    co_return session_step::handed_off;
+  }
+  const bool keep_alive = keep_alive_after(ex.req, ctx);
+  http_stream_io<Stream> io(stream, ctx, keep_alive);
+  bool write_failed = false;
+  try {
+    co_await handle_http_request(ctx, ex, io);
+  } catch (const std::exception& e) {
+    spdlog::debug("{}: connection lost: {}", ex.request_id, e.what());
+    write_failed = true;
+  }
+  log_access(ctx, ex);
+  co_return write_failed || !keep_alive ? session_step::close : session_step::next;
+}
+
+// Reads one request (its head must be complete by head_deadline), checks and
+// admits its head, reads its body and answers it. first: the connection's
+// first request (a silent new connection is closed without an answer).
+template <class Stream>
+boost::asio::awaitable<session_step> serve_one_request(server_context& ctx, Stream& stream, beast::flat_buffer& buf, bool first,
+                                                       std::chrono::steady_clock::time_point head_deadline) {
+  using clock = std::chrono::steady_clock;
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_never();
+  http_exchange ex;
+  ex.t_start = clock::now();
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(ctx.opts.max_header_bytes);
+  parser.body_limit(ctx.opts.max_body_bytes);
+  head_read hr;
+  bool head_timed_out = false;
+  {
+    read_deadline dl(lowest.socket(), std::chrono::duration<double>(head_deadline - clock::now()).count());
+    hr = co_await read_request_head(stream, buf, parser, ctx.opts.max_header_bytes);
+    head_timed_out = dl.fired();
+  }
+  ex.request_id = ctx.make_id("req");
+  if (hr.ec || hr.obs_fold) {
+    // A silent connection that never sent a byte is closed without an answer.
+    const bool silent = first && buf.size() == 0 && head_timed_out;
+    auto answer = head_error_answer(hr, head_timed_out, ctx.opts);
+    if (!answer || silent) co_return session_step::close;
+    co_await write_early_error(stream, ctx, ex, std::move(*answer));
+    log_access(ctx, ex);
+    co_return session_step::close_lingering;
+  }
+  ex.req.base() = parser.get().base();
+  // RFC 9112, then Origin and API key: before any body byte is read or 100 Continue sent.
+  if (auto refused = refuse_head(ctx, parser.get().base())) {
+    co_await write_early_error(stream, ctx, ex, std::move(*refused));
+    log_access(ctx, ex);
+    co_return session_step::close_lingering;
+  }
+  if (!co_await read_request_body(ctx, stream, buf, parser, ex)) {
+    log_access(ctx, ex);
+    co_return session_step::close_lingering;
+  }
+  ex.req = parser.release();
+  if (auto it = ex.req.find("X-Request-Id"); it != ex.req.end() && is_sane_request_id(it->value())) {
+    ex.request_id = std::string(it->value());
+  }
+  co_return co_await answer_request(ctx, stream, ex);
+}
+
 // Runs the connection until it closes. The stream is already connected (and,
 // for TLS, handshaken). Never throws.
 //
@@ -350,101 +311,24 @@ boost::asio::awaitable<void> close_session(Stream& stream, bool linger) {
 // the connection starts here (accept, or the end of the TLS handshake), so a
 // silent connection gives its slot back; a later request on the connection
 // may wait --idle-timeout for its first byte, then has --header-timeout.
+// Pipelined requests already in the buffer are read without an idle wait.
 template <class Stream>
 boost::asio::awaitable<void> run_http_session(server_context& ctx, Stream stream) {
-  namespace asio = boost::asio;
   using clock = std::chrono::steady_clock;
-  auto& lowest = beast::get_lowest_layer(stream);
   beast::flat_buffer buf;
-  boost::system::error_code ec;
   bool linger = false;
   for (bool first = true;; first = false) {
     // The head deadline: from now for the first request, else from the first byte.
     auto head_deadline = clock::now() + seconds_to_duration(ctx.opts.header_timeout_s);
     if (!first && buf.size() == 0) {
-      if (ctx.draining.load()) break;
-      lowest.expires_after(seconds_to_duration(ctx.opts.idle_timeout_s));
-      size_t n = 0;
-      {
-        // Closed by close_oldest() when a new connection needs the slot.
-        idle_registration idle(ctx.idle, co_await asio::this_coro::executor, lowest.socket());
-        n = co_await stream.async_read_some(buf.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
-        if (idle.evicted()) spdlog::debug("closing an idle keep-alive connection: --max-connections {} reached", ctx.opts.max_connections);
-      }
-      if (ec) break;  // closed, reset, idle timeout or evicted: nothing to answer
-      buf.commit(n);
+      if (!co_await await_next_request(ctx, stream, buf)) break;
       head_deadline = clock::now() + seconds_to_duration(ctx.opts.header_timeout_s);
     }
-    lowest.expires_never();
-    http_exchange ex;
-    ex.t_start = clock::now();
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(ctx.opts.max_header_bytes);
-    parser.body_limit(ctx.opts.max_body_bytes);
-    head_read hr;
-    bool head_timed_out = false;
-    {
-      read_deadline dl(lowest.socket(), std::chrono::duration<double>(head_deadline - clock::now()).count());
-      hr = co_await read_request_head(stream, buf, parser, ctx.opts.max_header_bytes);
-      head_timed_out = dl.fired();
-    }
-    ex.request_id = ctx.make_id("req");
-    if (hr.ec || hr.obs_fold) {
-      // A silent connection that never sent a byte is closed without an answer.
-      const bool silent = first && buf.size() == 0 && head_timed_out;
-      if (auto answer = head_error_answer(hr, head_timed_out, ctx); answer && !silent) {
-        co_await write_early_error(stream, ctx, ex, answer->first, std::move(answer->second), "");
-        linger = true;
-        log_access(ctx, ex);
-      }
-      break;
-    }
-    ex.req.base() = parser.get().base();
-    if (auto bad = check_request_head(parser.get().base())) {
-      co_await write_early_error(stream, ctx, ex, bad->status, std::move(bad->message), "");
-      linger = true;
-      log_access(ctx, ex);
-      break;
-    }
-    // Origin and API key, before any body byte is read or 100 Continue sent.
-    if (auto denied = admit_request_head(parser.get().base(), *ctx.api_keys(), ctx.cors, !ctx.opts.disable_ui)) {
-      co_await write_early_error(stream, ctx, ex, denied->status, std::move(denied->message), std::move(denied->code));
-      linger = true;
-      log_access(ctx, ex);
-      break;
-    }
-    if (!co_await read_request_body(ctx, stream, buf, parser, ex)) {
-      linger = true;
-      log_access(ctx, ex);
-      break;
-    }
-    ex.req = parser.release();
-    if (auto it = ex.req.find("X-Request-Id"); it != ex.req.end() && is_sane_request_id(it->value())) {
-      ex.request_id = std::string(it->value());
-    }
-    if (beast::websocket::is_upgrade(ex.req)) {
-      if (auto denial = check_ws_upgrade(ctx, ex)) {
-        http_stream_io<Stream> io(stream, ctx, false);
-        co_await io.write_response(ex, std::move(*denial));
-        log_access(ctx, ex);
-        break;
-      }
-      co_await run_ws_responses(ctx, std::move(stream), std::move(ex));
-      co_return;
-    }
-    // During the drain a request on an open keep-alive connection is still
-    // answered (503 for new work, see api_router.cpp), then the connection closes.
-    const bool keep_alive = ex.req.keep_alive() && !ctx.draining.load();
-    http_stream_io<Stream> io(stream, ctx, keep_alive);
-    bool write_failed = false;
-    try {
-      co_await handle_http_request(ctx, ex, io);
-    } catch (const std::exception& e) {
-      spdlog::debug("{}: connection lost: {}", ex.request_id, e.what());
-      write_failed = true;
-    }
-    log_access(ctx, ex);
-    if (write_failed || !keep_alive) break;
+    const session_step step = co_await serve_one_request(ctx, stream, buf, first, head_deadline);
+    if (step == session_step::handed_off) co_return;
+    if (step == session_step::next) continue;
+    linger = step == session_step::close_lingering;
+    break;
   }
   co_await close_session(stream, linger);
 }

@@ -6,7 +6,6 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/websocket/rfc6455.hpp>
 
-#include "server/ui_assets.h"
 #include "server/ws_subprotocol.h"
 
 namespace spate {
@@ -34,11 +33,6 @@ bool has_body(const http::request_header<>& h) {
   if (h.count(http::field::transfer_encoding) > 0) return true;
   const auto it = h.find(http::field::content_length);
   return it != h.end() && it->value().find_first_not_of("0") != std::string_view::npos;
-}
-
-bool is_public_route(std::string_view path, bool ui_enabled) {
-  if (path == "/health" || path == "/ready" || path == "/metrics") return true;
-  return ui_enabled && ui::is_ui_path(path);
 }
 
 bool bearer_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h) {
@@ -71,7 +65,7 @@ bool is_same_origin(std::string_view origin, const http::request_header<>& h) {
 }
 
 std::optional<head_denial> admit_request_head(const http::request_header<>& h, const std::vector<std::string>& keys,
-                                              const cors_policy& cors, bool ui_enabled) {
+                                              const cors_policy& cors, const public_routes& routes) {
   if (cors_policy::is_preflight(h)) {
     if (keys.empty() || !has_body(h)) return std::nullopt;
     return head_denial{http::status::payload_too_large, "a CORS preflight carries no body", ""};
@@ -85,7 +79,7 @@ std::optional<head_denial> admit_request_head(const http::request_header<>& h, c
     }
   }
   if (keys.empty()) return std::nullopt;
-  if (h.method() == http::verb::options || is_public_route(path_of(h.target()), ui_enabled)) {
+  if (h.method() == http::verb::options || routes.is_public(path_of(h.target()))) {
     // Served without a key, so never worth a body: a keyless client must not make the server buffer one.
     if (!has_body(h)) return std::nullopt;
     return head_denial{http::status::payload_too_large,

@@ -12,7 +12,7 @@
 //   own origin                             "simple" POST would still run)
 //   no API key configured                  admitted
 //   other OPTIONS, public route            admitted (OPTIONS: 204 with Allow), but
-//   (is_public_route)                      413 when the head announces a body: what
+//   (public_routes::is_public)             413 when the head announces a body: what
 //                                          is served without a key is never worth
 //                                          buffering a keyless client's upload
 //   WebSocket upgrade                      the key in Authorization or in the
@@ -49,10 +49,16 @@ struct head_denial {
 // The path of a request target: what comes before '?'.
 std::string_view path_of(std::string_view target);
 
-// True for the routes anyone may call without a key: /health, /ready,
-// /metrics (probes and scrapers carry no key) and, when the chat page is
-// served, its files (the page asks for the key itself). `path` has no query.
-bool is_public_route(std::string_view path, bool ui_enabled);
+// Which paths anyone may call without a key. The server's route table
+// (route_table.h) says: /health, /ready, /metrics (probes and scrapers carry
+// no key) and, when the chat page is served, its files (the page asks for the
+// key itself). Implementations are safe for concurrent const use.
+class public_routes {
+ public:
+  virtual ~public_routes() = default;
+  // `path` has no query.
+  virtual bool is_public(std::string_view path) const = 0;
+};
 
 // True when the Authorization header is "Bearer <one of keys>" (scheme
 // case-insensitive; constant time in the keys' content). keys non-empty.
@@ -72,6 +78,6 @@ bool is_same_origin(std::string_view origin, const http::request_header<>& h);
 
 // The table above. keys: the accepted API keys (empty: no authentication).
 std::optional<head_denial> admit_request_head(const http::request_header<>& h, const std::vector<std::string>& keys,
-                                              const cors_policy& cors, bool ui_enabled);
+                                              const cors_policy& cors, const public_routes& routes);
 
 }  // namespace spate

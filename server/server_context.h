@@ -17,6 +17,7 @@
 #include "protocol/served_model.h"
 #include "server/cors.h"
 #include "server/idle_connections.h"
+#include "server/route_table.h"
 #include "server/serve_options.h"
 #include "server/ws_registry.h"
 
@@ -25,13 +26,22 @@ namespace spate {
 class engine;
 class server_metrics;
 
+// The spate API's routes (api_router.cpp): the OpenAI endpoints, the probes,
+// the profiler and tokenizer endpoints and, when ui_enabled, the chat page.
+route_table api_routes(bool ui_enabled);
+
 struct server_context {
   api::served_model model;              // tokenizer, vocabulary, chat template, name, max_model_len
-  engine& eng;
+  // Never null in a serving process (cmd_serve). Null only in the transport
+  // tests (tests/server), which build no engine and route no request to it.
+  engine* eng;
   server_metrics& metrics;
   cli::serve_options opts;
   int64_t created_unix_s = 0;
   cors_policy cors{opts.cors};          // from opts (--allowed-origins ...)
+  // What the router dispatches on and admission asks (public paths). Built
+  // from opts; const once serving (tests add routes before they serve).
+  route_table routes = api_routes(!opts.disable_ui);
   // Rewrites an engine refusal's text for clients: the engine names its
   // configuration fields (e.g. kv_cache_bytes), the command line installs its
   // flag names (cli::flag_names). Empty: the engine's text as is. Any thread.

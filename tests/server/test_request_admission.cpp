@@ -2,6 +2,8 @@
 // (401) decided before the body is read. Pure functions, no sockets.
 #include "server/request_admission.h"
 
+#include "server/server_context.h"
+
 #include <gtest/gtest.h>
 
 namespace spate {
@@ -17,6 +19,11 @@ http::request_header<> req(http::verb m, std::string target, std::vector<std::pa
   return h;
 }
 
+// The server's own route tables, with and without the chat page: they say
+// which paths are public.
+const route_table ui_on = api_routes(true);
+const route_table ui_off = api_routes(false);
+
 const std::vector<std::string> k_keys = {"k1", "other-key"};
 const std::vector<std::string> k_no_keys = {};
 
@@ -24,34 +31,34 @@ cors_policy listed() { return cors_policy{cors_config{{"https://app.example"}, {
 
 TEST(AdmitRequestHead, KeyOnTheHead) {
   const cors_policy any{cors_config{}};
-  auto d = admit_request_head(req(http::verb::post, "/v1/completions", {}), k_keys, any, true);
+  auto d = admit_request_head(req(http::verb::post, "/v1/completions", {}), k_keys, any, ui_on);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->status, http::status::unauthorized);
   EXPECT_EQ(d->code, "invalid_api_key");
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "Bearer k1"}}), k_keys, any, true));
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "bearer other-key"}}), k_keys, any, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "Bearer k1"}}), k_keys, any, ui_on));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "bearer other-key"}}), k_keys, any, ui_on));
   for (const char* bad : {"Bearer k2", "Bearer  k1", "Basic k1", "k1", "Bearer ", "Bearer k"}) {
-    EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", bad}}), k_keys, any, true)) << bad;
+    EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", bad}}), k_keys, any, ui_on)) << bad;
   }
   // No key configured: everything is admitted.
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {}), k_no_keys, any, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {}), k_no_keys, any, ui_on));
   // Unknown routes need the key too (no route map for the unauthenticated).
-  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/nope", {}), k_keys, any, true));
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/nope", {}), k_keys, any, ui_on));
 }
 
 TEST(AdmitRequestHead, PublicRoutesAndPreflights) {
   const cors_policy any{cors_config{}};
   for (const char* path : {"/health", "/ready", "/metrics", "/health?x=1", "/", "/index.html", "/ui/chat.js"}) {
-    EXPECT_FALSE(admit_request_head(req(http::verb::get, path, {}), k_keys, any, true)) << path;
+    EXPECT_FALSE(admit_request_head(req(http::verb::get, path, {}), k_keys, any, ui_on)) << path;
   }
-  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/", {}), k_keys, any, false)) << "the chat page is off: / is not public";
-  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/healthz", {}), k_keys, any, true));
-  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/v1/models", {}), k_keys, any, true));
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/", {}), k_keys, any, ui_off)) << "the chat page is off: / is not public";
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/healthz", {}), k_keys, any, ui_on));
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/v1/models", {}), k_keys, any, ui_on));
   EXPECT_FALSE(admit_request_head(
       req(http::verb::options, "/v1/completions", {{"Origin", "https://x.example"}, {"Access-Control-Request-Method", "POST"}}),
-      k_keys, any, true))
+      k_keys, any, ui_on))
       << "browsers send preflights without credentials";
-  EXPECT_FALSE(admit_request_head(req(http::verb::options, "/v1/completions", {}), k_keys, any, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::options, "/v1/completions", {}), k_keys, any, ui_on));
 }
 
 TEST(AdmitRequestHead, WhatIsServedWithoutAKeyCarriesNoBody) {
@@ -60,22 +67,22 @@ TEST(AdmitRequestHead, WhatIsServedWithoutAKeyCarriesNoBody) {
                          {http::verb::get, "/ui/chat.js"}}) {
     for (auto body : std::vector<std::pair<std::string, std::string>>{{"Content-Length", "8000000"}, {"Transfer-Encoding", "chunked"},
                                                                      {"Content-Length", "1"}}) {
-      auto d = admit_request_head(req(m, path, {body}), k_keys, any, true);
+      auto d = admit_request_head(req(m, path, {body}), k_keys, any, ui_on);
       ASSERT_TRUE(d) << path << " " << body.first;
       EXPECT_EQ(d->status, http::status::payload_too_large);
-      EXPECT_FALSE(admit_request_head(req(m, path, {body}), k_no_keys, any, true)) << "no keys: nothing to protect";
+      EXPECT_FALSE(admit_request_head(req(m, path, {body}), k_no_keys, any, ui_on)) << "no keys: nothing to protect";
     }
-    EXPECT_FALSE(admit_request_head(req(m, path, {{"Content-Length", "0"}}), k_keys, any, true)) << path;
-    EXPECT_FALSE(admit_request_head(req(m, path, {{"Content-Length", "000"}}), k_keys, any, true)) << path;
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"Content-Length", "0"}}), k_keys, any, ui_on)) << path;
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"Content-Length", "000"}}), k_keys, any, ui_on)) << path;
   }
   auto d = admit_request_head(req(http::verb::options, "/v1/completions", {{"Origin", "https://x.example"}, {"Access-Control-Request-Method", "POST"},
                                                                           {"Content-Length", "100"}}),
-                              k_keys, any, true);
+                              k_keys, any, ui_on);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->status, http::status::payload_too_large);
   // With the key the body is welcome.
   EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Authorization", "Bearer k1"}, {"Content-Length", "100"}}),
-                                  k_keys, any, true));
+                                  k_keys, any, ui_on));
 }
 
 TEST(AdmitRequestHead, WebSocketKeyInTheSubprotocol) {
@@ -87,21 +94,21 @@ TEST(AdmitRequestHead, WebSocketKeyInTheSubprotocol) {
     f.insert(f.end(), more.begin(), more.end());
     return req(http::verb::get, "/v1/responses", f);
   };
-  EXPECT_TRUE(admit_request_head(with({}), k_keys, any, true));
-  EXPECT_FALSE(admit_request_head(with({{"Authorization", "Bearer k1"}}), k_keys, any, true));
-  EXPECT_FALSE(admit_request_head(with({{"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.k1"}}), k_keys, any, true));
-  EXPECT_TRUE(admit_request_head(with({{"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.k9"}}), k_keys, any, true));
+  EXPECT_TRUE(admit_request_head(with({}), k_keys, any, ui_on));
+  EXPECT_FALSE(admit_request_head(with({{"Authorization", "Bearer k1"}}), k_keys, any, ui_on));
+  EXPECT_FALSE(admit_request_head(with({{"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.k1"}}), k_keys, any, ui_on));
+  EXPECT_TRUE(admit_request_head(with({{"Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.k9"}}), k_keys, any, ui_on));
   // The subprotocol key counts for upgrades only.
   EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/responses", {{"Sec-WebSocket-Protocol", "openai-insecure-api-key.k1"}}),
-                                 k_keys, any, true));
+                                 k_keys, any, ui_on));
   // A disallowed Origin on the upgrade: 403, with or without a key.
-  auto d = admit_request_head(with({{"Origin", "https://evil.example"}, {"Authorization", "Bearer k1"}}), k_keys, listed(), true);
+  auto d = admit_request_head(with({{"Origin", "https://evil.example"}, {"Authorization", "Bearer k1"}}), k_keys, listed(), ui_on);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->status, http::status::forbidden);
-  d = admit_request_head(with({{"Origin", "https://evil.example"}}), k_no_keys, listed(), true);
+  d = admit_request_head(with({{"Origin", "https://evil.example"}}), k_no_keys, listed(), ui_on);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->status, http::status::forbidden);
-  EXPECT_FALSE(admit_request_head(with({{"Origin", "https://app.example"}}), k_no_keys, listed(), true));
+  EXPECT_FALSE(admit_request_head(with({{"Origin", "https://app.example"}}), k_no_keys, listed(), ui_on));
 }
 
 TEST(AdmitRequestHead, DisallowedOriginIsRefusedBeforeWork) {
@@ -109,34 +116,34 @@ TEST(AdmitRequestHead, DisallowedOriginIsRefusedBeforeWork) {
   // A "simple" cross-origin POST needs no preflight: it must not run.
   for (const char* origin : {"https://evil.example", "null", "https://app.example.evil", "http://app.example", ""}) {
     const auto d = admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", origin}, {"Content-Type", "text/plain"}}),
-                                      k_no_keys, p, true);
+                                      k_no_keys, p, ui_on);
     ASSERT_TRUE(d) << origin;
     EXPECT_EQ(d->status, http::status::forbidden) << origin;
     EXPECT_EQ(d->code, "origin_not_allowed");
   }
   // Before authentication: a keyless cross-origin request learns nothing about keys.
-  auto d = admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "https://evil.example"}}), k_keys, p, true);
+  auto d = admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "https://evil.example"}}), k_keys, p, ui_on);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->status, http::status::forbidden);
   // Public routes too: "before any work".
-  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/health", {{"Origin", "https://evil.example"}}), k_no_keys, p, true));
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "https://app.example"}}), k_no_keys, p, true));
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {}), k_no_keys, p, true)) << "no Origin: not a browser's CORS request";
+  EXPECT_TRUE(admit_request_head(req(http::verb::get, "/health", {{"Origin", "https://evil.example"}}), k_no_keys, p, ui_on));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "https://app.example"}}), k_no_keys, p, ui_on));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {}), k_no_keys, p, ui_on)) << "no Origin: not a browser's CORS request";
   // "*" allows any origin.
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "null"}}), k_no_keys, cors_policy{cors_config{}}, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/completions", {{"Origin", "null"}}), k_no_keys, cors_policy{cors_config{}}, ui_on));
 }
 
 TEST(AdmitRequestHead, SameOriginIsAlwaysAllowed) {
   const cors_policy p = listed();
   // The chat page served by spate itself posts with its own origin.
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example:8000"}}), k_no_keys, p, true));
-  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "https://SPATE.example:8000"}}), k_no_keys, p, true));
-  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example"}}), k_no_keys, p, true));
-  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example:8000.evil"}}), k_no_keys, p, true));
-  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "ftp://spate.example:8000"}}), k_no_keys, p, true));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example:8000"}}), k_no_keys, p, ui_on));
+  EXPECT_FALSE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "https://SPATE.example:8000"}}), k_no_keys, p, ui_on));
+  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example"}}), k_no_keys, p, ui_on));
+  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://spate.example:8000.evil"}}), k_no_keys, p, ui_on));
+  EXPECT_TRUE(admit_request_head(req(http::verb::post, "/v1/chat/completions", {{"Origin", "ftp://spate.example:8000"}}), k_no_keys, p, ui_on));
   http::request_header<> no_host = req(http::verb::post, "/v1/chat/completions", {{"Origin", "http://"}});
   no_host.erase(http::field::host);
-  EXPECT_TRUE(admit_request_head(no_host, k_no_keys, p, true));
+  EXPECT_TRUE(admit_request_head(no_host, k_no_keys, p, ui_on));
   EXPECT_TRUE(is_same_origin("https://spate.example:8000", req(http::verb::get, "/", {})));
   EXPECT_FALSE(is_same_origin("https://", req(http::verb::get, "/", {})));
 }
