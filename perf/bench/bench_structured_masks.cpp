@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "cli/cli_options.h"
 #include "engine/engine_api.h"
 #include "jinja/chat_template.h"
@@ -134,17 +135,7 @@ int main(int argc, char** argv) {
   cli::add_model_options(desc, mo);
   cli::add_engine_options(desc, eo);
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "bench_structured_masks: " << e.what() << "\n";
-    return 1;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (const auto code = spate::perf::parse_args("bench_structured_masks", argc, argv, desc, vm)) return *code;
   if (vm["threads"].defaulted()) mo.n_threads = 2;
   for (auto err : {cli::finish_model_options(mo), cli::finish_engine_options(eo)}) {
     if (!err.empty()) {

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "engine/engine_api.h"
 #include "model/model_loader.h"
 #include "cli/cli_options.h"
@@ -154,17 +155,7 @@ int main(int argc, char** argv) {
       "reps", po::value(&reps)->default_value(1), "repetitions, each with a fresh engine; one JSON line each")(
       "help,h", "show this help");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "engine_serving_bench: " << e.what() << "\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (const auto code = spate::perf::parse_args("engine_serving_bench", argc, argv, desc, vm)) return *code;
   if (vm["threads"].defaulted()) mo.n_threads = 2;
   if (clients < 1 || per_client < 1 || max_tokens < 1 || reps < 1) {
     std::cerr << "engine_serving_bench: --clients, --requests-per-client, --max-tokens and --reps must be >= 1\n";

@@ -27,6 +27,7 @@
 // source of their masked builtins (GCC PR 105593); the values are never read.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#include "bench_args.h"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -172,17 +173,7 @@ int main(int argc, char** argv) {
   po::options_description desc("port_probe");
   desc.add_options()("reps", po::value(&reps)->default_value(5), "passes per figure (median)")("help,h", "show this help");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "port_probe: %s\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::printf("Usage: port_probe [--reps N]\n");
-    return 0;
-  }
+  if (const auto code = spate::perf::parse_args("port_probe", argc, argv, desc, vm)) return *code;
   if (!spate::kernels::cpu_supports(spate::kernels::isa_level::avx512) || reps < 1) {
     std::fprintf(stderr, "port_probe: needs AVX-512 VNNI and --reps >= 1\n");
     return 2;

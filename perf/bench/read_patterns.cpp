@@ -20,6 +20,7 @@
 // machine; each figure is the median over --reps of GB/s summed over the threads.
 //
 // Usage: read_patterns [--threads 1] [--bytes-mib 256] [--reps 7] [--json]
+#include "bench_args.h"
 #include <immintrin.h>
 #include <sys/mman.h>
 
@@ -100,8 +101,7 @@ int main(int argc, char** argv) {
   desc.add_options()("threads", po::value(&threads))("bytes-mib", po::value(&mib))("reps", po::value(&reps))(
       "json", po::bool_switch(&json));
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
+  if (const auto code = spate::perf::parse_args("read_patterns", argc, argv, desc, vm)) return *code;
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || threads < 1 || reps < 1 || mib < 16) {
     std::fprintf(stderr, "read_patterns: needs AVX2+FMA, --threads >= 1, --reps >= 1, --bytes-mib >= 16\n");
     return 2;

@@ -44,6 +44,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_args.h"
 #include "kernels/isa.h"
 
 namespace {
@@ -253,17 +254,7 @@ int main(int argc, char** argv) {
       "small-pages", po::bool_switch(&small_pages), "no MADV_HUGEPAGE on the bandwidth buffer (4 KiB pages)")(
       "help,h", "show this help");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "roofline_probe: %s\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::printf("Usage: roofline_probe [options]\n");
-    return 0;
-  }
+  if (const auto code = spate::perf::parse_args("roofline_probe", argc, argv, desc, vm)) return *code;
   if (!spate::kernels::cpu_supports(spate::kernels::isa_level::avx2) || n_threads < 1 || reps < 1) {
     std::fprintf(stderr, "roofline_probe: needs AVX2+FMA, --threads >= 1 and --reps >= 1\n");
     return 2;

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <vector>
 
+#include "bench_args.h"
 #include "engine/block_pool.h"
 #include "model/gguf_file.h"
 #include "model/kv_cache.h"
@@ -67,8 +68,7 @@ int main(int argc, char** argv) {
       "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/scripts/op_breakdown.py)")(
       "weights-isa", po::value(&weights_isa), "avx2: run the matmuls on the AVX2 kernels on an AVX-512 CPU (other ops unchanged)");
   po::variables_map vm;
-  po::store(po::parse_command_line(argc, argv, desc), vm);
-  po::notify(vm);
+  if (const auto code = spate::perf::parse_args("spate_bench", argc, argv, desc, vm)) return *code;
   // The kernel level as the server picks it: SPATE_FORCE_REFERENCE (or
   // --reference) and SPATE_MAX_ISA, read once here.
   cli::isa_options isa;
