@@ -2,50 +2,19 @@
 
 #include <cmath>
 
+#include "model/arch/arch.h"
 #include "model/gguf_file.h"
 
 namespace spate {
 namespace {
 
-int32_t require_positive(const gguf_file& f, const std::string& key, int64_t max_value) {
-  const auto v = f.get_int(key);
-  if (!v) throw gguf_error("model '" + f.path() + "' lacks required metadata '" + key + "'");
-  if (*v <= 0 || *v > max_value) {
-    throw gguf_error("model '" + f.path() + "': metadata '" + key + "' = " + std::to_string(*v) +
-                     " is out of range [1, " + std::to_string(max_value) + "]");
-  }
-  return static_cast<int32_t>(*v);
-}
-
-// The features each architecture adds over llama (see model_config.h).
-void read_arch_features(const gguf_file& f, model_config& c) {
+// The architecture's own features (its configure hook), then the optional
+// keys any architecture may carry.
+void read_arch_features(const gguf_file& f, const arch_def& arch, model_config& c) {
   const std::string a = c.arch + ".";
   const auto bad = [&](const std::string& what) { return gguf_error("model '" + f.path() + "': " + what); };
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  // GGUF llama checkpoints store Q/K permuted for interleaved-pair rotation; the others use NeoX halves.
-  c.rope = c.arch == "llama" ? kernels::rope_mode::normal : kernels::rope_mode::neox;
-  if (c.arch == "qwen3") c.qk_norm = true;
-  if (c.arch == "gemma3") {
-    c.qk_norm = true;
-    c.post_norms = true;
-    c.ffn_act = ffn_activation::gelu_tanh;
-    c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
-    // Gemma 3 scales queries by query_pre_attn_scalar^-1/2: head_dim, except
-    // the 27B model (62 layers), whose scalar is n_embd / n_head (as llama.cpp).
-    if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
-    // Every 6th layer is global, the others slide; their RoPE base is 10k.
-    // Newer converters may write the period and the base; absent, these defaults apply.
-    int32_t pattern = 6;
-    // (An integer period; a per-layer list is refused by get_int, naming the key.)
-    if (const std::string key = a + "attention.sliding_window_pattern"; f.has(key)) pattern = require_positive(f, key, 1024);
-    c.n_swa = require_positive(f, a + "attention.sliding_window", 1 << 24);
-    c.layer_swa.assign(static_cast<size_t>(c.n_layer), 0);
-    for (int32_t l = 0; l < c.n_layer; ++l) c.layer_swa[static_cast<size_t>(l)] = (l + 1) % pattern != 0;
-    c.rope_freq_base_swa = static_cast<float>(f.get_float(a + "rope.freq_base_swa").value_or(10000.0));
-    if (!(c.rope_freq_base_swa > 1.0f)) throw bad("invalid rope.freq_base_swa");
-  }
-  // phi3's GGUFs carry a sliding window that llama.cpp does not apply (its
-  // conversion does not say which layers slide); spate follows llama.cpp.
+  arch.configure(f, c);
   c.n_ctx_orig = c.n_ctx_train;
   if (f.has(a + "rope.scaling.original_context_length")) {
     c.n_ctx_orig = require_positive(f, a + "rope.scaling.original_context_length", 1 << 24);
@@ -68,14 +37,25 @@ void read_arch_features(const gguf_file& f, model_config& c) {
 
 }  // namespace
 
+int32_t require_positive(const gguf_file& f, const std::string& key, int64_t max_value) {
+  const auto v = f.get_int(key);
+  if (!v) throw gguf_error("model '" + f.path() + "' lacks required metadata '" + key + "'");
+  if (*v <= 0 || *v > max_value) {
+    throw gguf_error("model '" + f.path() + "': metadata '" + key + "' = " + std::to_string(*v) +
+                     " is out of range [1, " + std::to_string(max_value) + "]");
+  }
+  return static_cast<int32_t>(*v);
+}
+
 model_config read_model_config(const gguf_file& f) {
   model_config c;
   const auto arch = f.get_string("general.architecture");
   if (!arch) throw gguf_error("model '" + f.path() + "' lacks 'general.architecture'");
   c.arch = *arch;
-  if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "qwen3" && c.arch != "gemma3" && c.arch != "phi3") {
+  const arch_def* def = find_arch(c.arch);
+  if (def == nullptr) {
     throw gguf_error("model '" + f.path() + "' has architecture '" + c.arch +
-                     "', which spate does not support (supported: llama, qwen2, qwen3, gemma3, phi3)");
+                     "', which spate does not support (supported: " + supported_archs() + ")");
   }
   c.name = f.get_string("general.name").value_or("");
   const std::string a = c.arch + ".";
@@ -116,7 +96,7 @@ model_config read_model_config(const gguf_file& f) {
   if (const auto* toks = f.get_string_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int32_t>(toks->size());
   if (f.has(a + "vocab_size")) c.n_vocab = require_positive(f, a + "vocab_size", 1 << 22);
   if (c.n_vocab <= 0) throw gguf_error("model '" + f.path() + "' has no vocabulary (tokenizer.ggml.tokens)");
-  read_arch_features(f, c);
+  read_arch_features(f, *def, c);
   return c;
 }
 

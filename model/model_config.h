@@ -12,9 +12,10 @@ namespace spate {
 class gguf_file;
 
 enum class ffn_activation { silu, gelu_tanh };  // gate activation of the gated FFN
+enum class qkv_bias_rule { forbidden, optional, required };  // Q/K/V bias tensors in the file
 
 struct model_config {
-  std::string arch;            // "llama", "qwen2", "qwen3", "gemma3" or "phi3"
+  std::string arch;            // a registered architecture (model/arch/arch.h)
   std::string name;            // general.name (informational)
   int32_t n_layer = 0;
   int32_t n_embd = 0;
@@ -29,7 +30,10 @@ struct model_config {
   float rope_freq_base = 10000.0f;
   kernels::rope_mode rope = kernels::rope_mode::normal;
 
-  // Architecture features (llama and qwen2 use none of them).
+  // Architecture features, set by the architecture's configure hook
+  // (model/arch/<family>.cpp); llama uses none of them.
+  qkv_bias_rule qkv_bias = qkv_bias_rule::forbidden;  // llama optional, qwen2 required
+  bool fused_gate_up = false;     // one ffn_up tensor holds [gate | up] rows (phi3)
   bool qk_norm = false;           // per-head RMSNorm of Q and K before RoPE (qwen3, gemma3)
   bool post_norms = false;        // RMSNorm of the attention and FFN outputs before each residual add (gemma3)
   ffn_activation ffn_act = ffn_activation::silu;
@@ -66,5 +70,9 @@ struct model_config {
 // Reads and validates the hyper-parameters; throws gguf_error naming the
 // missing or inconsistent key, or the unsupported architecture.
 model_config read_model_config(const gguf_file& f);
+
+// The integer metadata `key`, required, in [1, max_value]; throws gguf_error
+// naming the key when it is missing or out of range. For configure hooks.
+int32_t require_positive(const gguf_file& f, const std::string& key, int64_t max_value);
 
 }  // namespace spate

@@ -92,8 +92,10 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
   used += emb.n_bytes;
 
   const bool qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
-  if (c.arch == "qwen2" && !qkv_bias) throw gguf_error("model '" + f.path() + "': qwen2 model lacks 'blk.0.attn_q.bias'");
-  if (c.arch != "llama" && c.arch != "qwen2" && qkv_bias) {
+  if (c.qkv_bias == qkv_bias_rule::required && !qkv_bias) {
+    throw gguf_error("model '" + f.path() + "': " + c.arch + " model lacks 'blk.0.attn_q.bias'");
+  }
+  if (c.qkv_bias == qkv_bias_rule::forbidden && qkv_bias) {
     throw gguf_error("model '" + f.path() + "': tensor 'blk.0.attn_q.bias' is unexpected for architecture '" + c.arch + "'");
   }
   w.layers.resize(static_cast<size_t>(c.n_layer));
@@ -122,7 +124,7 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       L.k_norm = vec_tensor(f, p + "attn_k_norm.weight", c.head_dim, used);
     }
     L.ffn_norm = vec_tensor(f, p + "ffn_norm.weight", c.n_embd, used);
-    if (c.arch == "phi3") {  // fused [gate | up] rows in ffn_up
+    if (c.fused_gate_up) {  // phi3: fused [gate | up] rows in ffn_up
       L.w_gate = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, 0, c.n_ff, level, used, owned);
       L.w_up = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, c.n_ff, c.n_ff, level, used, owned);
     } else {

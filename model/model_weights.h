@@ -21,7 +21,7 @@ class gguf_file;
 struct layer_weights {
   std::vector<float> attn_norm;               // [n_embd]
   kernels::packed_weight wq, wk, wv, wo;      // q: [q_dim x n_embd], k/v: [kv_dim x n_embd], o: [n_embd x q_dim]
-  std::vector<float> bq, bk, bv;              // qwen2 only; empty otherwise
+  std::vector<float> bq, bk, bv;              // when the file has them (cfg.qkv_bias: qwen2 always, llama maybe); else empty
   std::vector<float> q_norm, k_norm;          // [head_dim], when cfg.qk_norm; empty otherwise
   std::vector<float> post_attn_norm;          // [n_embd], when cfg.post_norms; empty otherwise
   std::vector<float> ffn_norm;                // [n_embd]

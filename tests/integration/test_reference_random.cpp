@@ -141,6 +141,36 @@ TEST_P(ReferenceRandom, LogitsMatchLlamaCpp) {
   EXPECT_LE(errs.back(), 1.50);
 }
 
+// Each architecture's forward keeps a sequence's logits bitwise independent
+// of its batch: the fixture's tokens alone in one pass, and the same tokens
+// in two chunks next to another sequence that prefills and then decodes at
+// other positions (its own RoPE angles and, on gemma3, windows).
+TEST_P(ReferenceRandom, BatchedEqualsAlone) {
+  runner_env env(model(), 64, 16);
+  const int32_t V = env.model.config.n_vocab, n = static_cast<int32_t>(fixture_.tokens.size());
+  const auto alone = run(env, fixture_.tokens, true);
+  const std::vector<int32_t> other(fixture_.tokens.rbegin(), fixture_.tokens.rend());
+  block_table bt(env.blocks), bt_other(env.blocks);
+  ASSERT_TRUE(bt.grow_to(n, 16));
+  ASSERT_TRUE(bt_other.grow_to(n, 16));
+  const int32_t half = n / 2;
+  std::vector<float> batched(static_cast<size_t>(n) * V), scratch(static_cast<size_t>(n + 1) * V);
+  forward_batch b;
+  // Step 1: the first half of the sequence (all its logits) next to 20 tokens of the other.
+  b.seqs.push_back({std::span<const int32_t>(fixture_.tokens).first(static_cast<size_t>(half)), 0, bt.ids(), half});
+  b.seqs.push_back({std::span<const int32_t>(other).first(20), 0, bt_other.ids(), 1});
+  env.runner.forward(b, scratch.data());
+  std::copy_n(scratch.begin(), static_cast<size_t>(half) * V, batched.begin());
+  // Step 2: the other sequence decodes one token first in the batch, then the rest of ours.
+  b.seqs.clear();
+  b.seqs.push_back({std::span<const int32_t>(other).subspan(20, 1), 20, bt_other.ids(), 1});
+  b.seqs.push_back({std::span<const int32_t>(fixture_.tokens).subspan(static_cast<size_t>(half)), half, bt.ids(), n - half});
+  env.runner.forward(b, scratch.data());
+  std::copy_n(scratch.begin() + V, static_cast<size_t>(n - half) * V, batched.begin() + static_cast<size_t>(half) * V);
+  EXPECT_EQ(0, std::memcmp(alone.data(), batched.data(), alone.size() * sizeof(float)))
+      << "a sequence's logits depend on its batch";
+}
+
 // Final logit soft-capping (llama.cpp's gemma3 graph has none, so it is
 // checked against its formula): the same model with a cap gives
 // cap * tanh(logit / cap) of the uncapped logits.
