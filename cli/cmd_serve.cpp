@@ -180,7 +180,7 @@ bool load_chat_template(const serve_options& so, serve_inputs& in) {
 // Loads the API keys, the model and the chat template into in. Returns nullopt to go on,
 // else the exit code (2: API keys, --max-model-len or --chat-template; 1: the model), with
 // the message on stderr.
-std::optional<int> load_serve_inputs(const serve_command_options& opts, service_notifier& notifier, serve_inputs& in) {
+std::optional<int> load_serve_inputs(serve_command_options& opts, service_notifier& notifier, serve_inputs& in) {
   try {
     in.api_keys = load_api_keys(opts.serve);
   } catch (const std::exception& e) {

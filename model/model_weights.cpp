@@ -1,6 +1,8 @@
 #include "model/model_weights.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "model/gguf_file.h"
 #include "kernels/dequant.h"
@@ -79,16 +81,32 @@ std::vector<kernels::packed_weight> expert_tensors(const gguf_file& f, const std
   const auto& t = need_tensor(f, name, {n_in, n_out, n_expert});
   used += t.n_bytes;
   const int64_t expert_bytes = n_out * kernels::row_bytes(*kernels::traits_of(t.type), n_in);
-  std::vector<kernels::packed_weight> out;
-  out.reserve(static_cast<size_t>(n_expert));
-  try {
-    for (int64_t e = 0; e < n_expert; ++e) {
-      out.push_back(kernels::pack_weight(static_cast<kernels::ggml_type>(t.type), t.data + e * expert_bytes, n_out, n_in, level));
-      owned += out.back().bytes();
+  // Packed on all cores: a 30B MoE file is mostly experts, and one thread
+  // repacking 17 GB would make loading slower than reading the file.
+  std::vector<kernels::packed_weight> out(static_cast<size_t>(n_expert));
+  const int n_threads = static_cast<int>(std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, n_expert));
+  std::vector<std::string> errors(static_cast<size_t>(n_threads));
+  auto pack_some = [&](int tid) {
+    try {
+      for (int64_t e = tid; e < n_expert; e += n_threads) {
+        out[static_cast<size_t>(e)] =
+            kernels::pack_weight(static_cast<kernels::ggml_type>(t.type), t.data + e * expert_bytes, n_out, n_in, level);
+      }
+    } catch (const std::exception& ex) {
+      errors[static_cast<size_t>(tid)] = ex.what();
     }
-  } catch (const std::exception& e) {
-    throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
+  };
+  std::vector<std::thread> workers;
+  for (int tid = 1; tid < n_threads; ++tid) workers.emplace_back(pack_some, tid);
+  pack_some(0);
+  for (auto& th : workers) th.join();
+  for (const auto& err : errors) {
+    if (!err.empty()) throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + err);
   }
+  for (const auto& pw : out) owned += pw.bytes();
+  // The experts are most of a MoE file: their mapped pages leave the resident
+  // set as soon as they are copied, so loading never holds both.
+  if (level != kernels::isa_level::scalar) f.release_pages(t.data, t.n_bytes);
   return out;
 }
 
