@@ -76,34 +76,28 @@ kernels::packed_weight mat_tensor(const gguf_file& f, const std::string& name, i
 }
 
 // The n_expert [n_out x n_in] slices of a 3-D expert tensor [n_in, n_out, n_expert].
-std::vector<kernels::packed_weight> expert_tensors(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_out,
-                                                   int64_t n_expert, kernels::isa_level level, size_t& used, size_t& owned) {
+kernels::packed_weight_set expert_tensors(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_out,
+                                          int64_t n_expert, kernels::isa_level level, size_t& used, size_t& owned) {
   const auto& t = need_tensor(f, name, {n_in, n_out, n_expert});
   used += t.n_bytes;
   const int64_t expert_bytes = n_out * kernels::row_bytes(*kernels::traits_of(t.type), n_in);
+  kernels::packed_weight_set out;
+  try {
+    out = kernels::packed_weight_set(static_cast<kernels::ggml_type>(t.type), n_expert, n_out, n_in, level);
+  } catch (const std::exception& e) {
+    throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
+  }
   // Packed on all cores: a 30B MoE file is mostly experts, and one thread
   // repacking 17 GB would make loading slower than reading the file.
-  std::vector<kernels::packed_weight> out(static_cast<size_t>(n_expert));
   const int n_threads = static_cast<int>(std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, n_expert));
-  std::vector<std::string> errors(static_cast<size_t>(n_threads));
   auto pack_some = [&](int tid) {
-    try {
-      for (int64_t e = tid; e < n_expert; e += n_threads) {
-        out[static_cast<size_t>(e)] =
-            kernels::pack_weight(static_cast<kernels::ggml_type>(t.type), t.data + e * expert_bytes, n_out, n_in, level);
-      }
-    } catch (const std::exception& ex) {
-      errors[static_cast<size_t>(tid)] = ex.what();
-    }
+    for (int64_t e = tid; e < n_expert; e += n_threads) out.pack(e, t.data + e * expert_bytes);
   };
   std::vector<std::thread> workers;
   for (int tid = 1; tid < n_threads; ++tid) workers.emplace_back(pack_some, tid);
   pack_some(0);
   for (auto& th : workers) th.join();
-  for (const auto& err : errors) {
-    if (!err.empty()) throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + err);
-  }
-  for (const auto& pw : out) owned += pw.bytes();
+  owned += out.bytes();
   // The experts are most of a MoE file: their mapped pages leave the resident
   // set as soon as they are copied, so loading never holds both.
   if (level != kernels::isa_level::scalar) f.release_pages(t.data, t.n_bytes);
