@@ -195,16 +195,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     try {
       out.prompt_text = m.tmpl->render(messages, o);
       if (r.continue_final_message) {
-        // As vLLM: cut the rendering right after the final assistant message's
-        // text, so the model continues it instead of starting a new turn.
-        const auto& last = messages.back().as_object();
-        const auto& content = last.at("content").as_string();
-        const auto pos = out.prompt_text.rfind(std::string_view(content.data(), content.size()));
-        if (content.empty() || pos == std::string::npos) {
-          return bad("continue_final_message: the chat template did not render the final message's content verbatim",
-                     "continue_final_message");
-        }
-        out.prompt_text.resize(pos + content.size());
+        if (auto e = cut_after_final_message(messages, out.prompt_text)) return e;
       }
     } catch (const chat_template_error& e) {
       return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
@@ -241,6 +232,17 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     out.params.constraint = api::make_reasoning_constraint(std::move(out.params.constraint), *out.reasoning, m.reasoning_tokens,
                                                            r.thinking_token_budget);
   }
+  return std::nullopt;
+}
+
+std::optional<api::api_error> cut_after_final_message(const json::array& messages, std::string& prompt_text) {
+  const auto& content = messages.back().as_object().at("content").as_string();
+  const auto pos = prompt_text.rfind(std::string_view(content.data(), content.size()));
+  if (content.empty() || pos == std::string::npos) {
+    return bad("continue_final_message: the chat template did not render the final message's content verbatim",
+               "continue_final_message");
+  }
+  prompt_text.resize(pos + content.size());
   return std::nullopt;
 }
 

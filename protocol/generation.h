@@ -96,6 +96,12 @@ std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text);
 // the error or nullopt.
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out);
 
+// continue_final_message (vLLM's): cuts the rendered prompt right after the
+// final assistant message's text, so the model continues it instead of
+// starting a new turn. A 400 when the template did not render that text
+// verbatim (or it is empty). Precondition: messages ends with an assistant message.
+std::optional<api::api_error> cut_after_final_message(const boost::json::array& messages, std::string& prompt_text);
+
 // "stop" / "length" (OpenAI finish_reason) for an engine finish reason; abort -> "abort".
 std::string openai_finish_reason(finish_reason r);
 
