@@ -24,7 +24,10 @@
 //
 // Thread-safety: a reasoning_vocab is immutable after construction and
 // shared; each token_constraint is used as engine_api.h says (one thread at
-// a time).
+// a time). The inner spec's start() runs inside accept() when the content
+// begins, on whichever thread runs the constraint: it must be safe from any
+// thread (the constraint compiler's specs only share immutable grammars and a
+// locking mask cache).
 #pragma once
 
 #include <array>
