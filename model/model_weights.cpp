@@ -87,8 +87,10 @@ kernels::packed_weight_set expert_tensors(const gguf_file& f, const std::string&
   } catch (const std::exception& e) {
     throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
   }
-  // Packed on all cores: a 30B MoE file is mostly experts, and one thread
-  // repacking 17 GB would make loading slower than reading the file.
+  // Packed on all cores while the kernel reads ahead: a 30B MoE file is
+  // mostly experts, and page faults one at a time would make loading slower
+  // than reading the file.
+  f.prefetch_pages(t.data, t.n_bytes);
   const int n_threads = static_cast<int>(std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, n_expert));
   auto pack_some = [&](int tid) {
     for (int64_t e = tid; e < n_expert; e += n_threads) out.pack(e, t.data + e * expert_bytes);
