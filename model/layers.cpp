@@ -3,36 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/layers_internal.h"
 #include "model/op_timeline.h"
 
 namespace spate::blocks {
-namespace {
-
-// x += r for row t.
-inline void add_residual(const forward_step& s, residual r, int64_t t) {
-  const auto& ops = kernels::ops();
-  const int32_t D = s.cfg.n_embd;
-  float* out = s.tmp + t * D;
-  if (r.post_norm != nullptr) ops.rms_norm(out, r.post_norm, out, D, s.cfg.rms_eps);
-  ops.add(s.x + t * D, out, D);
-}
-
-// Rows [r0, r1): x += r, then xn = RMSNorm(x) * norm; the prologue of a projection of xn.
-struct residual_norm {
-  const forward_step& s;
-  residual r;
-  const float* norm;
-  void operator()(int64_t r0, int64_t r1) const {
-    const auto& ops = kernels::ops();
-    const int32_t D = s.cfg.n_embd;
-    for (int64_t t = r0; t < r1; ++t) {
-      if (r.pending) add_residual(s, r, t);
-      ops.rms_norm(s.x + t * D, norm, s.xn + t * D, D, s.cfg.rms_eps);
-    }
-  }
-};
-
-}  // namespace
+using detail::add_residual;
+using detail::residual_norm;
 
 const layer_weights& begin_layer(const forward_step& s, int32_t l) {
   s.timeline.layer(l);

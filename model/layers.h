@@ -15,9 +15,8 @@
 // tmp, and the next block that norms x adds it first, inside its own quantize
 // loop (a `residual` says whether one is waiting and its post-norm).
 //
-// Where the next architectures plug in: a mixture-of-experts FFN (qwen3moe,
-// gpt-oss) is a sibling of gated_ffn with the same residual/ffn_norm prologue
-// and tmp output; attention sinks are one more field of attention_options.
+// Where the next architectures plug in: attention sinks are one more field of
+// attention_options; another expert gating (gpt-oss) is an option of moe_ffn.
 //
 // Thread-safety: blocks run on the forward's calling thread only (they drive
 // the pool); the pool's tasks write disjoint rows.
@@ -29,6 +28,7 @@
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "model/moe_routing.h"
 #include "model/projection.h"
 #include "model/thread_pool.h"
 
@@ -39,6 +39,22 @@ class op_timeline;  // model/op_timeline.h (includes util/, which model's users 
 struct token_ref {
   int32_t seq;  // index into batch.seqs
   int32_t pos;  // absolute position in that sequence
+};
+
+// The mixture-of-experts FFN's workspaces (model/moe_ffn.cpp), sized by
+// model_runner::reserve for T tokens of k = n_expert_used experts each.
+struct moe_workspace {
+  std::vector<float> logits;          // [T x n_expert] router logits
+  std::vector<int32_t> ids;           // [T x k] chosen experts, most probable first
+  std::vector<float> weights;         // [T x k] their weights
+  std::vector<float> probs;           // [n_threads x n_expert] route_row scratch
+  expert_groups groups;               // the step's rows grouped by expert
+  std::vector<float> x, gate, up;     // grouped rows: [T*k x n_embd], [T*k x n_ff_exp] x 2
+  std::vector<float> out;             // [T*k x n_embd] each (token, expert)'s output
+  std::vector<grouped_job> jobs;      // the grouped projections' jobs
+
+  // Grows the buffers for steps of up to max_tokens tokens on n_threads threads.
+  void reserve(const model_config& c, int64_t max_tokens, int n_threads);
 };
 
 // One forward step's data, built by model_runner::forward. The pointers are
@@ -72,6 +88,7 @@ struct forward_step {
   float* rope_swa;
   float* scratch;             // attention scratch, scratch_per_thread floats per pool thread
   int64_t scratch_per_thread;
+  moe_workspace* moe;         // the MoE FFN's buffers; null for dense models
 };
 
 namespace blocks {
@@ -116,6 +133,15 @@ void output_projection(const forward_step& s, const layer_weights& L);
 // x += r; xn = RMSNorm(x) * L.ffn_norm; tmp = (act(xn . W_gate^T) * (xn . W_up^T)) . W_down^T.
 // Timeline ops "gate_up_proj", "down_proj".
 void gated_ffn(const forward_step& s, residual r, const layer_weights& L, ffn_activation act);
+
+// Mixture of experts: x += r; xn = RMSNorm(x) * L.ffn_norm; each row's router
+// logits xn . L.router^T pick its top cfg.n_expert_used experts (route_row);
+// the step's rows are grouped by expert, so each chosen expert's gate, up and
+// down weights stream once per step; tmp = sum over the row's experts, most
+// probable first, of weight * W_down_e . (SiLU(W_gate_e . xn) * W_up_e . xn).
+// A row's result depends only on its own xn. Timeline ops "moe_router",
+// "moe_gate_up", "moe_down", "moe_combine".
+void moe_ffn(const forward_step& s, residual r, const layer_weights& L);
 
 // x += r on every row (the last layer's branch). Timeline op "residual".
 void residual_add(const forward_step& s, residual r);

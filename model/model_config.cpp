@@ -32,10 +32,39 @@ void read_arch_features(const gguf_file& f, const arch_def& arch, model_config& 
     if (!(*cap > 0.0 && *cap < 1e6)) throw bad("invalid final_logit_softcapping " + std::to_string(*cap));
     c.final_logit_softcap = static_cast<float>(*cap);
   }
+  if (c.n_expert == 0) {
+    if (const auto n = f.get_int(a + "expert_count"); n && *n != 0) {
+      throw bad("metadata '" + a + "expert_count' = " + std::to_string(*n) + ": architecture '" + c.arch +
+                "' has no mixture-of-experts support in spate (supported with experts: qwen3moe, llama)");
+    }
+    if (c.n_ff == 0) throw gguf_error("model '" + f.path() + "' lacks required metadata '" + a + "feed_forward_length'");
+  }
   if (f.has(a + "attn_logit_softcapping")) throw bad("attention logit soft-capping (attn_logit_softcapping) is not supported");
 }
 
 }  // namespace
+
+void read_moe_config(const gguf_file& f, model_config& c, bool required) {
+  const std::string a = c.arch + ".";
+  if (!required && f.get_int(a + "expert_count").value_or(0) == 0) return;
+  c.n_expert = require_positive(f, a + "expert_count", 4096);
+  c.n_expert_used = require_positive(f, a + "expert_used_count", c.n_expert);
+  if (f.has(a + "expert_feed_forward_length")) {
+    c.n_ff_exp = require_positive(f, a + "expert_feed_forward_length", 1 << 18);
+  } else if (c.n_ff > 0 && c.n_ff % c.n_expert_used == 0 && c.arch != "llama") {
+    c.n_ff_exp = c.n_ff / c.n_expert_used;  // llama.cpp's fallback for qwen3moe
+  } else if (c.n_ff > 0 && c.arch == "llama") {
+    c.n_ff_exp = c.n_ff;  // Mixtral: feed_forward_length is each expert's
+  } else {
+    throw gguf_error("model '" + f.path() + "' lacks required metadata '" + a + "expert_feed_forward_length'");
+  }
+  if (const std::string key = a + "expert_gating_func"; f.has(key) && f.get_int(key).value_or(0) != 1) {
+    throw gguf_error("model '" + f.path() + "': metadata '" + key + "' must be 1 (softmax), the only gating spate runs");
+  }
+  if (const std::string key = a + "expert_shared_count"; f.get_int(key).value_or(0) != 0) {
+    throw gguf_error("model '" + f.path() + "': metadata '" + key + "': shared experts are not supported");
+  }
+}
 
 int32_t require_positive(const gguf_file& f, const std::string& key, int64_t max_value) {
   const auto v = f.get_int(key);
@@ -61,7 +90,9 @@ model_config read_model_config(const gguf_file& f) {
   const std::string a = c.arch + ".";
   c.n_layer = require_positive(f, a + "block_count", 1024);
   c.n_embd = require_positive(f, a + "embedding_length", 1 << 16);
-  c.n_ff = require_positive(f, a + "feed_forward_length", 1 << 18);
+  // Optional here: a mixture-of-experts file may have only expert_feed_forward_length
+  // (read_arch_features requires it of dense models).
+  if (f.has(a + "feed_forward_length")) c.n_ff = require_positive(f, a + "feed_forward_length", 1 << 18);
   c.n_head = require_positive(f, a + "attention.head_count", 1024);
   c.n_head_kv = f.has(a + "attention.head_count_kv") ? require_positive(f, a + "attention.head_count_kv", 1024) : c.n_head;
   c.n_ctx_train = require_positive(f, a + "context_length", 1 << 24);

@@ -50,6 +50,14 @@ struct model_config {
   // the long factors apply when a sequence may exceed n_ctx_orig positions.
   float rope_attn_factor = 1.0f;
   int32_t n_ctx_orig = 0;         // rope.scaling.original_context_length, else n_ctx_train
+  // Mixture of experts (qwen3moe; llama files with expert_count > 0): each
+  // layer's FFN is n_expert gated FFNs of n_ff_exp, of which a router picks
+  // n_expert_used per token (softmax over all experts, top-k, weights
+  // renormalized over the k when expert_weights_norm). n_expert == 0: dense.
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_exp = 0;
+  bool expert_weights_norm = true;
   // {arch}.pooling_type as llama.cpp numbers it (0 none, 1 mean, 2 cls, 3 last); -1 when absent.
   int32_t gguf_pooling = -1;
 
@@ -62,6 +70,7 @@ struct model_config {
   // Positions every layer reads back from a query (n_swa when every layer
   // slides), 0 when some layer reads the whole context.
   int32_t kv_window() const { return all_layers_swa() ? n_swa : 0; }
+  bool is_moe() const { return n_expert > 0; }
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
   int32_t n_group() const { return n_head / n_head_kv; }
@@ -70,6 +79,12 @@ struct model_config {
 // Reads and validates the hyper-parameters; throws gguf_error naming the
 // missing or inconsistent key, or the unsupported architecture.
 model_config read_model_config(const gguf_file& f);
+
+// Reads {arch}.expert_count, expert_used_count and expert_feed_forward_length
+// (else n_ff / expert_used_count, as llama.cpp) into c; for configure hooks of
+// architectures with experts. required: a missing expert_count is an error;
+// otherwise it leaves c dense. Throws gguf_error naming the key.
+void read_moe_config(const gguf_file& f, model_config& c, bool required);
 
 // The integer metadata `key`, required, in [1, max_value]; throws gguf_error
 // naming the key when it is missing or out of range. For configure hooks.

@@ -44,10 +44,11 @@ void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t m
     if (separate_swa_rope()) ensure(rope_swa_, T * static_cast<size_t>(std::max(cfg_.n_rot, 1)));
     size_t act = 0;
     for (const auto& L : w_.layers) {
-      for (const auto* pw : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      for (const auto* pw : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down, &L.router}) {
         act = std::max(act, kernels::act_bytes(*pw, max_tokens));
       }
     }
+    if (cfg_.is_moe()) act = std::max(act, reserve_moe(max_tokens));
     act = std::max(act, kernels::act_bytes(w_.output, max_tokens));
     proj_.reserve(act);
     tokens_.reserve(T);
@@ -60,6 +61,18 @@ void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t m
     ensure(scratch_, static_cast<size_t>(scratch_per_thread_) * static_cast<size_t>(pool_.n_threads()));
     cap_ctx_ = max_ctx;
   }
+}
+
+size_t model_runner::reserve_moe(int64_t max_tokens) {
+  moe_.reserve(cfg_, max_tokens, pool_.n_threads());
+  const int64_t A = max_tokens * cfg_.n_expert_used;  // (token, expert) assignments
+  size_t act = 0;
+  for (const auto& L : w_.layers) {
+    for (const auto* experts : {&L.exp_gate, &L.exp_up, &L.exp_down}) {
+      for (const auto& pw : *experts) act = std::max(act, kernels::act_bytes(pw, A));
+    }
+  }
+  return act;
 }
 
 void model_runner::validate(const forward_batch& batch) const {
@@ -122,7 +135,8 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
                           .x = x_.data(), .xn = xn_.data(), .q = q_.data(), .k = k_.data(), .v = v_.data(),
                           .attn = attn_.data(), .tmp = tmp_.data(), .gate = gate_.data(), .up = up_.data(),
                           .rope = rope_.data(), .rope_swa = separate_swa_rope() ? rope_swa_.data() : rope_.data(),
-                          .scratch = scratch_.data(), .scratch_per_thread = scratch_per_thread_};
+                          .scratch = scratch_.data(), .scratch_per_thread = scratch_per_thread_,
+                          .moe = cfg_.is_moe() ? &moe_ : nullptr};
   arch_.forward(step);
 }
 

@@ -48,6 +48,8 @@ class model_runner {
 
  private:
   void validate(const forward_batch& batch) const;
+  // Sizes moe_ for steps of max_tokens tokens; returns the activation bytes its projections need.
+  size_t reserve_moe(int64_t max_tokens);
   bool separate_swa_rope() const { return cfg_.n_swa > 0 && cfg_.rope_freq_base_swa != cfg_.rope_freq_base; }
 
   const model_config& cfg_;
@@ -61,6 +63,7 @@ class model_runner {
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;
   std::vector<float> rope_;         // per token: n_rot floats of rotary cos | sin (kernels::rope_angles)
   std::vector<float> rope_swa_;     // the same for the sliding layers' RoPE base, when it differs
+  moe_workspace moe_;               // the MoE FFN's buffers (cfg_.is_moe())
   std::vector<float> scratch_;      // attention scratch, per thread
   int64_t scratch_per_thread_ = 0;
   std::vector<token_ref> tokens_;   // flattened token -> (seq, pos)

@@ -73,6 +73,48 @@ kernels::packed_weight mat_tensor(const gguf_file& f, const std::string& name, i
   }
 }
 
+// The n_expert [n_out x n_in] slices of a 3-D expert tensor [n_in, n_out, n_expert].
+std::vector<kernels::packed_weight> expert_tensors(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_out,
+                                                   int64_t n_expert, kernels::isa_level level, size_t& used, size_t& owned) {
+  const auto& t = need_tensor(f, name, {n_in, n_out, n_expert});
+  used += t.n_bytes;
+  const int64_t expert_bytes = n_out * kernels::row_bytes(*kernels::traits_of(t.type), n_in);
+  std::vector<kernels::packed_weight> out;
+  out.reserve(static_cast<size_t>(n_expert));
+  try {
+    for (int64_t e = 0; e < n_expert; ++e) {
+      out.push_back(kernels::pack_weight(static_cast<kernels::ggml_type>(t.type), t.data + e * expert_bytes, n_out, n_in, level));
+      owned += out.back().bytes();
+    }
+  } catch (const std::exception& e) {
+    throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
+  }
+  return out;
+}
+
+void load_ffn(const gguf_file& f, const model_config& c, const std::string& p, layer_weights& L, kernels::isa_level level,
+              size_t& used, size_t& owned) {
+  if (c.is_moe()) {
+    if (f.find_tensor(p + "ffn_gate.0.weight")) {
+      throw gguf_error("model '" + f.path() + "' stores its experts as separate tensors ('" + p +
+                       "ffn_gate.0.weight'); convert it with a current llama.cpp, which merges them into '" + p +
+                       "ffn_gate_exps.weight'");
+    }
+    L.router = mat_tensor(f, p + "ffn_gate_inp.weight", c.n_embd, c.n_expert, level, used, owned);
+    L.exp_gate = expert_tensors(f, p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, level, used, owned);
+    L.exp_up = expert_tensors(f, p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, level, used, owned);
+    L.exp_down = expert_tensors(f, p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert, level, used, owned);
+  } else if (c.fused_gate_up) {  // phi3: fused [gate | up] rows in ffn_up
+    L.w_gate = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, 0, c.n_ff, level, used, owned);
+    L.w_up = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, c.n_ff, c.n_ff, level, used, owned);
+    L.w_down = mat_tensor(f, p + "ffn_down.weight", c.n_ff, c.n_embd, level, used, owned);
+  } else {
+    L.w_gate = mat_tensor(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, level, used, owned);
+    L.w_up = mat_tensor(f, p + "ffn_up.weight", c.n_embd, c.n_ff, level, used, owned);
+    L.w_down = mat_tensor(f, p + "ffn_down.weight", c.n_ff, c.n_embd, level, used, owned);
+  }
+}
+
 }  // namespace
 
 void model_weights::embed(int32_t id, float* out, int32_t n_embd) const {
@@ -124,14 +166,7 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       L.k_norm = vec_tensor(f, p + "attn_k_norm.weight", c.head_dim, used);
     }
     L.ffn_norm = vec_tensor(f, p + "ffn_norm.weight", c.n_embd, used);
-    if (c.fused_gate_up) {  // phi3: fused [gate | up] rows in ffn_up
-      L.w_gate = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, 0, c.n_ff, level, used, owned);
-      L.w_up = mat_part(f, p + "ffn_up.weight", c.n_embd, 2 * int64_t{c.n_ff}, c.n_ff, c.n_ff, level, used, owned);
-    } else {
-      L.w_gate = mat_tensor(f, p + "ffn_gate.weight", c.n_embd, c.n_ff, level, used, owned);
-      L.w_up = mat_tensor(f, p + "ffn_up.weight", c.n_embd, c.n_ff, level, used, owned);
-    }
-    L.w_down = mat_tensor(f, p + "ffn_down.weight", c.n_ff, c.n_embd, level, used, owned);
+    load_ffn(f, c, p, L, level, used, owned);
     if (c.post_norms) {
       L.post_attn_norm = vec_tensor(f, p + "post_attention_norm.weight", c.n_embd, used);
       L.post_ffn_norm = vec_tensor(f, p + "post_ffw_norm.weight", c.n_embd, used);

@@ -40,6 +40,16 @@ struct mm_job {
   int64_t ldy;
 };
 
+// One group of a grouped projection: rows [row0, row0 + n_rows) of x times w,
+// into y[(row0 + r) * ldy + col]. A group with n_rows == 0 is skipped.
+struct grouped_job {
+  const kernels::packed_weight* w;
+  int64_t row0;
+  int64_t n_rows;
+  float* y;
+  int64_t ldy;
+};
+
 class projector {
  public:
   explicit projector(thread_pool& pool) : pool_(pool) {}
@@ -55,6 +65,14 @@ class projector {
   // Precondition: reserve() covered n_rows rows of every job's weight.
   void project(const float* x, int64_t ldx, int64_t n_rows, std::initializer_list<mm_job> jobs,
                row_prologue pro = {});
+
+  // Runs pro (if any) on every row of x [n_rows x ldx], quantizes the rows
+  // once per activation format among the jobs, and runs every job's column
+  // chunks as one parallel loop per format: the experts of a mixture-of-
+  // experts layer, each weight read once for all its rows. Every job's n_in
+  // is ldx's row width. Precondition: reserve() covered n_rows rows.
+  void project_grouped(const float* x, int64_t ldx, int64_t n_rows, const std::vector<grouped_job>& jobs,
+                       row_prologue pro = {});
 
  private:
   void quantize(const kernels::packed_weight& w, const float* x, int64_t ldx, int64_t n_rows, row_prologue pro);
@@ -73,8 +91,18 @@ class projector {
   static constexpr int64_t k_stream_max_rows = 32;
   static constexpr int64_t k_min_stream_task_bytes = 256 * 1024;
 
+  // Chunk width (columns) of w for matmuls of n_rows rows split into about `want` chunks.
+  static int64_t chunk_cols(const kernels::packed_weight& w, int64_t n_rows, int64_t want);
+  void grouped_matmuls(const std::vector<grouped_job>& jobs, int fmt, int64_t n_in);
+
   thread_pool& pool_;
   std::vector<uint8_t> act_;  // quantized activations
+  struct grouped_plan {
+    const grouped_job* job;
+    int64_t chunk;
+    int64_t first_task;  // tasks [first_task, first_task + n_chunks) are this job's chunks
+  };
+  std::vector<grouped_plan> grouped_plans_;  // project_grouped's plan, reused across steps
 };
 
 }  // namespace spate

@@ -8,6 +8,7 @@ namespace spate {
   X(llama)                     \
   X(qwen2)                     \
   X(qwen3)                     \
+  X(qwen3moe)                  \
   X(gemma3)                    \
   X(phi3)
 
