@@ -9,7 +9,12 @@
 #                 binaries PREFIX/bin
 #   TARGETS       array of the CMake targets to build and install
 # Env read: PEER_TARGETS (space-separated targets replacing TARGETS), JOBS (default 2),
-# PYTHON (default python3).
+# PYTHON (default python3), PEER_AMX (1: keep AMX, see below).
+#
+# AMX: on a CPU with AMX (Intel Sapphire Rapids and later), GGML_NATIVE turns on llama.cpp's
+# AMX matmuls, and llama.cpp 0.3.36's llama-bench died in ggml_backend_amx_mul_mat (SIGSEGV,
+# any model) on such a VM. So the build adds -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 there
+# (the rest of -march=native stays) unless PEER_AMX=1; spate has no AMX kernels either.
 #
 # Functions: peer_log MSG, peer_select_targets (applies PEER_TARGETS), peer_done_if_built
 # (prints the bin dir and exits 0 when every target is installed), peer_fetch_source (sdist to
@@ -68,8 +73,15 @@ peer_fetch_source() {
 }
 
 peer_build_install() {  # CMAKE_ARG...
+  local no_amx=""
+  if [[ "${PEER_AMX:-0}" != 1 ]] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+    no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    peer_log "CPU with AMX: building without it ($no_amx; PEER_AMX=1 keeps it)"
+  fi
   peer_log "configuring in $BUILD"
   cmake -S "$SRC" -B "$BUILD" \
+    -DCMAKE_C_FLAGS="$no_amx" \
+    -DCMAKE_CXX_FLAGS="$no_amx" \
     -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON \
     -DGGML_BLAS=OFF \

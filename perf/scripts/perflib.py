@@ -12,6 +12,8 @@ elsewhere puts perf/scripts/ on sys.path first), or call it from shell:
   perflib.py peer-tok-s KIND METRIC NPL FILE...
                                           the tok/s of a llama-bench (KIND bench) or
                                           llama-batched-bench (KIND batched) run from its output
+  perflib.py bench-metrics FILE...        one {"metric": "pp<N>"|"tg<N>", "tok_s": ...} line per
+                                          llama-bench test in the files (see bench_metrics)
 
 Contracts:
 - KEY=VALUE values that parse as JSON stay JSON (numbers, true, null, lists);
@@ -189,6 +191,20 @@ def peer_tok_s(rows, kind, npl):
     return rows[0]["speed_tg"] if rows else None
 
 
+def bench_metrics(rows):
+    """The tests of one llama-bench run (llama.cpp's -o jsonl or ik_llama.cpp's -o json) as
+    {"metric": "pp<n_prompt>" (n_gen 0) or "tg<n_gen>" (n_prompt 0), "tok_s": avg_ts}; mixed
+    tests (both non-zero) are skipped."""
+    out = []
+    for r in rows:
+        if "avg_ts" not in r:
+            continue
+        n_prompt, n_gen = int(r.get("n_prompt", 0)), int(r.get("n_gen", 0))
+        if (n_prompt > 0) != (n_gen > 0):
+            out.append({"metric": f"pp{n_prompt}" if n_prompt else f"tg{n_gen}", "tok_s": round(r["avg_ts"], 2)})
+    return out
+
+
 def find_peer_bin(build_script=PERF / "peer" / "build_llama_cpp.sh"):
     """PEER_BIN from the environment, else the last line of build_llama_cpp.sh's output
     (which builds the peer when it is missing)."""
@@ -350,6 +366,12 @@ def main(argv):
         if tok_s is None:
             sys.exit(f"no {rest[1]} figure in {' '.join(files)}")
         print(round(tok_s, 2))
+    elif cmd == "bench-metrics":
+        metrics = bench_metrics([r for f in rest for r in read_jsonl(f)])
+        if not metrics:
+            sys.exit(f"no llama-bench test in {' '.join(rest)}")
+        for m in metrics:
+            print(json.dumps(m))
     else:
         sys.exit(f"perflib: unknown command {cmd!r}\n{__doc__}")
 
