@@ -17,10 +17,11 @@
 #   PEER_BIN       llama.cpp's bin dir (default: perf/peer/build_llama_cpp.sh 0.3.36, which
 #                  builds what is missing)
 #   IK_BIN         ik_llama.cpp's bin dir (default: perf/peer/build_ik_llama_cpp.sh)
-#   IK_BENCH_ARGS  ik_llama.cpp's options for llama-bench and llama-batched-bench (default
-#                  "-rtr 1 -fmoe 1 -fa 1": run-time repacking into its row-interleaved types,
-#                  fused MoE ffn, flash attention)
-#   IK_SERVER_ARGS the same for its llama-server (default "-rtr -fmoe -fa")
+#   IK_BENCH_ARGS  ik_llama.cpp's options for its llama-bench (default "-rtr 1 -fmoe 1 -fa 1":
+#                  run-time repacking into its row-interleaved types, fused MoE up/gate, flash
+#                  attention)
+#   IK_ARGS        the same for its llama-batched-bench and llama-server, spelled as their common
+#                  parser takes them (default "-rtr -fa on"; fused MoE is on by default there)
 #   SPATE_ARGS     extra `spate serve` arguments (after --kv-cache-memory 1GiB)
 #   PEER_ARGS      extra llama-server arguments, both peers (16 slots of PEER_CTX_PER_SLOT, default
 #                  512, tokens: 805 MB of KV cache for this shape, as spate's 1 GiB)
@@ -34,7 +35,8 @@
 #   llama.cpp     llama-bench -m M -p 512 -n 128 -t T -r 1 -o jsonl (pp512 and tg128, avg_ts);
 #                 llama-batched-bench -m M -c 2048 -b 2048 -ub 512 -t T -tb T -npp 32 -ntg 64
 #                 -npl 16 --output-format jsonl (bd16 = S_TG)
-#   ik_llama.cpp  the same binaries of ik_llama.cpp with IK_BENCH_ARGS (llama-bench -o json)
+#   ik_llama.cpp  the same binaries of ik_llama.cpp, llama-bench with IK_BENCH_ARGS (-o json),
+#                 llama-batched-bench with IK_ARGS (its Markdown table: it has no JSON output)
 #   probe         again
 # then, per round and engine, serving: a fresh server (spate serve; llama-server with 16
 # slots), perf/scripts/serving_bench.py --scenario throughput (16 streaming clients x 2 requests,
@@ -53,7 +55,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 REPS=3 THREADS=2 OUT="" PORT="${PORT:-18180}" ENGINES="spate,llama.cpp,ik_llama.cpp" BENCH=1 SERVE=1
 RUN_TIMEOUT="${RUN_TIMEOUT:-2400}" SERVE_TIMEOUT="${SERVE_TIMEOUT:-3600}"
 IK_BENCH_ARGS="${IK_BENCH_ARGS:--rtr 1 -fmoe 1 -fa 1}"
-IK_SERVER_ARGS="${IK_SERVER_ARGS:--rtr -fmoe -fa}"
+IK_ARGS="${IK_ARGS:--rtr -fa on}"
 export PEER_CTX_PER_SLOT="${PEER_CTX_PER_SLOT:-512}"
 MODEL="$HOME/.cache/spate/models/big/qwen3moe-30b-a3b-q4_0.gguf"
 PP=512 TG=128 BD_NPL=16 BD_NPP=32 BD_NTG=64 CTX=2048
@@ -134,12 +136,14 @@ spate_round() {  # ROUND
 }
 
 # llama-bench (pp512, tg128) and llama-batched-bench (bd16) of one peer. ik_llama.cpp's llama-bench
-# writes -o json (an array); its batched-bench's JSON may go to either stream, like llama.cpp's.
-peer_round() {  # ENGINE BIN ROUND OPTIONS
-  local engine="$1" bin="$2" round="$3" options="$4" version fmt=jsonl tok_s extra=()
+# writes -o json (an array), its batched-bench a Markdown table only; llama.cpp's batched-bench
+# JSON may go to either stream.
+peer_round() {  # ENGINE BIN ROUND BENCH_OPTIONS BATCHED_OPTIONS
+  local engine="$1" bin="$2" round="$3" options="$4" boptions="$5" version fmt=jsonl tok_s extra=() bextra=()
   read -r -a extra <<< "$options"
+  read -r -a bextra <<< "$boptions"
   version="$(perf_peer_version "$bin")"
-  [[ "$engine" == ik_llama.cpp ]] && fmt=json
+  if [[ "$engine" == ik_llama.cpp ]]; then fmt=json; else bextra+=(--output-format jsonl); fi
   local cmd=("$bin/llama-bench" -m "$MODEL" -p "$PP" -n "$TG" -t "$THREADS" -r 1 -o "$fmt" "${extra[@]}")
   if attempt "$engine" bench "$round" "${cmd[@]}" &&
      python3 "$PERFLIB" bench-metrics "$PERF_TMP/out" > "$PERF_TMP/metrics"; then
@@ -148,10 +152,10 @@ peer_round() {  # ENGINE BIN ROUND OPTIONS
     perf_log "   $engine: $(tr '\n' ' ' < "$PERF_TMP/metrics")"
   fi
   local bcmd=("$bin/llama-batched-bench" -m "$MODEL" -c "$CTX" -b 2048 -ub 512 -t "$THREADS" -tb "$THREADS"
-              -npp "$BD_NPP" -ntg "$BD_NTG" -npl "$BD_NPL" --output-format jsonl "${extra[@]}")
+              -npp "$BD_NPP" -ntg "$BD_NTG" -npl "$BD_NPL" "${bextra[@]}")
   attempt "$engine" batched "$round" "${bcmd[@]}" || return 0
   if tok_s="$(python3 "$PERFLIB" peer-tok-s batched "bd$BD_NPL" "$BD_NPL" "$PERF_TMP/out" "$PERF_TMP/err")"; then
-    perf_record kind=sample engine="$engine" version="$version" options="$options" metric="bd$BD_NPL" \
+    perf_record kind=sample engine="$engine" version="$version" options="$boptions" metric="bd$BD_NPL" \
       tok_s="$tok_s" round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" cmd="${bcmd[*]}"
     perf_log "   $engine: bd$BD_NPL $tok_s"
   else
@@ -162,8 +166,8 @@ peer_round() {  # ENGINE BIN ROUND OPTIONS
 engine_round() {  # ENGINE ROUND
   case "$1" in
     spate) spate_round "$2" ;;
-    llama.cpp) peer_round llama.cpp "$LLAMA_BIN" "$2" "" ;;
-    ik_llama.cpp) peer_round ik_llama.cpp "$IK_BIN" "$2" "$IK_BENCH_ARGS" ;;
+    llama.cpp) peer_round llama.cpp "$LLAMA_BIN" "$2" "" "" ;;
+    ik_llama.cpp) peer_round ik_llama.cpp "$IK_BIN" "$2" "$IK_BENCH_ARGS" "$IK_ARGS" ;;
   esac
 }
 
@@ -174,8 +178,8 @@ serve_round() {  # ENGINE ROUND
     spate) perf_start_engine spate "$log" --kv-cache-memory 1GiB || rc=$? ;;
     llama.cpp) PEER_BIN="$LLAMA_BIN" perf_start_engine peer "$log" || rc=$?
                version="$(perf_peer_version "$LLAMA_BIN")" ;;
-    ik_llama.cpp) options="$IK_SERVER_ARGS"; version="$(perf_peer_version "$IK_BIN")"
-                  PEER_BIN="$IK_BIN" PEER_ARGS="$IK_SERVER_ARGS ${PEER_ARGS:-}" perf_start_engine peer "$log" || rc=$? ;;
+    ik_llama.cpp) options="$IK_ARGS"; version="$(perf_peer_version "$IK_BIN")"
+                  PEER_BIN="$IK_BIN" PEER_ARGS="$IK_ARGS ${PEER_ARGS:-}" perf_start_engine peer "$log" || rc=$? ;;
   esac
   if ((rc != 0)); then
     perf_record kind=failure engine="$engine" what=serve-start round="$round" cmd="$PERF_SERVER_CMD"
@@ -209,7 +213,7 @@ round_order() {  # R
 T0=$SECONDS
 perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" threads="$THREADS" reps="$REPS" \
   model="$MODEL_NAME" model_path="$MODEL" engines="$ENGINES" pp="$PP" tg="$TG" bd_npl="$BD_NPL" \
-  llama_bin="$LLAMA_BIN" ik_bin="$IK_BIN" ik_bench_args="$IK_BENCH_ARGS" ik_server_args="$IK_SERVER_ARGS" \
+  llama_bin="$LLAMA_BIN" ik_bin="$IK_BIN" ik_bench_args="$IK_BENCH_ARGS" ik_args="$IK_ARGS" \
   spate_bin="${SPATE_BIN:-}" loadavg_before="$(perf_loadavg)"
 perf_log "load average before: $(perf_loadavg) ($(nproc) cpus); $REPS rounds of $ENGINES on $MODEL_NAME"
 if ((BENCH)); then

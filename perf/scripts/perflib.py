@@ -11,7 +11,8 @@ elsewhere puts perf/scripts/ on sys.path first), or call it from shell:
   perflib.py free-port [BASE]             print a loopback port that binds (see free_port)
   perflib.py peer-tok-s KIND METRIC NPL FILE...
                                           the tok/s of a llama-bench (KIND bench) or
-                                          llama-batched-bench (KIND batched) run from its output
+                                          llama-batched-bench (KIND batched: its JSON lines, else
+                                          its Markdown table) run from its output
   perflib.py bench-metrics FILE...        one {"metric": "pp<N>"|"tg<N>", "tok_s": ...} line per
                                           llama-bench test in the files (see bench_metrics)
 
@@ -180,6 +181,26 @@ def loadavg():
 
 
 # --- peers -------------------------------------------------------------------------------------------
+
+BATCHED_KEYS = ("pp", "tg", "pl", "n_kv", "t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed")
+
+
+def batched_table_rows(text):
+    """The rows of llama-batched-bench's Markdown table (all ik_llama.cpp's prints) as dicts with
+    the keys of llama.cpp's JSON lines (BATCHED_KEYS; pl an int)."""
+    out = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != len(BATCHED_KEYS):
+            continue
+        try:
+            row = dict(zip(BATCHED_KEYS, (float(c) for c in cells)))
+        except ValueError:
+            continue
+        row["pl"] = int(row["pl"])
+        out.append(row)
+    return out
+
 
 def peer_tok_s(rows, kind, npl):
     """tok/s of one peer run: llama-bench's avg_ts (kind "bench"), or the speed_tg of the
@@ -363,6 +384,9 @@ def main(argv):
         kind, _metric, npl, files = rest[0], rest[1], int(rest[2]), rest[3:]
         rows = [r for f in files for r in read_jsonl(f)]
         tok_s = peer_tok_s(rows, kind, npl)
+        if tok_s is None and kind == "batched":  # no JSON: the Markdown table
+            tok_s = peer_tok_s([r for f in files for r in batched_table_rows(open(f, errors="replace").read())],
+                               kind, npl)
         if tok_s is None:
             sys.exit(f"no {rest[1]} figure in {' '.join(files)}")
         print(round(tok_s, 2))

@@ -219,13 +219,14 @@ def moe(path, _peer):
     summary.append(bw)
     append_jsonl(path, summary)
 
-    opts = {e: next((s.get("options") for s in samples if s["engine"] == e and s.get("options")), "") for e in engines}
+    opts = {e: sorted({f"{s['metric']}: {s['options']}" for s in samples if s["engine"] == e and s.get("options")})
+            for e in engines}
     print(f"\nMoE side by side on {run.get('model')}, {run.get('threads')} threads, median (min-max) of "
           f"{run.get('reps')} rounds, tok/s; load average before {run.get('loadavg_before')}, after "
           f"{run.get('loadavg_after')} ({run.get('ncpu')} cpus)")
     for e in engines:
         if opts[e]:
-            print(f"  {e} options: {opts[e]}")
+            print(f"  {e} options: " + "; ".join(opts[e]))
     print_table(["metric"] + list(engines) + [f"{a}/{b}" for a, b in pairs], rows)
     if bw.get("bytes_per_token") and bw["read_gb_s"]:
         print(f"\n{tg} share of read bandwidth ({bw['bytes_per_token'] / 1e6:.1f} MB per token: attention, router, "
