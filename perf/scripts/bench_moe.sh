@@ -2,11 +2,12 @@
 # Mixture-of-experts side by side (issue 35): spate, llama.cpp 0.3.36 and ik_llama.cpp 0.1.5 on
 # one qwen3moe GGUF (perf/scripts/make_moe_model.py) and one thread count, in one run.
 #
-# Usage: perf/scripts/bench_moe.sh [--model PATH] [--threads T] [--reps N] [--engines LIST]
-#                                  [--no-serve | --serve-only] [--out FILE]
+# Usage: perf/scripts/bench_moe.sh [--model PATH] [--threads T] [--reps N] [--serve-reps N]
+#                                  [--engines LIST] [--no-serve | --serve-only] [--out FILE]
 #   --model PATH   the GGUF (default ~/.cache/spate/models/big/qwen3moe-30b-a3b-q4_0.gguf)
 #   --threads T    threads of every engine (default 2)
 #   --reps N       rounds (default 3); figures are medians over them
+#   --serve-reps N rounds of the serving (default: --reps)
 #   --engines L    comma-separated, of spate,llama.cpp,ik_llama.cpp (default all three)
 #   --no-serve     the benchmarks only (pp512, tg128, bd16); --serve-only: the serving only
 #   --out FILE     results, JSON lines (default ~/.cache/spate/bench/moe-<date>-<time>.jsonl;
@@ -52,7 +53,7 @@ PERF_TAG=bench_moe
 : "${READY_TIMEOUT:=1200}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-REPS=3 THREADS=2 OUT="" PORT="${PORT:-18180}" ENGINES="spate,llama.cpp,ik_llama.cpp" BENCH=1 SERVE=1
+REPS=3 THREADS=2 OUT="" PORT="${PORT:-18180}" ENGINES="spate,llama.cpp,ik_llama.cpp" BENCH=1 SERVE=1 SERVE_REPS=""
 RUN_TIMEOUT="${RUN_TIMEOUT:-2400}" SERVE_TIMEOUT="${SERVE_TIMEOUT:-3600}"
 IK_BENCH_ARGS="${IK_BENCH_ARGS:--rtr 1 -fmoe 1 -fa 1}"
 IK_ARGS="${IK_ARGS:--rtr -fa on}"
@@ -63,6 +64,7 @@ PP=512 TG=128 BD_NPL=16 BD_NPP=32 BD_NTG=64 CTX=2048
 while (($#)); do
   case "$1" in
     --engines) ENGINES="$2"; shift 2 ;;
+    --serve-reps) SERVE_REPS="$2"; shift 2 ;;
     --no-serve) SERVE=0; shift ;;
     --serve-only) BENCH=0; shift ;;
     --spate-only|--peer-only) echo "use --engines" >&2; exit 2 ;;
@@ -70,6 +72,8 @@ while (($#)); do
   esac
 done
 perf_check_common
+SERVE_REPS="${SERVE_REPS:-$REPS}"
+perf_positive_int --serve-reps "$SERVE_REPS"
 ((${#MODELS[@]} <= 1)) || { echo "one --model per run" >&2; exit 2; }
 ((BENCH || SERVE)) || { echo "--no-serve and --serve-only exclude each other" >&2; exit 2; }
 IFS=, read -r -a ENGINE_LIST <<< "$ENGINES"
@@ -105,11 +109,13 @@ done
 perf_results moe "$OUT"
 perf_init_tmp
 
-# Runs CMD within RUN_TIMEOUT (stdout -> $PERF_TMP/out, stderr -> $PERF_TMP/err and the logs). A
-# failure is recorded with the tail of stderr; returns the command's status.
+# Runs CMD within RUN_TIMEOUT (stdout -> $PERF_TMP/out, stderr -> $PERF_TMP/err and the logs),
+# its wall time in ATTEMPT_S (model loading included). A failure is recorded with the tail of
+# stderr; returns the command's status.
 attempt() {  # ENGINE WHAT ROUND CMD...
-  local engine="$1" what="$2" round="$3" rc=0; shift 3
+  local engine="$1" what="$2" round="$3" rc=0 t0=$SECONDS; shift 3
   perf_run_timeout "$RUN_TIMEOUT" "$@" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
+  ATTEMPT_S=$((SECONDS - t0))
   cp "$PERF_TMP/err" "$PERF_LOGDIR/$engine-$what-round$round.log"
   if ((rc != 0)); then
     perf_client_failed "$rc" "$@"
@@ -131,8 +137,8 @@ spate_round() {  # ROUND
              --batch "$BD_NPL" --bd-prompt "$BD_NPP" --bd-gen "$BD_NTG")
   attempt spate bench "$1" "${cmd[@]}" || return 0
   perf_merge --from "$PERF_TMP/out" --drop min,max,reps,threads kind=sample round="$1" model="$MODEL_NAME" \
-    loadavg="$(perf_loadavg)" cmd="${cmd[*]}"
-  perf_log "   spate: $(grep -h '^{' "$PERF_TMP/out" | tr '\n' ' ')"
+    loadavg="$(perf_loadavg)" run_s="$ATTEMPT_S" cmd="${cmd[*]}"
+  perf_log "   spate ($ATTEMPT_S s): $(grep -h '^{' "$PERF_TMP/out" | cut -d, -f2,3 | tr '\n' ' ')"
 }
 
 # llama-bench (pp512, tg128) and llama-batched-bench (bd16) of one peer. ik_llama.cpp's llama-bench
@@ -148,16 +154,16 @@ peer_round() {  # ENGINE BIN ROUND BENCH_OPTIONS BATCHED_OPTIONS
   if attempt "$engine" bench "$round" "${cmd[@]}" &&
      python3 "$PERFLIB" bench-metrics "$PERF_TMP/out" > "$PERF_TMP/metrics"; then
     perf_merge --from "$PERF_TMP/metrics" kind=sample engine="$engine" version="$version" options="$options" \
-      round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" cmd="${cmd[*]}"
-    perf_log "   $engine: $(tr '\n' ' ' < "$PERF_TMP/metrics")"
+      round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" run_s="$ATTEMPT_S" cmd="${cmd[*]}"
+    perf_log "   $engine ($ATTEMPT_S s): $(tr '\n' ' ' < "$PERF_TMP/metrics")"
   fi
   local bcmd=("$bin/llama-batched-bench" -m "$MODEL" -c "$CTX" -b 2048 -ub 512 -t "$THREADS" -tb "$THREADS"
               -npp "$BD_NPP" -ntg "$BD_NTG" -npl "$BD_NPL" "${bextra[@]}")
   attempt "$engine" batched "$round" "${bcmd[@]}" || return 0
   if tok_s="$(python3 "$PERFLIB" peer-tok-s batched "bd$BD_NPL" "$BD_NPL" "$PERF_TMP/out" "$PERF_TMP/err")"; then
     perf_record kind=sample engine="$engine" version="$version" options="$boptions" metric="bd$BD_NPL" \
-      tok_s="$tok_s" round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" cmd="${bcmd[*]}"
-    perf_log "   $engine: bd$BD_NPL $tok_s"
+      tok_s="$tok_s" round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" run_s="$ATTEMPT_S" cmd="${bcmd[*]}"
+    perf_log "   $engine ($ATTEMPT_S s): bd$BD_NPL $tok_s"
   else
     perf_record kind=failure engine="$engine" what=batched round="$round" cmd="${bcmd[*]}" error="no bd$BD_NPL row"
   fi
@@ -211,7 +217,8 @@ round_order() {  # R
 
 # --- 3. measurements -------------------------------------------------------------------------------
 T0=$SECONDS
-perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" threads="$THREADS" reps="$REPS" \
+perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" threads="$THREADS" \
+  reps="$REPS" serve_reps="$SERVE_REPS" \
   model="$MODEL_NAME" model_path="$MODEL" engines="$ENGINES" pp="$PP" tg="$TG" bd_npl="$BD_NPL" \
   llama_bin="$LLAMA_BIN" ik_bin="$IK_BIN" ik_bench_args="$IK_BENCH_ARGS" ik_args="$IK_ARGS" \
   spate_bin="${SPATE_BIN:-}" loadavg_before="$(perf_loadavg)"
@@ -226,10 +233,10 @@ if ((BENCH)); then
   done
 fi
 if ((SERVE)); then
-  for ((r = 1; r <= REPS; r++)); do
+  for ((r = 1; r <= SERVE_REPS; r++)); do
     round_order "$r"
     for e in "${ORDER[@]}"; do
-      perf_log "serving round $r/$REPS: $e (load $(perf_loadavg))"
+      perf_log "serving round $r/$SERVE_REPS: $e (load $(perf_loadavg))"
       serve_round "$e" "$r"
     done
   done
