@@ -21,8 +21,10 @@
 #   IK_BENCH_ARGS  ik_llama.cpp's options for its llama-bench (default "-rtr 1 -fmoe 1 -fa 1":
 #                  run-time repacking into its row-interleaved types, fused MoE up/gate, flash
 #                  attention)
-#   IK_ARGS        the same for its llama-batched-bench and llama-server, spelled as their common
-#                  parser takes them (default "-rtr -fa on"; fused MoE is on by default there)
+#   IK_ARGS        its options for llama-batched-bench and llama-server, spelled as their common
+#                  parser takes them (default "-rtr -fa off"; fused MoE is on by default there).
+#                  Flash attention stays off there: with several sequences ik_llama.cpp 0.1.5 dies
+#                  with GGML_ASSERT(S > 0) in iqk_fa_templates.h (batched-bench and server alike)
 #   SPATE_ARGS     extra `spate serve` arguments (after --kv-cache-memory 1GiB)
 #   PEER_ARGS      extra llama-server arguments, both peers (16 slots of PEER_CTX_PER_SLOT, default
 #                  512, tokens: 805 MB of KV cache for this shape, as spate's 1 GiB)
@@ -56,7 +58,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 REPS=3 THREADS=2 OUT="" PORT="${PORT:-18180}" ENGINES="spate,llama.cpp,ik_llama.cpp" BENCH=1 SERVE=1 SERVE_REPS=""
 RUN_TIMEOUT="${RUN_TIMEOUT:-2400}" SERVE_TIMEOUT="${SERVE_TIMEOUT:-3600}"
 IK_BENCH_ARGS="${IK_BENCH_ARGS:--rtr 1 -fmoe 1 -fa 1}"
-IK_ARGS="${IK_ARGS:--rtr -fa on}"
+IK_ARGS="${IK_ARGS:--rtr -fa off}"
 export PEER_CTX_PER_SLOT="${PEER_CTX_PER_SLOT:-512}"
 MODEL="$HOME/.cache/spate/models/big/qwen3moe-30b-a3b-q4_0.gguf"
 PP=512 TG=128 BD_NPL=16 BD_NPP=32 BD_NTG=64 CTX=2048
