@@ -11,7 +11,10 @@ elsewhere puts perf/scripts/ on sys.path first), or call it from shell:
   perflib.py free-port [BASE]             print a loopback port that binds (see free_port)
   perflib.py peer-tok-s KIND METRIC NPL FILE...
                                           the tok/s of a llama-bench (KIND bench) or
-                                          llama-batched-bench (KIND batched) run from its output
+                                          llama-batched-bench (KIND batched: its JSON lines, else
+                                          its Markdown table) run from its output
+  perflib.py bench-metrics FILE...        one {"metric": "pp<N>"|"tg<N>", "tok_s": ...} line per
+                                          llama-bench test in the files (see bench_metrics)
 
 Contracts:
 - KEY=VALUE values that parse as JSON stay JSON (numbers, true, null, lists);
@@ -179,6 +182,26 @@ def loadavg():
 
 # --- peers -------------------------------------------------------------------------------------------
 
+BATCHED_KEYS = ("pp", "tg", "pl", "n_kv", "t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed")
+
+
+def batched_table_rows(text):
+    """The rows of llama-batched-bench's Markdown table (all ik_llama.cpp's prints) as dicts with
+    the keys of llama.cpp's JSON lines (BATCHED_KEYS; pl an int)."""
+    out = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != len(BATCHED_KEYS):
+            continue
+        try:
+            row = dict(zip(BATCHED_KEYS, (float(c) for c in cells)))
+        except ValueError:
+            continue
+        row["pl"] = int(row["pl"])
+        out.append(row)
+    return out
+
+
 def peer_tok_s(rows, kind, npl):
     """tok/s of one peer run: llama-bench's avg_ts (kind "bench"), or the speed_tg of the
     npl row of llama-batched-bench (kind "batched"). None when the output has no such row."""
@@ -187,6 +210,20 @@ def peer_tok_s(rows, kind, npl):
         return rows[0]["avg_ts"] if rows else None
     rows = [r for r in rows if r.get("pl") == npl and "speed_tg" in r]
     return rows[0]["speed_tg"] if rows else None
+
+
+def bench_metrics(rows):
+    """The tests of one llama-bench run (llama.cpp's -o jsonl or ik_llama.cpp's -o json) as
+    {"metric": "pp<n_prompt>" (n_gen 0) or "tg<n_gen>" (n_prompt 0), "tok_s": avg_ts}; mixed
+    tests (both non-zero) are skipped."""
+    out = []
+    for r in rows:
+        if "avg_ts" not in r:
+            continue
+        n_prompt, n_gen = int(r.get("n_prompt", 0)), int(r.get("n_gen", 0))
+        if (n_prompt > 0) != (n_gen > 0):
+            out.append({"metric": f"pp{n_prompt}" if n_prompt else f"tg{n_gen}", "tok_s": round(r["avg_ts"], 2)})
+    return out
 
 
 def find_peer_bin(build_script=PERF / "peer" / "build_llama_cpp.sh"):
@@ -347,9 +384,18 @@ def main(argv):
         kind, _metric, npl, files = rest[0], rest[1], int(rest[2]), rest[3:]
         rows = [r for f in files for r in read_jsonl(f)]
         tok_s = peer_tok_s(rows, kind, npl)
+        if tok_s is None and kind == "batched":  # no JSON: the Markdown table
+            tok_s = peer_tok_s([r for f in files for r in batched_table_rows(open(f, errors="replace").read())],
+                               kind, npl)
         if tok_s is None:
             sys.exit(f"no {rest[1]} figure in {' '.join(files)}")
         print(round(tok_s, 2))
+    elif cmd == "bench-metrics":
+        metrics = bench_metrics([r for f in rest for r in read_jsonl(f)])
+        if not metrics:
+            sys.exit(f"no llama-bench test in {' '.join(rest)}")
+        for m in metrics:
+            print(json.dumps(m))
     else:
         sys.exit(f"perflib: unknown command {cmd!r}\n{__doc__}")
 

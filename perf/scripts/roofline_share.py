@@ -5,7 +5,11 @@ per-token work from the GGUF's matmul weights:
 
   bytes per token  every matmul weight is read once per batch-1 decode step
                    (the output projection too: token_embd when tied);
-                   embeddings, norms and the KV cache are left out (small)
+                   embeddings, norms and the KV cache are left out (small).
+                   Mixture of experts: the router (ffn_gate_inp) whole, each
+                   *_exps tensor's expert_used_count / expert_count share (the
+                   active experts' bytes), shared experts whole; MACs alike.
+                   "embd_row_bytes": one token_embd row (bench_moe.sh adds it)
   MACs per token   one multiply-add per matmul weight element, plus attention
                    (2 x n_layer x q_dim x context, at the benchmark's context);
                    pp512 computes the output projection for its last token only
@@ -35,7 +39,9 @@ import sys
 import gguf
 
 MATMUL_SUFFIXES = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_qkv.weight", "attn_output.weight",
-                   "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight")
+                   "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "ffn_gate_inp.weight",
+                   "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight")
+EXPERT_SUFFIXES = ("ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight")
 
 
 def work_per_token(path):
@@ -49,17 +55,27 @@ def work_per_token(path):
     n_bytes = n_macs = 0
     by_type = {}
     tensors = {t.name: t for t in r.tensors}
+    n_expert, n_used = meta("expert_count", 0), meta("expert_used_count", 0)
     for t in r.tensors:
-        if t.name.startswith("blk.") and t.name.endswith(MATMUL_SUFFIXES):
-            n_bytes += int(t.n_bytes)
-            n_macs += int(t.n_elements)
-            by_type[t.tensor_type.name] = by_type.get(t.tensor_type.name, 0) + int(t.n_elements)
+        if not t.name.startswith("blk."):
+            continue
+        if t.name.endswith(MATMUL_SUFFIXES):
+            num, den = 1, 1
+        elif t.name.endswith(EXPERT_SUFFIXES) and n_expert:
+            num, den = n_used, n_expert  # the active experts' share
+        else:
+            continue
+        n_bytes += int(t.n_bytes) * num // den
+        n_macs += int(t.n_elements) * num // den
+        by_type[t.tensor_type.name] = by_type.get(t.tensor_type.name, 0) + int(t.n_elements) * num // den
     out = tensors.get("output.weight") or tensors["token_embd.weight"]
+    embd = tensors["token_embd.weight"]
     n_embd, n_head = meta("embedding_length"), meta("attention.head_count")
     head_dim = meta("attention.key_length", n_embd // n_head)
     return {"arch": arch, "bytes": n_bytes + int(out.n_bytes), "layer_macs": n_macs, "out_macs": int(out.n_elements),
             "macs": n_macs + int(out.n_elements), "n_layer": meta("block_count"), "q_dim": n_head * head_dim,
-            "layer_macs_by_type": by_type, "out_type": out.tensor_type.name}
+            "layer_macs_by_type": by_type, "out_type": out.tensor_type.name, "n_expert": n_expert,
+            "n_expert_used": n_used, "embd_row_bytes": int(embd.n_bytes) // int(embd.shape[-1])}
 
 
 # Weight types whose block mix is roofline_probe's "+ 2 fp ops / 8" (one multiply, one FMA).

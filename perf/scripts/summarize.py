@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Medians, ratios and the summary table of a side-by-side results file (JSON lines
-written by bench_vs_llamacpp.sh, bench_serving.sh or bench_structured.sh).
+written by bench_vs_llamacpp.sh, bench_serving.sh, bench_structured.sh or bench_moe.sh).
 
-Usage: perf/scripts/summarize.py vs_llamacpp|serving|structured FILE [--peer NAME]
+Usage: perf/scripts/summarize.py vs_llamacpp|serving|structured|moe FILE [--peer NAME]
 
 Reads the "kind":"run" and "kind":"sample" (and "failure") records, appends the
 "kind":"median" records (and for vs_llamacpp "batch_gain") to FILE, and prints a
@@ -171,13 +171,79 @@ def structured(path, peer):
                                        f"rep {f.get('rep')}: {str(f.get('error', ''))[:120]}")
 
 
+MOE_ENGINES = ("spate", "llama.cpp", "ik_llama.cpp")
+
+
+def moe_key(engine):
+    """The field of an engine's figure in bench_moe's median records: spate, peer_llama_cpp, ..."""
+    return engine if engine == "spate" else "peer_" + engine.replace(".", "_")
+
+
+def moe(path, _peer):
+    recs, run, samples, failures = load(path)
+    engines = [e for e in MOE_ENGINES if any(s["engine"] == e for s in samples)]
+    metrics = [m for m in (f"pp{run['pp']}", f"tg{run['tg']}", f"bd{run['bd_npl']}", "serve16")
+               if any(s["metric"] == m for s in samples)]
+
+    def values(engine, metric):
+        return [s.get("tok_s", s.get("gen_tok_s")) for s in samples if s["engine"] == engine and s["metric"] == metric]
+
+    pairs = [(a, b) for a, b in (("spate", "llama.cpp"), ("spate", "ik_llama.cpp"), ("ik_llama.cpp", "llama.cpp"))
+             if a in engines and b in engines]
+    summary, rows = [], []
+    for m in metrics:
+        v = {e: values(e, m) for e in engines}
+        med = {e: median(x) for e, x in v.items()}
+        o = {"kind": "median", "model": run.get("model"), "metric": m, **{moe_key(e): med[e] for e in engines}}
+        for a, b in pairs:
+            o[f"{moe_key(a)}_over_{moe_key(b)}"] = ratio(med[a], med[b])
+        o["samples"] = {moe_key(e): x for e, x in v.items()}
+        summary.append(o)
+        rows.append([m] + [f"{fmt(med[e])} ({spread(v[e])})" for e in engines]
+                    + [fmt_ratio(o[f"{moe_key(a)}_over_{moe_key(b)}"]) for a, b in pairs])
+
+    probes = [r["read_gb_s"] for r in recs if r.get("kind") == "probe" and r.get("read_gb_s")]
+    bw = {"kind": "bandwidth", "model": run.get("model"), "read_gb_s": median(probes), "read_gb_s_samples": probes}
+    tg = f"tg{run['tg']}"
+    try:
+        from roofline_share import work_per_token
+        w = work_per_token(run["model_path"])
+        bw["bytes_per_token"] = w["bytes"] + w["embd_row_bytes"]
+        bw["experts"] = f"{w['n_expert_used']} of {w['n_expert']}"
+    except (ImportError, OSError, KeyError) as e:
+        print(f"no bytes per token ({type(e).__name__}: {e}): no bandwidth shares")
+    if bw.get("bytes_per_token") and bw["read_gb_s"]:
+        for e in engines:
+            t = median(values(e, tg))
+            bw[f"{tg}_share_{moe_key(e)}"] = None if t is None else t * bw["bytes_per_token"] / (bw["read_gb_s"] * 1e9)
+    summary.append(bw)
+    append_jsonl(path, summary)
+
+    opts = {e: sorted({f"{s['metric']}: {s['options']}" for s in samples if s["engine"] == e and s.get("options")})
+            for e in engines}
+    print(f"\nMoE side by side on {run.get('model')}, {run.get('threads')} threads, median (min-max) of "
+          f"{run.get('reps')} rounds (serving {run.get('serve_reps', run.get('reps'))}), tok/s; load average before {run.get('loadavg_before')}, after "
+          f"{run.get('loadavg_after')} ({run.get('ncpu')} cpus)")
+    for e in engines:
+        if opts[e]:
+            print(f"  {e} options: " + "; ".join(opts[e]))
+    print_table(["metric"] + list(engines) + [f"{a}/{b}" for a, b in pairs], rows)
+    if bw.get("bytes_per_token") and bw["read_gb_s"]:
+        print(f"\n{tg} share of read bandwidth ({bw['bytes_per_token'] / 1e6:.1f} MB per token: attention, router, "
+              f"{bw['experts']} experts, output, one embedding row; read {fmt(bw['read_gb_s'])} GB/s, "
+              f"probes {spread(probes)}): " + ", ".join(f"{e} {100 * bw[f'{tg}_share_{moe_key(e)}']:.1f}%"
+                                                        for e in engines if bw.get(f"{tg}_share_{moe_key(e)}")))
+    load_warning(max([peak_load(samples, "loadavg")] + [0.0]), int(run.get("ncpu") or 1))
+    print_failures(failures, lambda f: f"{f.get('engine')} {f.get('what')} round {f.get('round')}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("kind", choices=["vs_llamacpp", "serving", "structured"])
+    ap.add_argument("kind", choices=["vs_llamacpp", "serving", "structured", "moe"])
     ap.add_argument("file")
     ap.add_argument("--peer", default="llama.cpp")
     a = ap.parse_args()
-    {"vs_llamacpp": vs_llamacpp, "serving": serving, "structured": structured}[a.kind](a.file, a.peer)
+    {"vs_llamacpp": vs_llamacpp, "serving": serving, "structured": structured, "moe": moe}[a.kind](a.file, a.peer)
 
 
 if __name__ == "__main__":
