@@ -59,12 +59,15 @@ class engine::impl {
   void warmup();
   // One dummy forward of n_seqs sequences with n_past cached and n_new new
   // positions each, clamped to max_model_len and the free blocks (skipped
-  // when not even one sequence fits); its blocks are freed again.
-  void run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits);
-  // Times 1-token and prefill steps (best of 5) and returns the prompt-token
-  // budget whose compute costs about four 1-token steps, at least
-  // k_min_auto_prefill_budget prompt tokens (chunked prefill with an auto
-  // budget: scheduler_config::max_num_batched_tokens 0).
+  // when not even one sequence fits); its blocks are freed again. The new
+  // tokens are one repeated token, or with text_like a fixed pseudo-random
+  // sequence, so that a mixture-of-experts model routes them as it routes
+  // text (one repeated token sends every row to the same k experts).
+  void run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits,
+                       bool text_like = false);
+  // Times 1-token and text-like prefill steps (best of up to 5) and returns
+  // the prompt-token budget whose compute costs about four 1-token steps, at least k_min_auto_prefill_budget prompt tokens (chunked
+  // prefill with an auto budget: scheduler_config::max_num_batched_tokens 0).
   int32_t measure_prefill_budget();
   static constexpr int32_t k_min_auto_prefill_budget = 40;
 

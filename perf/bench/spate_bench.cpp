@@ -58,12 +58,17 @@ void report(const char* metric, const std::vector<double>& tok_s, int threads) {
 int main(int argc, char** argv) {
   std::string model_path = default_model_path();
   int threads = 2, reps = 5, pp = 512, tg = 128, batch = 16, bd_prompt = 32, bd_gen = 64;
-  std::string only, trace_dir, weights_isa;
+  std::string only, trace_dir, weights_isa, bd_tokens = "argmax";
   bool force_reference = false;
   po::options_description desc("spate_bench");
   desc.add_options()("model", po::value(&model_path))("threads", po::value(&threads))("reps", po::value(&reps))(
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
       "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")(
+      "bd-tokens", po::value(&bd_tokens),
+      "bd's tokens: argmax (distinct prompts, each sequence's greedy tokens: metric bd<B>), random (distinct "
+      "pseudo-random tokens at every position, as llama.cpp's llama-batched-bench feeds: bd<B>_rand) or zero (token 0 "
+      "everywhere, as ik_llama.cpp 0.1.5's llama-batched-bench feeds, so every sequence routes to the same experts: "
+      "bd<B>_tok0)")(
       "reference", po::bool_switch(&force_reference), "the scalar reference kernels (as SPATE_FORCE_REFERENCE=1)")(
       "trace-dir", po::value(&trace_dir), "record the step profiler's op spans of the whole run into DIR (perf/scripts/op_breakdown.py)")(
       "weights-isa", po::value(&weights_isa), "avx2: run the matmuls on the AVX2 kernels on an AVX-512 CPU (other ops unchanged)");
@@ -83,6 +88,10 @@ int main(int argc, char** argv) {
     kernels_used = std::string(kernels::isa_name(kernels::active_isa())) + " (--reference)";
   }
 
+  if (bd_tokens != "argmax" && bd_tokens != "random" && bd_tokens != "zero") {
+    std::fprintf(stderr, "--bd-tokens: argmax, random or zero, not '%s'\n", bd_tokens.c_str());
+    return 2;
+  }
   auto file = gguf_file::open(model_path);
   const model_config cfg = read_model_config(*file);
   kernels::isa_level level = kernels::active_isa();
@@ -155,6 +164,16 @@ int main(int argc, char** argv) {
     report(("tg" + std::to_string(tg)).c_str(), r, threads);
   }
   if ((only.empty() || only == "bd") && batch > 0) {
+    // The next token of sequence s at generated position g (bd_tokens).
+    uint32_t rng = 88172645u;
+    auto next_token = [&](int s) {
+      if (bd_tokens == "zero") return int32_t{0};
+      if (bd_tokens == "random") {
+        rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
+        return static_cast<int32_t>(rng % static_cast<uint32_t>(cfg.n_vocab));
+      }
+      return argmax(logits.data() + static_cast<size_t>(s) * cfg.n_vocab, cfg.n_vocab);
+    };
     std::vector<double> r;
     for (int i = 0; i <= reps; ++i) {
       std::vector<block_table> bts;
@@ -164,11 +183,12 @@ int main(int argc, char** argv) {
       for (int s = 0; s < batch; ++s) {
         bts.emplace_back(blocks);
         bts.back().grow_to(bd_prompt + bd_gen + 1, block_size);
-        prompts.push_back(prompt_tokens(bd_prompt, 100 + s));
+        prompts.push_back(bd_tokens == "zero" ? std::vector<int32_t>(static_cast<size_t>(bd_prompt), 0)
+                                              : prompt_tokens(bd_prompt, 100 + s));
       }
       for (int s = 0; s < batch; ++s) b.seqs.push_back({prompts[static_cast<size_t>(s)], 0, bts[static_cast<size_t>(s)].ids(), 1});
       runner.forward(b, logits.data());
-      for (int s = 0; s < batch; ++s) last[static_cast<size_t>(s)] = argmax(logits.data() + static_cast<size_t>(s) * cfg.n_vocab, cfg.n_vocab);
+      for (int s = 0; s < batch; ++s) last[static_cast<size_t>(s)] = next_token(s);
       const double t0 = now_s();
       for (int g = 0; g < bd_gen; ++g) {
         b.seqs.clear();
@@ -176,11 +196,12 @@ int main(int argc, char** argv) {
           b.seqs.push_back({std::span<const int32_t>(&last[static_cast<size_t>(s)], 1), bd_prompt + g, bts[static_cast<size_t>(s)].ids(), 1});
         }
         runner.forward(b, logits.data());
-        for (int s = 0; s < batch; ++s) last[static_cast<size_t>(s)] = argmax(logits.data() + static_cast<size_t>(s) * cfg.n_vocab, cfg.n_vocab);
+        for (int s = 0; s < batch; ++s) last[static_cast<size_t>(s)] = next_token(s);
       }
       if (i > 0) r.push_back(static_cast<double>(batch) * bd_gen / (now_s() - t0));
     }
-    report(("bd" + std::to_string(batch)).c_str(), r, threads);
+    const char* suffix = bd_tokens == "zero" ? "_tok0" : bd_tokens == "random" ? "_rand" : "";
+    report(("bd" + std::to_string(batch) + suffix).c_str(), r, threads);
   }
   if (!trace_dir.empty()) {
     const trace::session_result t = trace::stop();
