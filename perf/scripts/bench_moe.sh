@@ -193,19 +193,15 @@ serve_round() {  # ENGINE ROUND
     perf_record kind=failure engine="$engine" what=serve-start round="$round" cmd="$PERF_SERVER_CMD"
     return 0
   fi
-  local cmd=(python3 "$PERF_SCRIPTS/serving_bench.py" --url "$SERVER_URL" --scenario throughput
-             --rep "$((round - 1))" --label "$engine")
   before="$(perf_loadavg)"
-  perf_run_timeout "$SERVE_TIMEOUT" "${cmd[@]}" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
-  if ((rc != 0)) || ! grep -q '^{' "$PERF_TMP/out"; then
-    perf_client_failed "$rc" "${cmd[@]}"
-    perf_record kind=failure engine="$engine" what=serve round="$round" rc="$rc" cmd="${cmd[*]}" \
-      server_cmd="$PERF_SERVER_CMD" stderr="$(tail -c 2000 "$PERF_TMP/err")"
-  else
+  if perf_serving_client throughput "$round" "$engine" "$SERVE_TIMEOUT"; then
     perf_merge --from "$PERF_TMP/out" --first --drop label,rep kind=sample engine="$engine" metric=serve16 \
       version="$version" options="$options" round="$round" model="$MODEL_NAME" loadavg_before="$before" \
-      loadavg="$(perf_loadavg)" cmd="${cmd[*]}" server_cmd="$PERF_SERVER_CMD"
+      loadavg="$(perf_loadavg)" cmd="${PERF_CLIENT_CMD[*]}" server_cmd="$PERF_SERVER_CMD"
     perf_log "   $engine serve16: $(grep -m1 '^{' "$PERF_TMP/out" | cut -c1-160)"
+  else
+    perf_record kind=failure engine="$engine" what=serve round="$round" cmd="${PERF_CLIENT_CMD[*]}" \
+      server_cmd="$PERF_SERVER_CMD" stderr="$(tail -c 2000 "$PERF_TMP/err")"
   fi
   perf_server_stop || true
 }
