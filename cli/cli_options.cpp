@@ -1,5 +1,6 @@
 #include "cli/cli_options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <string_view>
@@ -25,7 +26,8 @@ void add_model_options(po::options_description& desc, model_options& o) {
       ("model", po::value(&o.model_path), "GGUF model file (default: the cached SmolLM2-135M-Instruct Q4_1)")
       ("threads", po::value(&o.n_threads)->default_value(0), "worker threads of the device executor (0 = physical cores)")
       ("block-size", po::value(&o.block_size)->default_value(16), "KV cache block size in tokens")
-      ("kv-cache-memory", po::value(&o.kv_cache_memory)->default_value("2GiB"), "KV cache memory budget, e.g. 2GiB, 512MiB")
+      ("kv-cache-memory", po::value(&o.kv_cache_memory)->default_value("auto"),
+       "KV cache memory budget, e.g. 2GiB, 512MiB; auto = 2GiB, or less when less memory is left after the model loads")
       ("kv-cache-dtype", po::value(&o.kv_cache_dtype)->default_value("f16"), "KV cache element type: f16 or f32")
       ("max-model-len", po::value(&o.max_model_len)->default_value(0), "maximum tokens per sequence (0 = the model's context length)")
       ("seed", po::value(&o.seed)->default_value(0), "base seed for requests that do not set one")
@@ -90,7 +92,11 @@ std::string finish_model_options(model_options& o) {
   if (o.n_threads < 0 || o.n_threads > 1024) return "--threads must be in [0, 1024]";
   if (o.n_threads == 0) o.n_threads = physical_core_count();
   if (o.block_size < 1 || o.block_size > 1024) return "--block-size must be in [1, 1024]";
-  if (!parse_byte_size(o.kv_cache_memory)) return "--kv-cache-memory '" + o.kv_cache_memory + "' is not a size like 2GiB or 512MiB";
+  if (o.kv_cache_memory != "auto") {
+    const auto bytes = parse_byte_size(o.kv_cache_memory);
+    if (!bytes) return "--kv-cache-memory '" + o.kv_cache_memory + "' is not a size like 2GiB or 512MiB, or auto";
+    o.kv_cache_bytes = *bytes;
+  }
   try {
     parse_kv_dtype(o.kv_cache_dtype);
   } catch (const std::exception& e) {
@@ -226,7 +232,7 @@ executor_config make_executor_config(const model_options& mo) {
   executor_config c;
   c.n_threads = mo.n_threads;
   c.block_size = mo.block_size;
-  c.kv_cache_bytes = *parse_byte_size(mo.kv_cache_memory);
+  c.kv_cache_bytes = mo.kv_cache_bytes;
   c.kv_dtype = parse_kv_dtype(mo.kv_cache_dtype);
   return c;
 }
@@ -257,7 +263,36 @@ std::string flag_names(std::string msg) {
   return msg;
 }
 
-int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
+namespace {
+
+// What --kv-cache-memory auto leaves free after the model's weights, for the
+// workspaces, the server and the page cache's working set.
+constexpr uint64_t k_kv_headroom_bytes = 1ull << 30;
+
+// Resolves --kv-cache-memory against the memory left after loading; "" or an error.
+std::string resolve_kv_budget(model_options& mo) {
+  const uint64_t avail = available_memory_bytes();
+  const uint64_t left = avail > k_kv_headroom_bytes ? avail - k_kv_headroom_bytes : 0;
+  if (mo.kv_cache_memory == "auto") {
+    mo.kv_cache_bytes = k_auto_kv_cache_bytes;
+    if (avail != 0 && left < mo.kv_cache_bytes) {
+      mo.kv_cache_bytes = std::max<uint64_t>(left, 64ull << 20);
+      spdlog::warn("KV cache budget: auto is {} (the default 2.00 GiB does not fit: {} available after loading the model, "
+                   "{} kept free)", format_bytes(mo.kv_cache_bytes), format_bytes(avail), format_bytes(k_kv_headroom_bytes));
+    }
+    return "";
+  }
+  if (avail != 0 && mo.kv_cache_bytes > left) {
+    return "--kv-cache-memory " + mo.kv_cache_memory + " does not fit: " + format_bytes(avail) +
+           " is available after loading the model, of which " + format_bytes(k_kv_headroom_bytes) +
+           " stays free for the runtime; use --kv-cache-memory auto or at most " + format_bytes(left);
+  }
+  return "";
+}
+
+}  // namespace
+
+int load_model_for_command(const char* cmd, model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
                            const load_progress_fn& on_progress) {
   try {
     model = load_model(mo.model_path, kernels::active_isa(), on_progress);
@@ -269,6 +304,11 @@ int load_model_for_command(const char* cmd, const model_options& mo, std::unique
   if (mo.max_model_len > model->config.n_ctx_train) {
     std::cerr << "spate " << cmd << ": --max-model-len " << mo.max_model_len << " is greater than the model's context length "
               << model->config.n_ctx_train << "\n";
+    return 2;
+  }
+  if (const std::string err = resolve_kv_budget(mo); !err.empty()) {
+    spdlog::error("{}", err);
+    std::cerr << "spate " << cmd << ": " << err << "\n";
     return 2;
   }
   max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;

@@ -44,11 +44,18 @@ std::string read_isa_env(isa_options& o);
 // "avx2+fma+f16c (capped by SPATE_MAX_ISA=avx2)".
 std::string init_kernels(const isa_options& o);
 
+// --kv-cache-memory auto's budget when the memory left allows it.
+inline constexpr uint64_t k_auto_kv_cache_bytes = 2ull << 30;
+
 struct model_options {
   std::string model_path;         // --model; default: the cached SmolLM2-135M-Instruct Q4_1
   int32_t n_threads = 0;          // --threads; 0 = physical cores
   int32_t block_size = 16;        // --block-size
-  std::string kv_cache_memory;    // --kv-cache-memory, e.g. "2GiB"
+  std::string kv_cache_memory;    // --kv-cache-memory, e.g. "2GiB", or "auto" (see kv_cache_bytes)
+  // The KV budget in bytes: the size given, or for "auto" 2 GiB capped at the
+  // memory left after the model loaded (load_model_for_command resolves it;
+  // 2 GiB when nothing resolved it).
+  uint64_t kv_cache_bytes = k_auto_kv_cache_bytes;
   std::string kv_cache_dtype = "f16";  // --kv-cache-dtype f16|f32
   int32_t max_model_len = 0;      // --max-model-len; 0 = the model's trained context
   uint64_t seed = 0;              // --seed: base of per-request seeds when a request sets none
@@ -110,7 +117,7 @@ std::string finish_model_options(model_options& opts);
 // Loads mo.model_path and resolves --max-model-len (0 = the model's context;
 // beyond it is refused, as vLLM does). On failure prints "spate CMD: why" to
 // stderr and returns the exit code (1: the model, 2: the flag); 0 on success.
-int load_model_for_command(const char* cmd, const model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
+int load_model_for_command(const char* cmd, model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
                            const load_progress_fn& on_progress = {});
 
 kernels::kv_dtype parse_kv_dtype(const std::string& s);

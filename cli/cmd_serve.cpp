@@ -29,6 +29,7 @@
 #include "model/kv_cache.h"
 #include "model/model_loader.h"
 #include "protocol/constraint_compiler.h"
+#include "protocol/reasoning_constraint.h"
 #include "server/http_listener.h"
 #include "server/metrics.h"
 #include "server/serve_options.h"
@@ -180,7 +181,7 @@ bool load_chat_template(const serve_options& so, serve_inputs& in) {
 // Loads the API keys, the model and the chat template into in. Returns nullopt to go on,
 // else the exit code (2: API keys, --max-model-len or --chat-template; 1: the model), with
 // the message on stderr.
-std::optional<int> load_serve_inputs(const serve_command_options& opts, service_notifier& notifier, serve_inputs& in) {
+std::optional<int> load_serve_inputs(serve_command_options& opts, service_notifier& notifier, serve_inputs& in) {
   try {
     in.api_keys = load_api_keys(opts.serve);
   } catch (const std::exception& e) {
@@ -302,6 +303,38 @@ api::tool_call_format tool_format_of(const serve_options& so, const chat_templat
   return tmpl ? api::detect_tool_call_format(tmpl->source()) : api::tool_call_format::generic;
 }
 
+// --reasoning-parser, else the one the chat template calls for; logs which. The
+// tokens the constraints need come with it (null for none). Throws when the
+// flag names a parser the model's vocabulary cannot serve.
+api::reasoning_parser reasoning_parser_of(const serve_options& so, const chat_template* tmpl, const tokenizer& tok,
+                                          std::shared_ptr<const api::reasoning_vocab>& vocab) {
+  std::string why = "--reasoning-parser";
+  api::reasoning_parser p = api::reasoning_parser::none;
+  if (!so.reasoning_parser.empty()) {
+    p = *api::reasoning_parser_from_name(so.reasoning_parser);
+  } else if (tmpl) {
+    p = api::detect_reasoning_parser(*tmpl, &why);
+  } else {
+    why = "the model has no chat template";
+  }
+  if (p != api::reasoning_parser::none) {
+    vocab = std::make_shared<const api::reasoning_vocab>(tok);
+    if (!vocab->tags_are_text()) {
+      const std::string msg = "<think> or </think> is a control token of this model: its text never reaches the output";
+      if (!so.reasoning_parser.empty()) throw std::runtime_error("--reasoning-parser " + so.reasoning_parser + ": " + msg);
+      spdlog::warn("Reasoning: not split ({})", msg);
+      vocab.reset();
+      return api::reasoning_parser::none;
+    }
+  }
+  if (p == api::reasoning_parser::none) {
+    spdlog::info("Reasoning: not split (no reasoning parser: {})", why);
+  } else {
+    spdlog::info("Reasoning: {} parser, reasoning_content split from <think>...</think> ({})", api::reasoning_parser_name(p), why);
+  }
+  return p;
+}
+
 // --pooling, else the GGUF's pooling_type, else last (as vLLM pools decoder-only models).
 pooling_type pooling_of(const serve_options& so, const model_config& c) {
   if (so.pooling == "mean" || (so.pooling.empty() && c.gguf_pooling == 1)) return pooling_type::mean;
@@ -337,8 +370,10 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   const pooling_type pooling = pooling_of(so, in.model->config);
   spdlog::info("Embeddings: {} pooling over {} dimensions, normalized ({})", pooling_name(pooling), in.model->config.n_embd,
                so.pooling.empty() ? (in.model->config.gguf_pooling > 0 ? "the model's pooling_type" : "default") : "--pooling");
+  std::shared_ptr<const api::reasoning_vocab> reasoning_tokens;
+  const api::reasoning_parser reasoning = reasoning_parser_of(so, in.tmpl.get(), *in.model->tok, reasoning_tokens);
   api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
-                       in.tmpl_error, &constraints, tool_format, in.model->config.n_embd, pooling};
+                       in.tmpl_error, &constraints, tool_format, in.model->config.n_embd, pooling, reasoning, reasoning_tokens};
   server_context ctx{std::move(sm), &eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   if (in.api_keys.empty()) {

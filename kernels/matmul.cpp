@@ -67,7 +67,45 @@ bool has_avx512_kernel(ggml_type t) {
 }
 }  // namespace detail
 
-packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level) {
+namespace {
+
+// The packed layout's group stride and total size of an n_out x n_in matrix (avx2/avx512).
+struct packed_shape {
+  detail::group_layout L;
+  detail::inline_layout I;
+  bool in_blocks;
+  int64_t n_groups;
+  int64_t stride;
+  size_t size;
+};
+
+packed_shape packed_shape_of(ggml_type type, int64_t n_out, int64_t n_in) {
+  // avx2 and avx512 read the same 8-column groups; a quantized type's records are stored
+  // inline, block by block (matmul_internal.h).
+  packed_shape p{};
+  p.L = detail::layout_of(type, n_in);
+  p.n_groups = (n_out + detail::group_cols - 1) / detail::group_cols;
+  p.in_blocks = detail::is_quantized(type);
+  p.I = p.in_blocks ? detail::inline_of(p.L) : detail::inline_layout{};
+  p.stride = p.in_blocks ? p.I.stride : p.L.stride;
+  p.size = size_t(p.stride) * size_t(p.n_groups);
+  return p;
+}
+
+// Repacks a GGUF matrix into buf (shape.size zero-filled bytes).
+void repack_into(ggml_type type, const void* data, int64_t n_out, int64_t n_in, const packed_shape& shape, uint8_t* buf) {
+  if (shape.in_blocks) {
+    std::vector<uint8_t> groups(size_t(shape.L.stride) * size_t(shape.n_groups));
+    detail::repack_groups(type, data, n_out, n_in, groups.data());
+    detail::write_inline(shape.L, shape.I, groups.data(), shape.n_groups, buf);
+  } else {
+    detail::repack_groups(type, data, n_out, n_in, buf);
+  }
+}
+
+}  // namespace
+
+static void validate_pack(ggml_type type, int64_t n_out, int64_t n_in, isa_level level) {
   const std::string name = type_name(static_cast<uint32_t>(type));
   if (!supported(type)) throw std::invalid_argument("pack_weight: unsupported weight type " + name);
   const auto traits = *traits_of(static_cast<uint32_t>(type));
@@ -75,12 +113,17 @@ packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64
     throw std::invalid_argument("pack_weight: n_in=" + std::to_string(n_in) + " is not a positive multiple of the " +
                                 name + " block size " + std::to_string(traits.block_elems));
   if (n_out < 1) throw std::invalid_argument("pack_weight: n_out must be positive for " + name);
-  if (data == nullptr) throw std::invalid_argument("pack_weight: null data for " + name);
   if (level != isa_level::scalar && level != isa_level::avx2 && level != isa_level::avx512)
     throw std::invalid_argument("pack_weight: unknown isa level for " + name);
   if (!cpu_supports(level))
     throw std::invalid_argument(std::string("pack_weight: ") + isa_name(level) + " kernels requested for " + name +
                                 " but the CPU lacks them");
+}
+
+packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level) {
+  validate_pack(type, n_out, n_in, level);
+  if (data == nullptr) throw std::invalid_argument(std::string("pack_weight: null data for ") + type_name(static_cast<uint32_t>(type)));
+  const auto traits = *traits_of(static_cast<uint32_t>(type));
 
   packed_weight w;
   w.type_ = type;
@@ -93,28 +136,51 @@ packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64
     w.bytes_ = 0;
     return w;
   }
-  // avx2 and avx512 read the same 8-column groups; a quantized type's records are stored
-  // inline, block by block (matmul_internal.h).
-  const detail::group_layout L = detail::layout_of(type, n_in);
-  const int64_t n_groups = (n_out + detail::group_cols - 1) / detail::group_cols;
-  const bool in_blocks = detail::is_quantized(type);
-  const detail::inline_layout I = in_blocks ? detail::inline_of(L) : detail::inline_layout{};
-  const int64_t stride = in_blocks ? I.stride : L.stride;
-  const size_t size = size_t(stride) * size_t(n_groups);
+  const packed_shape shape = packed_shape_of(type, n_out, n_in);
   size_t mapped = 0;
-  uint8_t* buf = map_packed(size, mapped);  // zero-filled: padding columns stay zero
+  uint8_t* buf = map_packed(shape.size, mapped);  // zero-filled: padding columns stay zero
   w.owned_ = std::unique_ptr<uint8_t, packed_weight::unmap_deleter>(buf, packed_weight::unmap_deleter{mapped});
-  if (in_blocks) {
-    std::vector<uint8_t> groups(size_t(L.stride) * size_t(n_groups));
-    detail::repack_groups(type, data, n_out, n_in, groups.data());
-    detail::write_inline(L, I, groups.data(), n_groups, buf);
-  } else {
-    detail::repack_groups(type, data, n_out, n_in, buf);
-  }
+  repack_into(type, data, n_out, n_in, shape, buf);
   w.data_ = buf;
-  w.stride_ = stride;
-  w.bytes_ = size;
+  w.stride_ = shape.stride;
+  w.bytes_ = shape.size;
   return w;
+}
+
+packed_weight_set::packed_weight_set(ggml_type type, int64_t n_mats, int64_t n_out, int64_t n_in, isa_level level) {
+  if (n_mats < 1) throw std::invalid_argument("packed_weight_set: n_mats must be positive");
+  validate_pack(type, n_out, n_in, level);
+  mats_.resize(static_cast<size_t>(n_mats));
+  for (auto& m : mats_) {
+    m.type_ = type;
+    m.n_out_ = n_out;
+    m.n_in_ = n_in;
+    m.isa_ = level;
+  }
+  if (level == isa_level::scalar) {
+    for (auto& m : mats_) m.stride_ = row_bytes(*traits_of(static_cast<uint32_t>(type)), n_in);
+    return;
+  }
+  const packed_shape shape = packed_shape_of(type, n_out, n_in);
+  mat_bytes_ = (shape.size + 63) / 64 * 64;  // each matrix on a cache-line boundary
+  size_t mapped = 0;
+  uint8_t* buf = map_packed(mat_bytes_ * static_cast<size_t>(n_mats), mapped);
+  owned_ = std::unique_ptr<uint8_t, packed_weight::unmap_deleter>(buf, packed_weight::unmap_deleter{mapped});
+  bytes_ = mat_bytes_ * static_cast<size_t>(n_mats);
+  for (size_t i = 0; i < mats_.size(); ++i) {
+    mats_[i].data_ = buf + i * mat_bytes_;
+    mats_[i].stride_ = shape.stride;
+  }
+}
+
+void packed_weight_set::pack(int64_t i, const void* data) {
+  packed_weight& m = mats_[static_cast<size_t>(i)];
+  if (m.isa_ == isa_level::scalar) {
+    m.data_ = static_cast<const uint8_t*>(data);
+    return;
+  }
+  const packed_shape shape = packed_shape_of(m.type_, m.n_out_, m.n_in_);
+  repack_into(m.type_, data, m.n_out_, m.n_in_, shape, owned_.get() + static_cast<size_t>(i) * mat_bytes_);
 }
 
 int act_format_id(const packed_weight& w) { return detail::is_quantized(w.type()) ? 1 : 0; }

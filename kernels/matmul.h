@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kernels/ggml_type.h"
 #include "kernels/isa.h"
@@ -63,6 +64,7 @@ class packed_weight {
 
  private:
   friend packed_weight pack_weight(ggml_type, const void*, int64_t, int64_t, isa_level);
+  friend class packed_weight_set;
   // Unmaps a buffer of pack_weight's (an anonymous mapping of len bytes).
   struct unmap_deleter {
     size_t len;  // set whenever the pointer is
@@ -85,6 +87,40 @@ class packed_weight {
 // Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
 // data: n_out * row_bytes(type, n_in) bytes, GGUF layout, rows contiguous.
 packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level);
+
+// n_mats matrices of one type and shape (a mixture-of-experts layer's 3-D
+// tensor), packed side by side into ONE buffer, so that transparent huge pages
+// back the experts as they back one big matrix: an expert of Qwen3-30B-A3B is
+// under 1 MiB, too small for a 2 MiB page of its own, and streaming it on
+// 4 KiB pages costs a TLB miss and a prefetcher stop every 4 KiB.
+// Matrix i is (*this)[i], a packed_weight that views the shared buffer; the
+// set owns it (bytes() is the whole). Move-only.
+// Thread-safety: pack(i) for distinct i may run concurrently; reads after.
+class packed_weight_set {
+ public:
+  packed_weight_set() = default;
+  // Throws as pack_weight does for the type and shape; std::bad_alloc when out of memory.
+  packed_weight_set(ggml_type type, int64_t n_mats, int64_t n_out, int64_t n_in, isa_level level);
+  packed_weight_set(packed_weight_set&&) noexcept = default;
+  packed_weight_set& operator=(packed_weight_set&&) noexcept = default;
+
+  // Packs matrix i from data (n_out * row_bytes(type, n_in) bytes, GGUF layout);
+  // at the scalar level, matrix i then points at data (which must outlive the set).
+  void pack(int64_t i, const void* data);
+
+  const packed_weight& operator[](size_t i) const { return mats_[i]; }
+  size_t size() const { return mats_.size(); }
+  bool empty() const { return mats_.empty(); }
+  auto begin() const { return mats_.begin(); }
+  auto end() const { return mats_.end(); }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<uint8_t, packed_weight::unmap_deleter> owned_;
+  std::vector<packed_weight> mats_;
+  size_t mat_bytes_ = 0;  // each matrix's packed bytes (its slot in owned_)
+  size_t bytes_ = 0;
+};
 
 // Activations: x is n_rows rows of n_in floats (row stride ldx floats). They are converted once
 // (e.g. quantized to Q8 blocks) into a buffer shared by all threads and by every weight with the same

@@ -415,4 +415,11 @@ void gguf_file::release_pages(const uint8_t* p, size_t n) const {
   if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+void gguf_file::prefetch_pages(const uint8_t* p, size_t n) const {
+  if (!map_ || n == 0) return;
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page_bytes_ * page_bytes_;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+}
+
 }  // namespace spate

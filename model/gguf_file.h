@@ -108,6 +108,11 @@ class gguf_file {
   // No-op for a parsed in-memory image.
   void release_pages(const uint8_t* p, size_t n) const;
 
+  // Asks the kernel to start reading [p, p + n) of the file ahead of use
+  // (MADV_WILLNEED: asynchronous readahead, no blocking). For tensor data about
+  // to be copied, so that disk reads overlap the copying. No-op for an image.
+  void prefetch_pages(const uint8_t* p, size_t n) const;
+
  private:
   gguf_file() = default;
   void parse_all();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <stdexcept>
 #include <spdlog/spdlog.h>
 
 #include "util/byte_size.h"
@@ -20,6 +21,42 @@ uint64_t resident_bytes() {
   statm >> pages_total >> pages_resident;
   return pages_resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
+
+uint64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+namespace {
+
+// Refuses a model whose repacked weights cannot fit: they are anonymous
+// memory (the file's pages are released as they are copied), which without
+// swap would end in an OOM kill mid-load or mid-serve rather than a message.
+// Headroom for the runtime's workspaces and the KV cache's minimum.
+constexpr uint64_t k_load_headroom_bytes = 512ull << 20;
+
+void check_fits(const gguf_file& f, kernels::isa_level level) {
+  if (level == kernels::isa_level::scalar) return;  // reads the mapping as is; the page cache can evict it
+  uint64_t matrices = 0;
+  for (const auto& t : f.tensors()) {
+    if (t.dims.size() >= 2) matrices += t.n_bytes;
+  }
+  const uint64_t avail = available_memory_bytes();
+  if (avail == 0 || matrices + k_load_headroom_bytes <= avail) return;
+  throw std::runtime_error("model '" + f.path() + "' needs about " + format_bytes(matrices + k_load_headroom_bytes) +
+                           " of memory (" + format_bytes(matrices) + " of weights repacked for the " +
+                           kernels::isa_name(level) + " kernels, plus " + format_bytes(k_load_headroom_bytes) +
+                           " for the runtime), but only " + format_bytes(avail) +
+                           " is available (MemAvailable); free memory or use a smaller quantization of the model");
+}
+
+}  // namespace
 
 std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level, const load_progress_fn& on_progress) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -37,6 +74,7 @@ std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_l
   for (const auto& [name, n] : type_counts) types += (types.empty() ? "" : ", ") + name + ": " + std::to_string(n);
   spdlog::info("Tensor types: {}", types);
 
+  check_fits(f, level);
   m->tok = std::make_unique<tokenizer>(vocab_spec_from_gguf(f));
   if (m->tok->n_vocab() != c.n_vocab) {
     throw gguf_error("model '" + path + "': tokenizer has " + std::to_string(m->tok->n_vocab()) +

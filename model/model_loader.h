@@ -26,12 +26,17 @@ struct loaded_model {
 // The process's resident set size in bytes (/proc/self/statm; 0 if unreadable).
 uint64_t resident_bytes();
 
+// The memory the kernel says is available for new allocations without
+// swapping (MemAvailable of /proc/meminfo), in bytes; 0 if unreadable.
+uint64_t available_memory_bytes();
+
 // Loading progress, reported at every 10%: percent and a description
 // ("12/31 layers"). Runs on the loading thread.
 using load_progress_fn = std::function<void(int percent, const std::string& what)>;
 
 // Throws gguf_error / std::runtime_error with a message naming the file and
-// problem. Logs "Loading weights: N% (...)" at every 10% and passes the same
+// problem; before any weight is touched, std::runtime_error when the weights'
+// repacked copies (every level but scalar) would not fit the available memory. Logs "Loading weights: N% (...)" at every 10% and passes the same
 // to on_progress.
 std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_level level, const load_progress_fn& on_progress = {});
 

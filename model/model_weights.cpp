@@ -1,6 +1,8 @@
 #include "model/model_weights.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "model/gguf_file.h"
 #include "kernels/dequant.h"
@@ -74,21 +76,33 @@ kernels::packed_weight mat_tensor(const gguf_file& f, const std::string& name, i
 }
 
 // The n_expert [n_out x n_in] slices of a 3-D expert tensor [n_in, n_out, n_expert].
-std::vector<kernels::packed_weight> expert_tensors(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_out,
-                                                   int64_t n_expert, kernels::isa_level level, size_t& used, size_t& owned) {
+kernels::packed_weight_set expert_tensors(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_out,
+                                          int64_t n_expert, kernels::isa_level level, size_t& used, size_t& owned) {
   const auto& t = need_tensor(f, name, {n_in, n_out, n_expert});
   used += t.n_bytes;
   const int64_t expert_bytes = n_out * kernels::row_bytes(*kernels::traits_of(t.type), n_in);
-  std::vector<kernels::packed_weight> out;
-  out.reserve(static_cast<size_t>(n_expert));
+  kernels::packed_weight_set out;
   try {
-    for (int64_t e = 0; e < n_expert; ++e) {
-      out.push_back(kernels::pack_weight(static_cast<kernels::ggml_type>(t.type), t.data + e * expert_bytes, n_out, n_in, level));
-      owned += out.back().bytes();
-    }
+    out = kernels::packed_weight_set(static_cast<kernels::ggml_type>(t.type), n_expert, n_out, n_in, level);
   } catch (const std::exception& e) {
     throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
   }
+  // Packed on all cores while the kernel reads ahead: a 30B MoE file is
+  // mostly experts, and page faults one at a time would make loading slower
+  // than reading the file.
+  f.prefetch_pages(t.data, t.n_bytes);
+  const int n_threads = static_cast<int>(std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, n_expert));
+  auto pack_some = [&](int tid) {
+    for (int64_t e = tid; e < n_expert; e += n_threads) out.pack(e, t.data + e * expert_bytes);
+  };
+  std::vector<std::thread> workers;
+  for (int tid = 1; tid < n_threads; ++tid) workers.emplace_back(pack_some, tid);
+  pack_some(0);
+  for (auto& th : workers) th.join();
+  owned += out.bytes();
+  // The experts are most of a MoE file: their mapped pages leave the resident
+  // set as soon as they are copied, so loading never holds both.
+  if (level != kernels::isa_level::scalar) f.release_pages(t.data, t.n_bytes);
   return out;
 }
 

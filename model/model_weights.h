@@ -29,10 +29,11 @@ struct layer_weights {
   std::vector<float> post_ffn_norm;           // [n_embd], when cfg.post_norms; empty otherwise
   // Mixture of experts (cfg.is_moe()), instead of w_gate/w_up/w_down: the
   // router and every expert's matrices, each expert a slice of the file's 3-D
-  // *_exps tensor packed on its own, so a step reads only its chosen experts.
-  kernels::packed_weight router;                         // [n_expert x n_embd] (ffn_gate_inp)
-  std::vector<kernels::packed_weight> exp_gate, exp_up;  // n_expert x [n_ff_exp x n_embd]
-  std::vector<kernels::packed_weight> exp_down;          // n_expert x [n_embd x n_ff_exp]
+  // *_exps tensor packed as a matrix of its own (in one buffer per tensor), so a
+  // step reads only its chosen experts.
+  kernels::packed_weight router;                    // [n_expert x n_embd] (ffn_gate_inp)
+  kernels::packed_weight_set exp_gate, exp_up;      // n_expert x [n_ff_exp x n_embd]
+  kernels::packed_weight_set exp_down;              // n_expert x [n_embd x n_ff_exp]
 };
 
 struct model_weights {

@@ -23,6 +23,9 @@ completions_formatter::completions_formatter(const api::served_model& m, const a
       choices_[i].tools = std::make_unique<api::tool_call_stream>(*g.tool_format, call_id_seed(static_cast<int32_t>(i)));
     }
   }
+  if (chat_ && r.stream && g.reasoning) {
+    for (auto& c : choices_) c.reasoning = std::make_unique<api::reasoning_splitter>(*g.reasoning);
+  }
 }
 
 uint64_t completions_formatter::call_id_seed(int32_t index) const {
@@ -42,14 +45,26 @@ stream_event completions_formatter::delta_chunk(int32_t index, json::object delt
   return {"", json::serialize(o)};
 }
 
+void completions_formatter::stream_chat_text(int32_t index, choice& c, std::string_view reasoning, std::string_view content,
+                                             json::value logprobs, stream_events& out) const {
+  if (!req_.include_reasoning) reasoning = {};
+  if (c.tools) {
+    stream_tool_events(index, c, c.tools->feed(content), std::move(logprobs), reasoning, out);
+  } else if (!content.empty() || !reasoning.empty() || !logprobs.is_null()) {
+    out.push_back(chunk(index, content, "", false, std::move(logprobs), reasoning));
+  }
+}
+
 void completions_formatter::stream_tool_events(int32_t index, choice& c, const api::tool_stream_events& evs,
-                                               json::value logprobs, stream_events& out) const {
+                                               json::value logprobs, std::string_view reasoning, stream_events& out) const {
   using kind = api::tool_stream_event::kind;
   std::string content;
   for (const auto& ev : evs) {
     if (ev.type == kind::content) content += ev.text;
   }
-  if (!content.empty() || !logprobs.is_null()) out.push_back(chunk(index, content, "", false, std::move(logprobs)));
+  if (!content.empty() || !reasoning.empty() || !logprobs.is_null()) {
+    out.push_back(chunk(index, content, "", false, std::move(logprobs), reasoning));
+  }
   for (const auto& ev : evs) {
     json::object call{{"index", ev.index}};
     if (ev.type == kind::call_begin) {
@@ -69,12 +84,21 @@ void completions_formatter::stream_tool_events(int32_t index, choice& c, const a
 json::object completions_formatter::message_of(int32_t index, const choice_accumulator& c, std::string& finish) const {
   json::object m;
   m["role"] = "assistant";
+  std::string split_content;
+  std::string_view text = c.text;
+  if (gen_.reasoning) {
+    bool has_reasoning = false;
+    api::reasoning_split s = api::split_reasoning(*gen_.reasoning, c.text, &has_reasoning);
+    if (req_.include_reasoning) m["reasoning_content"] = has_reasoning ? json::value(s.reasoning) : json::value(nullptr);
+    split_content = std::move(s.content);
+    text = split_content;
+  }
   if (!gen_.tool_format) {
-    m["content"] = c.text;
+    m["content"] = text;
     return m;
   }
   api::tool_call_ids ids(call_id_seed(index));
-  const api::parsed_tool_output parsed = api::parse_tool_calls(*gen_.tool_format, c.text, ids, c.reason == finish_reason::length);
+  const api::parsed_tool_output parsed = api::parse_tool_calls(*gen_.tool_format, text, ids, c.reason == finish_reason::length);
   const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
   m["content"] = blank && !parsed.calls.empty() ? json::value(nullptr) : json::value(parsed.content);
   if (parsed.calls.empty()) return m;
@@ -104,10 +128,11 @@ json::object completions_formatter::envelope(bool streaming) const {
 }
 
 stream_event completions_formatter::chunk(int32_t index, std::string_view text, const std::string& finish, bool role,
-                                          json::value logprobs) const {
+                                          json::value logprobs, std::string_view reasoning) const {
   if (chat_) {
     json::object delta;
     if (role) delta["role"] = "assistant";
+    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
     if (role || !text.empty()) delta["content"] = text;
     return delta_chunk(index, std::move(delta), finish, std::move(logprobs));
   }
@@ -142,17 +167,25 @@ stream_events completions_formatter::on_event(int32_t index, const engine_event&
   c.acc.add(e, /*keep_content=*/!req_.stream);
   if (c.acc.done && !was_done) ++n_done_;
   if (!req_.stream) return out;
-  if (e.type == engine_event::kind::tokens && c.tools) {
+  if (e.type == engine_event::kind::tokens && chat_) {
     json::value lp = want_logprobs_ && !e.logprobs.empty() ? logprobs_json(c.text_offset, e.logprobs) : json::value(nullptr);
-    stream_tool_events(index, c, c.tools->feed(e.text), std::move(lp), out);
+    api::reasoning_split split;
+    if (c.reasoning) c.reasoning->feed(e.text, &split);
+    stream_chat_text(index, c, split.reasoning, c.reasoning ? std::string_view(split.content) : std::string_view(e.text), std::move(lp),
+                     out);
   } else if (e.type == engine_event::kind::tokens) {
     if (!e.text.empty() || (want_logprobs_ && !e.logprobs.empty())) {
       out.push_back(chunk(index, e.text, "", false, logprobs_json(c.text_offset, e.logprobs)));
     }
   } else if (e.type == engine_event::kind::finished) {
+    if (c.reasoning) {  // what was held back: an incomplete tag is text
+      api::reasoning_split tail;
+      c.reasoning->finish(&tail);
+      stream_chat_text(index, c, tail.reasoning, tail.content, nullptr, out);
+    }
     std::string finish = openai_finish_reason(e.reason);
     if (c.tools) {
-      stream_tool_events(index, c, c.tools->finish(e.reason == finish_reason::length), nullptr, out);
+      stream_tool_events(index, c, c.tools->finish(e.reason == finish_reason::length), nullptr, {}, out);
       if (c.called && e.reason == finish_reason::stop) finish = "tool_calls";
     }
     out.push_back(chunk(index, "", finish, false));

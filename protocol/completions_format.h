@@ -17,6 +17,13 @@
 //   model stopped; streamed as delta.tool_calls [{"index","id","type",
 //   "function":{"name","arguments":""}}] then {"index","function":{"arguments":
 //   piece}} deltas, as OpenAI streams them.
+// Reasoning (chat with a reasoning parser, prepared_generation::reasoning
+//   set): the output is split as reasoning.h says; message.reasoning_content
+//   holds the reasoning (null when the output had none) and content the rest,
+//   which alone is parsed for tool calls. Streamed as delta.reasoning_content
+//   pieces (in the same chunk as content when a tokens event carries both);
+//   a partial tag is held back until it resolves, the rest at the end.
+//   include_reasoning false leaves the reasoning out (no field at all).
 //
 // Not thread-safe; one per request.
 #pragma once
@@ -26,6 +33,7 @@
 #include <vector>
 
 #include "protocol/generation_format.h"
+#include "protocol/reasoning.h"
 #include "protocol/tool_calls.h"
 
 namespace spate {
@@ -50,20 +58,26 @@ class completions_formatter final : public generation_formatter {
     int64_t text_offset = 0;  // completions logprobs: running offset of the streamed text
     std::unique_ptr<api::tool_call_stream> tools;  // streaming chat with tool use: the call parser
     bool called = false;                            // a complete tool call was streamed
+    std::unique_ptr<api::reasoning_splitter> reasoning;  // streaming chat with a reasoning parser
   };
 
   // logprobs JSON of lps (null when not requested); completions advance text_offset.
   boost::json::value logprobs_json(int64_t& text_offset, const std::vector<token_logprob>& lps) const;
   // One streaming chunk.
+  // chat: reasoning (when not empty) goes in delta.reasoning_content.
   stream_event chunk(int32_t index, std::string_view text, const std::string& finish, bool role,
-                     boost::json::value logprobs = nullptr) const;
+                     boost::json::value logprobs = nullptr, std::string_view reasoning = {}) const;
   boost::json::object envelope(bool streaming) const;  // id, object, created, model
   // A chat chunk with the given delta object.
   stream_event delta_chunk(int32_t index, boost::json::object delta, const std::string& finish,
                            boost::json::value logprobs = nullptr) const;
   // Streaming with tool use: the chunks of one tokens event (content, then call deltas).
   void stream_tool_events(int32_t index, choice& c, const api::tool_stream_events& evs, boost::json::value logprobs,
-                          stream_events& out) const;
+                          std::string_view reasoning, stream_events& out) const;
+  // Streaming chat: the chunks of a piece of output already split into
+  // reasoning and content (tool calls parsed from the content).
+  void stream_chat_text(int32_t index, choice& c, std::string_view reasoning, std::string_view content, boost::json::value logprobs,
+                        stream_events& out) const;
   // The seed of choice index's tool call ids.
   uint64_t call_id_seed(int32_t index) const;
   // Non-streaming chat message of a finished choice (content and tool_calls).

@@ -4,6 +4,7 @@
 
 #include "jinja/chat_template.h"
 #include "protocol/constraint_compiler.h"
+#include "protocol/reasoning_constraint.h"
 #include "protocol/tool_calls.h"
 #include "protocol/tool_grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -194,16 +195,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     try {
       out.prompt_text = m.tmpl->render(messages, o);
       if (r.continue_final_message) {
-        // As vLLM: cut the rendering right after the final assistant message's
-        // text, so the model continues it instead of starting a new turn.
-        const auto& last = messages.back().as_object();
-        const auto& content = last.at("content").as_string();
-        const auto pos = out.prompt_text.rfind(std::string_view(content.data(), content.size()));
-        if (content.empty() || pos == std::string::npos) {
-          return bad("continue_final_message: the chat template did not render the final message's content verbatim",
-                     "continue_final_message");
-        }
-        out.prompt_text.resize(pos + content.size());
+        if (auto e = cut_after_final_message(messages, out.prompt_text)) return e;
       }
     } catch (const chat_template_error& e) {
       return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
@@ -211,6 +203,15 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
       return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
     }
     out.prompt = tok.encode(out.prompt_text, /*add_special=*/false, /*parse_special=*/true);
+    if (m.reasoning != api::reasoning_parser::none) {
+      std::string continued;
+      if (r.continue_final_message) continued = std::string(messages.back().as_object().at("content").as_string());
+      out.reasoning = api::reasoning_start_of(m.reasoning, out.prompt_text, r.template_extra,
+                                              r.continue_final_message ? &continued : nullptr);
+    }
+  }
+  if (r.thinking_token_budget && !out.reasoning) {
+    return bad("'thinking_token_budget' needs a reasoning parser; this server has none (--reasoning-parser)", "thinking_token_budget");
   }
   out.params = r.params;
   out.n = r.n;
@@ -226,6 +227,22 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     out.params.constraint = m.constraints->compile(constraint, err);
     if (err) return err;
   }
+  // The grammar waits for the end of the reasoning; the budget ends it.
+  if (out.reasoning && *out.reasoning != api::reasoning_start::content && (out.params.constraint || r.thinking_token_budget)) {
+    out.params.constraint = api::make_reasoning_constraint(std::move(out.params.constraint), *out.reasoning, m.reasoning_tokens,
+                                                           r.thinking_token_budget);
+  }
+  return std::nullopt;
+}
+
+std::optional<api::api_error> cut_after_final_message(const json::array& messages, std::string& prompt_text) {
+  const auto& content = messages.back().as_object().at("content").as_string();
+  const auto pos = prompt_text.rfind(std::string_view(content.data(), content.size()));
+  if (content.empty() || pos == std::string::npos) {
+    return bad("continue_final_message: the chat template did not render the final message's content verbatim",
+               "continue_final_message");
+  }
+  prompt_text.resize(pos + content.size());
   return std::nullopt;
 }
 

@@ -48,6 +48,9 @@ struct prepared_generation {
   }
   // Set when the request may call tools: the format to parse the output in.
   std::optional<api::tool_call_format> tool_format;
+  // Chat and responses with a reasoning parser: where the output starts
+  // (reasoning.h); the formatters split reasoning from content with it.
+  std::optional<api::reasoning_start> reasoning;
 };
 
 // The prompt and length checks every front end shares (the server through
@@ -86,8 +89,18 @@ std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text);
 // Renders messages through the chat template (chat/responses) or tokenizes the
 // prompt (completions), applies the max_tokens default (completions: 16 as in
 // OpenAI/vLLM; chat/responses: what is left of --max-model-len) and checks the
-// context (400 context_length_exceeded). Returns the error or nullopt.
+// context (400 context_length_exceeded). With a reasoning parser (chat and
+// responses) sets out.reasoning, and a structured output, tool grammar or
+// thinking_token_budget becomes a reasoning constraint
+// (reasoning_constraint.h): the grammar applies after the reasoning. Returns
+// the error or nullopt.
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out);
+
+// continue_final_message (vLLM's): cuts the rendered prompt right after the
+// final assistant message's text, so the model continues it instead of
+// starting a new turn. A 400 when the template did not render that text
+// verbatim (or it is empty). Precondition: messages ends with an assistant message.
+std::optional<api::api_error> cut_after_final_message(const boost::json::array& messages, std::string& prompt_text);
 
 // "stop" / "length" (OpenAI finish_reason) for an engine finish reason; abort -> "abort".
 std::string openai_finish_reason(finish_reason r);

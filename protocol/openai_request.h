@@ -94,7 +94,8 @@ struct parsed_request {
   boost::json::array messages;
   // Extra template variables: "tools" (chat, unless tool_choice is "none"),
   // "documents", and the contents of "chat_template_kwargs" (which may not
-  // redefine messages or add_generation_prompt).
+  // redefine messages or add_generation_prompt; bounded as request_errors.h
+  // says; enable_thinking, when given, is a boolean).
   boost::json::object template_extra;
   // chat / responses: the tools and how they may be used.
   tool_request tool_use;
@@ -120,6 +121,12 @@ struct parsed_request {
   bool chat_logprobs = false;  // chat: logprobs:true
   // Structured output (output_constraint.h); compiled by prepare_generation.
   output_constraint constraint;
+  // chat (vLLM's): return the reasoning (reasoning_content) when the server
+  // has a reasoning parser; false drops it from the response.
+  bool include_reasoning = true;
+  // chat (vLLM's thinking_token_budget): at most this many tokens of
+  // reasoning, then "</think>" is forced; needs a reasoning parser.
+  std::optional<int32_t> thinking_token_budget;
   // Top-level keys that were ignored, in body order (the server logs them at debug).
   std::vector<std::string> unknown_fields;
 };

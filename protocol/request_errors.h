@@ -1,7 +1,10 @@
 // The 400s of request parsing: an api_error naming the field (param) and
-// saying what is wrong. Shared by the request parsers of this library.
+// saying what is wrong, and the parsers of request parts that more than one
+// body shares. Internal to this library.
 #pragma once
 
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,5 +29,30 @@ inline api_error bad(std::string param, std::string message) {
 inline api_error type_error(std::string_view param, std::string_view want, const boost::json::value& got) {
   return bad(std::string(param), "'" + std::string(param) + "' must be " + std::string(want) + ", got " + describe_json(got));
 }
+
+// Joins the text parts of a content list; text_types are the accepted part
+// types (each carries its text in "text"). Media parts are "not supported".
+std::optional<api_error> join_text_parts(const boost::json::array& parts, std::string_view param,
+                                         std::initializer_list<std::string_view> text_types, std::string& out);
+
+// Validates chat messages (v: the field's value, null when absent) into the
+// template shape (see parsed_request::messages).
+std::optional<api_error> parse_messages(const boost::json::value* v, std::string_view param, boost::json::array& out);
+
+// Bounds of chat_template_kwargs: keys, nesting below the object, and its
+// size as compact JSON.
+inline constexpr size_t k_max_template_kwargs = 64;
+inline constexpr size_t k_max_template_kwargs_depth = 8;
+inline constexpr size_t k_max_template_kwargs_bytes = 64u << 10;
+
+// Checks chat_template_kwargs (already known to be an object): the bounds
+// above, no key that redefines messages / add_generation_prompt /
+// continue_final_message, and the types of the variables the server itself
+// reads (enable_thinking: a boolean).
+std::optional<api_error> check_template_kwargs(const boost::json::object& kw);
+
+// Chat's reasoning fields (vLLM's): include_reasoning (a boolean) and
+// thinking_token_budget (an integer >= 0).
+std::optional<api_error> parse_reasoning_fields(const field_getter& get, parsed_request& out);
 
 }  // namespace spate::api

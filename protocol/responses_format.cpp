@@ -43,9 +43,11 @@ bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::s
 }  // namespace
 
 responses_formatter::responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                                         const api::parsed_request& req, std::optional<api::tool_call_format> tool_format)
+                                         const api::parsed_request& req, std::optional<api::tool_call_format> tool_format,
+                                         std::optional<api::reasoning_start> reasoning, std::string reasoning_id)
     : id_(std::move(response_id)), msg_id_(std::move(message_id)), model_(std::move(model)), created_at_(created_at), stream_(req.stream),
-      tool_format_(tool_format) {
+      tool_format_(tool_format), reasoning_id_(std::move(reasoning_id)) {
+  if (reasoning) splitter_ = std::make_unique<api::reasoning_splitter>(*reasoning);
   if (tool_format_ && stream_) tools_ = std::make_unique<api::tool_call_stream>(*tool_format_, std::hash<std::string>{}(id_));
   tools_echo_ = responses_tools(req.tool_use);
   tool_choice_echo_ = tool_choice_json(req.tool_use);
@@ -78,6 +80,25 @@ json::object responses_formatter::message_item(bool done) const {
   return m;
 }
 
+json::object responses_formatter::reasoning_item(bool done) const {
+  json::object r;
+  r["id"] = reasoning_id_;
+  r["type"] = "reasoning";
+  r["summary"] = json::array();
+  json::array content;
+  if (done) content.push_back(json::object{{"type", "reasoning_text"}, {"text", reasoning_text_}});
+  r["content"] = std::move(content);
+  r["encrypted_content"] = nullptr;
+  // Cut by max_output_tokens before "</think>": incomplete, as the response.
+  const bool ended = splitter_ && splitter_->current() == api::reasoning_splitter::state::content;
+  r["status"] = !done ? "in_progress" : (ended || status_ == "in_progress") ? "completed" : status_;
+  return r;
+}
+
+json::object responses_formatter::reasoning_address() const {
+  return json::object{{"item_id", reasoning_id_}, {"output_index", 0}, {"content_index", 0}};
+}
+
 json::object responses_formatter::response_object() const {
   json::object r;
   r["id"] = id_;
@@ -87,10 +108,11 @@ json::object responses_formatter::response_object() const {
   r["model"] = model_;
   json::array output;
   if (status_ != "in_progress" && error_.empty()) {
+    if (splitter_ && splitter_->has_reasoning()) output.push_back(reasoning_item(true));
     if (stream_) {
       // In output_index order: the message item (if it opened) among the calls.
       for (size_t i = 0; i <= calls_.size(); ++i) {
-        if (msg_index_ == static_cast<int64_t>(i)) output.push_back(message_item(true));
+        if (msg_index_ == first_index() + static_cast<int64_t>(i)) output.push_back(message_item(true));
         if (i < calls_.size()) output.push_back(call_item(calls_[i]));
       }
     } else {
@@ -133,7 +155,7 @@ json::object responses_formatter::response_object() const {
     u["input_tokens_details"] = std::move(in_d);
     u["output_tokens"] = usage_.completion_tokens;
     json::object out_d;
-    out_d["reasoning_tokens"] = 0;
+    out_d["reasoning_tokens"] = n_reasoning_tokens_;
     u["output_tokens_details"] = std::move(out_d);
     u["total_tokens"] = usage_.prompt_tokens + usage_.completion_tokens;
     r["usage"] = std::move(u);
@@ -164,7 +186,7 @@ void responses_formatter::on_tool_events(const api::tool_stream_events& evs, str
       continue;
     }
     if (ev.type == kind::call_begin) {
-      const int64_t index = static_cast<int64_t>(calls_.size()) + (msg_index_ >= 0 ? 1 : 0);
+      const int64_t index = first_index() + static_cast<int64_t>(calls_.size()) + (msg_index_ >= 0 ? 1 : 0);
       calls_.push_back({"fc_" + ev.id.substr(ev.id.find('_') + 1), ev.id, ev.name, "", false, true, index});
       out.push_back(make("response.output_item.added", json::object{{"output_index", index}, {"item", call_item(calls_.back())}}));
       continue;
@@ -213,7 +235,7 @@ stream_events responses_formatter::begin() {
 }
 
 void responses_formatter::open_message(stream_events& out) {
-  msg_index_ = static_cast<int64_t>(calls_.size());
+  msg_index_ = first_index() + static_cast<int64_t>(calls_.size());
   json::object c;
   c["output_index"] = msg_index_;
   c["item"] = message_item(false);
@@ -289,22 +311,68 @@ stream_events responses_formatter::fail(std::string_view message) {
   return {make("response.failed", d)};
 }
 
+void responses_formatter::on_content(std::string_view text, stream_events& out) {
+  if (tools_) {
+    on_tool_events(tools_->feed(text), out);
+  } else if (stream_) {
+    stream_text(text, out);
+  } else if (!text.empty()) {
+    delta(text);
+  }
+}
+
+void responses_formatter::on_reasoning(std::string_view text, bool end, stream_events& out) {
+  if (!splitter_->has_reasoning()) return;
+  reasoning_text_.append(text);
+  if (!stream_ || reasoning_closed_) return;
+  if (!reasoning_open_) {
+    reasoning_open_ = true;
+    out.push_back(make("response.output_item.added", json::object{{"output_index", 0}, {"item", reasoning_item(false)}}));
+    json::object a = reasoning_address();
+    a["part"] = json::object{{"type", "reasoning_text"}, {"text", ""}};
+    out.push_back(make("response.content_part.added", std::move(a)));
+  }
+  if (!text.empty()) {
+    json::object d = reasoning_address();
+    d["delta"] = text;
+    out.push_back(make("response.reasoning_text.delta", std::move(d)));
+  }
+  if (!end && splitter_->current() != api::reasoning_splitter::state::content) return;
+  reasoning_closed_ = true;
+  json::object done = reasoning_address();
+  done["text"] = reasoning_text_;
+  out.push_back(make("response.reasoning_text.done", std::move(done)));
+  json::object part = reasoning_address();
+  part["part"] = json::object{{"type", "reasoning_text"}, {"text", reasoning_text_}};
+  out.push_back(make("response.content_part.done", std::move(part)));
+  out.push_back(make("response.output_item.done", json::object{{"output_index", 0}, {"item", reasoning_item(true)}}));
+}
+
 stream_events responses_formatter::on_event(int32_t /*choice: always 0*/, const engine_event& e) {
   stream_events out;
   if (done_) return out;
   switch (e.type) {
     case engine_event::kind::tokens:
       n_tokens_ += static_cast<int32_t>(e.token_ids.size());
-      if (tools_) {
-        on_tool_events(tools_->feed(e.text), out);
-      } else if (stream_) {
-        stream_text(e.text, out);
-      } else if (!e.text.empty()) {
-        delta(e.text);
+      if (splitter_) {
+        const bool in_content = splitter_->current() == api::reasoning_splitter::state::content;
+        api::reasoning_split split;
+        splitter_->feed(e.text, &split);
+        if (!in_content && splitter_->has_reasoning()) n_reasoning_tokens_ += static_cast<int32_t>(e.token_ids.size());
+        on_reasoning(split.reasoning, false, out);
+        on_content(split.content, out);
+      } else {
+        on_content(e.text, out);
       }
       break;
     case engine_event::kind::finished: {
       done_ = true;
+      if (splitter_) {
+        api::reasoning_split tail;
+        splitter_->finish(&tail);
+        on_reasoning(tail.reasoning, true, out);
+        on_content(tail.content, out);
+      }
       if (tools_) on_tool_events(tools_->finish(e.reason == finish_reason::length), out);
       if (tool_format_ && !stream_) parse_calls(e.reason == finish_reason::length);
       stream_events fin = finish(e.reason, e.usage);

@@ -29,6 +29,19 @@
 // non-streaming shape: the same items, the message first unless its first
 // text came after a call.
 //
+// Reasoning (a reasoning parser: prepared_generation::reasoning): the output
+// is split as reasoning.h says. The reasoning is a "reasoning" output item
+// {"id","type","summary":[],"content":[{"type":"reasoning_text","text"}],
+// "encrypted_content":null,"status"} before every other item (output_index
+// 0), there whenever the output has a reasoning part (even an empty one).
+// Streamed as OpenAI streams reasoning text: response.output_item.added,
+// response.content_part.added (part {"type":"reasoning_text","text":""}),
+// response.reasoning_text.delta*, then at "</think>" (or at the end)
+// response.reasoning_text.done, response.content_part.done and
+// response.output_item.done; the message and calls follow, parsed from the
+// content alone. usage.output_tokens_details.reasoning_tokens counts the
+// tokens of the engine steps that produced reasoning (a step counts whole).
+//
 // An engine error without a message fails the response with "internal error".
 //
 // Not thread-safe; one instance per response, used on one strand.
@@ -43,6 +56,7 @@
 #include "engine/engine_api.h"
 #include "protocol/generation_format.h"
 #include "protocol/openai_request.h"
+#include "protocol/reasoning.h"
 #include "protocol/tool_calls.h"
 
 namespace spate {
@@ -50,8 +64,11 @@ namespace spate {
 class responses_formatter final : public generation_formatter {
  public:
   // created_at: Unix seconds. Reads req's sampling fields and stream flag only (not kept).
+  // reasoning: where the output starts when the server has a reasoning parser
+  // (reasoning_id: the reasoning item's id).
   responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                      const api::parsed_request& req, std::optional<api::tool_call_format> tool_format = std::nullopt);
+                      const api::parsed_request& req, std::optional<api::tool_call_format> tool_format = std::nullopt,
+                      std::optional<api::reasoning_start> reasoning = std::nullopt, std::string reasoning_id = "");
 
   // response.created, response.in_progress (streaming only).
   stream_events begin() override;
@@ -96,6 +113,14 @@ class responses_formatter final : public generation_formatter {
   void on_tool_events(const api::tool_stream_events& evs, stream_events& out);
   // Non-streaming with tool use: splits the text into content and calls.
   void parse_calls(bool cut);
+  // Content text of a tokens event (or the held-back end): streamed, or kept.
+  void on_content(std::string_view text, stream_events& out);
+  // Reasoning text split off the output; end: the output is over.
+  void on_reasoning(std::string_view text, bool end, stream_events& out);
+  boost::json::object reasoning_item(bool done) const;
+  boost::json::object reasoning_address() const;
+  // The output index of the first item after the reasoning item.
+  int64_t first_index() const { return reasoning_open_ ? 1 : 0; }
 
   std::string id_, msg_id_, model_;
   int64_t created_at_;
@@ -118,6 +143,12 @@ class responses_formatter final : public generation_formatter {
   std::vector<function_call> calls_;
   boost::json::value tools_echo_ = boost::json::array(), tool_choice_echo_ = "auto", format_echo_;
   bool parallel_echo_ = true;
+  std::unique_ptr<api::reasoning_splitter> splitter_;  // with a reasoning parser
+  std::string reasoning_id_;
+  std::string reasoning_text_;
+  bool reasoning_open_ = false;    // streaming: the reasoning item was added (output_index 0)
+  bool reasoning_closed_ = false;  // streaming: ... and is done
+  int32_t n_reasoning_tokens_ = 0;
 };
 
 }  // namespace spate

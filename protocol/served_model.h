@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "engine/engine_api.h"
+#include "protocol/reasoning.h"
 #include "protocol/tool_calls.h"
 
 namespace spate {
@@ -19,6 +21,7 @@ class chat_template;
 namespace api {
 
 class constraint_compiler;
+class reasoning_vocab;
 
 struct served_model {
   const tokenizer* tok = nullptr;       // never null once serving
@@ -31,6 +34,8 @@ struct served_model {
   tool_call_format tool_format = tool_call_format::generic;  // how the model writes tool calls
   int32_t n_embd = 0;                   // embedding width (/v1/embeddings)
   pooling_type pooling = pooling_type::none;  // /v1/embeddings; none: refused
+  reasoning_parser reasoning = reasoning_parser::none;  // --reasoning-parser (or detected): how chat output splits
+  std::shared_ptr<const reasoning_vocab> reasoning_tokens = nullptr;  // set whenever reasoning is not none
 };
 
 }  // namespace api

@@ -5,6 +5,7 @@
 #include "tokenizer/tokenizer.h"
 #include "server/api_router.h"
 #include "jinja/chat_template.h"
+#include "protocol/generation.h"
 #include "protocol/openai_request.h"
 #include "util/utf8.h"
 
@@ -53,6 +54,7 @@ boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange&
         o.extra_context = r.template_extra;
         try {
           text = ctx.model.tmpl->render(r.messages, o);
+          if (r.continue_final_message) err = cut_after_final_message(r.messages, text);
           ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
         } catch (const std::exception& e) {
           err = api::api_error{400, std::string("chat template error: ") + e.what(), "invalid_request_error", "messages", "chat_template_error"};

@@ -32,6 +32,9 @@ struct serve_options {
   // "" = detected from the chat template. Auto tool choice is always on;
   // --enable-auto-tool-choice is accepted for vLLM command lines.
   std::string tool_call_parser;         // --tool-call-parser
+  // Reasoning output (vLLM's --reasoning-parser names: qwen3, deepseek_r1;
+  // none turns it off); "" = detected from the chat template.
+  std::string reasoning_parser;         // --reasoning-parser
   std::string json_whitespace = "bounded";  // --json-whitespace: bounded or compact (structured outputs, tool arguments)
   std::string pooling;                  // --pooling: mean, last or cls ("" = the GGUF's pooling_type, else last)
   bool disable_ui = false;              // --disable-ui: no chat page at GET /

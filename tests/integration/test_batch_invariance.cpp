@@ -1,8 +1,13 @@
-// Batch invariance on the real model: a sequence's logits are bitwise the same
-// whether it runs alone, batched with others, staggered (prefill next to
-// decodes), chunked, or on a different number of threads.
+// Batch invariance on the real model, and on the random-weight mixture-of-
+// experts models (tests/reference/make_random_models.py, in
+// SPATE_RANDOM_MODELS_DIR), whose rows share experts within a step: a
+// sequence's logits are bitwise the same whether it runs alone, batched with
+// others, staggered (prefill next to decodes), chunked, or on a different
+// number of threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "model_fixture.h"
@@ -91,8 +96,22 @@ void expect_bitwise_equal(const seq_run& a, const seq_run& b, const char* what) 
 
 constexpr int k_gen = 12;
 
-TEST(BatchInvariance, AloneVersusBatchedStaggeredChunkedAndThreads) {
-  runner_env env(1024);
+// The model of a test: "default" (SPATE_MODEL), else random-<name>.gguf in SPATE_RANDOM_MODELS_DIR.
+class BatchInvariance : public ::testing::TestWithParam<std::string> {
+ protected:
+  loaded_model& model() {
+    if (GetParam() == "default") return shared_model();
+    const char* d = std::getenv("SPATE_RANDOM_MODELS_DIR");
+    if (d == nullptr || *d == 0) {
+      ADD_FAILURE() << "SPATE_RANDOM_MODELS_DIR is not set (python3 tests/reference/make_random_models.py --out-dir DIR)";
+      std::abort();
+    }
+    return shared_model_at(std::string(d) + "/random-" + GetParam() + ".gguf", "tests/reference/make_random_models.py");
+  }
+};
+
+TEST_P(BatchInvariance, AloneVersusBatchedStaggeredChunkedAndThreads) {
+  runner_env env(model(), 1024);
   std::vector<seq_run> alone;
   for (size_t i = 0; i < 5; ++i) alone.push_back(run(env, {i}, k_gen, 0, {})[0]);
 
@@ -112,21 +131,28 @@ TEST(BatchInvariance, AloneVersusBatchedStaggeredChunkedAndThreads) {
   for (size_t i = 0; i < 5; ++i) expect_bitwise_equal(alone[4 - i], reversed[i], "reversed");
 }
 
-TEST(BatchInvariance, ThreadCountDoesNotChangeLogits) {
-  runner_env one(256, 16, 1);
-  runner_env two(256, 16, 2);
+TEST_P(BatchInvariance, ThreadCountDoesNotChangeLogits) {
+  runner_env one(model(), 256, 16, 1);
+  runner_env two(model(), 256, 16, 2);
   const auto a = run(one, {1, 3}, 6, 0, {});
   const auto b = run(two, {1, 3}, 6, 0, {});
   for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "threads");
 }
 
-TEST(BatchInvariance, BlockSizeDoesNotChangeLogits) {
-  runner_env small(2048, 4, 2);
-  runner_env large(256, 32, 2);
+TEST_P(BatchInvariance, BlockSizeDoesNotChangeLogits) {
+  runner_env small(model(), 2048, 4, 2);
+  runner_env large(model(), 256, 32, 2);
   const auto a = run(small, {1, 2}, 6, 0, {});
   const auto b = run(large, {1, 2}, 6, 0, {});
   for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "block size");
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance, ::testing::Values("default", "qwen3moe", "qwen3moe-mixed", "llama-moe"),
+                         [](const auto& i) {
+                           std::string n = i.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace spate::testing

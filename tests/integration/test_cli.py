@@ -376,7 +376,7 @@ def test_unknown_kv_cache_dtype():
 @needs_model
 def test_bad_kv_cache_memory(value):
     assert_fails_with(generate([SHORT], "--kv-cache-memory", value),
-                      f"--kv-cache-memory '{value}' is not a size like 2GiB or 512MiB")
+                      f"--kv-cache-memory '{value}' is not a size like 2GiB or 512MiB, or auto")
 
 
 @pytest.mark.parametrize("value", ["0", "1KiB"])

@@ -2,18 +2,23 @@
 // real model here (qwen3; gemma3 with a 16-position sliding window, so that a
 // 64-token sequence leaves every sliding layer's window several times; phi3
 // with fused tensors and LongRoPE, whose long factors apply because the
-// reference context of 256 exceeds the model's original 32).
+// reference context of 256 exceeds the model's original 32), and mixtures of
+// experts: qwen3moe (Q8_0; and "qwen3moe-mixed", a Q4_K_M-like mix of weight
+// types per tensor and layer) and a Mixtral-style llama ("llama-moe"), whose
+// routers make top-k choices with wide gaps (make_random_models.py, Routing),
+// so that both engines pick the same experts.
 //
 // The models are written by tests/reference/make_random_models.py into
 // SPATE_RANDOM_MODELS_DIR (scripts/test.sh does it, checking each file's
 // SHA-256 against the fixture); the reference logits come from
 // tests/reference/make_random_fixtures.py (llama-cpp-python, not needed here).
+// A fixture entry is keyed by its "name", or its "arch" where it has no name.
 //
 // Checked: teacher-forced logits over every position's top-8 are within the
 // default model's bounds (median <= 0.20, p99 <= 0.75, max <= 1.50, see
-// test_reference_llamacpp.cpp), and llama.cpp's top-1 is ours wherever its
-// margin exceeds 0.5; logits of a one-batch prefill and of token-by-token
-// decoding are bitwise identical.
+// test_reference_llamacpp.cpp; the mixtures of experts within tighter ones),
+// and llama.cpp's top-1 is ours wherever its margin exceeds 0.5; logits of a
+// one-batch prefill and of token-by-token decoding are bitwise identical.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,7 +33,7 @@ namespace {
 namespace json = boost::json;
 
 struct random_model {
-  std::string arch, file;
+  std::string name, arch, file;  // name: the test parameter (the arch unless the entry names itself)
   std::vector<int32_t> tokens;
   std::vector<std::vector<std::pair<int32_t, float>>> top;  // per position, llama.cpp's top-8
 };
@@ -39,6 +44,7 @@ std::vector<random_model> load_fixture() {
   for (const auto& m : doc.at("models").as_array()) {
     random_model r;
     r.arch = json::value_to<std::string>(m.at("arch"));
+    r.name = m.as_object().contains("name") ? json::value_to<std::string>(m.at("name")) : r.arch;
     r.file = json::value_to<std::string>(m.at("file"));
     r.tokens = json::value_to<std::vector<int32_t>>(m.at("tokens"));
     for (const auto& pos : m.at("top").as_array()) {
@@ -65,7 +71,7 @@ class ReferenceRandom : public ::testing::TestWithParam<std::string> {
       GTEST_FAIL() << "SPATE_RANDOM_MODELS_DIR is not set (python3 tests/reference/make_random_models.py --out-dir DIR "
                       "--check tests/integration/fixtures/random_models.json)";
     }
-    for (auto& m : load_fixture()) if (m.arch == GetParam()) fixture_ = std::move(m);
+    for (auto& m : load_fixture()) if (m.name == GetParam()) fixture_ = std::move(m);
     ASSERT_FALSE(fixture_.tokens.empty()) << "no fixture for " << GetParam();
   }
   loaded_model& model() {
@@ -100,8 +106,23 @@ std::vector<float> run(runner_env& env, const std::vector<int32_t>& tokens, bool
 
 TEST_P(ReferenceRandom, ConfigIsTheArchitecture) {
   const auto& c = model().config;
-  EXPECT_EQ(c.arch, GetParam());
-  EXPECT_EQ(c.qk_norm, GetParam() != "phi3");
+  EXPECT_EQ(c.arch, fixture_.arch);
+  EXPECT_EQ(c.qk_norm, fixture_.arch != "phi3" && fixture_.arch != "llama");
+  // make_random_models.py's MoE shapes; qwen3moe's feed_forward_length (512) is
+  // the dense size its converter copies, not the experts' (expert_feed_forward_length).
+  struct moe_shape { int32_t n_expert, n_expert_used, n_ff_exp; };
+  const auto moe = GetParam() == "qwen3moe"         ? moe_shape{16, 4, 128}
+                   : GetParam() == "qwen3moe-mixed" ? moe_shape{16, 4, 256}
+                   : GetParam() == "llama-moe"      ? moe_shape{8, 2, 256}
+                                                    : moe_shape{0, 0, 0};
+  EXPECT_EQ(c.n_expert, moe.n_expert);
+  EXPECT_EQ(c.n_expert_used, moe.n_expert_used);
+  EXPECT_EQ(c.n_ff_exp, moe.n_ff_exp);
+  if (c.is_moe()) {
+    EXPECT_TRUE(c.expert_weights_norm);
+    EXPECT_EQ(c.head_dim, 64);  // llama-moe has no key_length: n_embd / n_head
+    EXPECT_EQ(c.rope, fixture_.arch == "llama" ? kernels::rope_mode::normal : kernels::rope_mode::neox);
+  }
   if (GetParam() == "phi3") {
     EXPECT_EQ(c.n_ctx_orig, 32);
     EXPECT_FLOAT_EQ(c.rope_attn_factor, 1.19f);
@@ -136,9 +157,14 @@ TEST_P(ReferenceRandom, LogitsMatchLlamaCpp) {
   auto q = [&](double f) { return errs[static_cast<size_t>(f * static_cast<double>(errs.size() - 1))]; };
   std::printf("%s: |logit - llama.cpp| over top-8 at %zu positions: median %.4f p99 %.4f max %.4f (logits up to %.1f)\n",
               GetParam().c_str(), fixture_.top.size(), q(0.5), q(0.99), errs.back(), fixture_.top[0][0].second);
-  EXPECT_LE(q(0.5), 0.20);
-  EXPECT_LE(q(0.99), 0.75);
-  EXPECT_LE(errs.back(), 1.50);
+  // The mixtures of experts are held tighter: measured (2026-11-27, AVX-512 and
+  // AVX2 alike) median <= 0.049, p99 <= 0.19, max <= 0.23, while dropping the
+  // renormalization of the top-k weights gives median 0.18-0.27 and p99 0.62-1.06,
+  // which the default model's bounds would let pass on qwen3moe.
+  const bool moe = env.model.config.is_moe();
+  EXPECT_LE(q(0.5), moe ? 0.10 : 0.20);
+  EXPECT_LE(q(0.99), moe ? 0.40 : 0.75);
+  EXPECT_LE(errs.back(), moe ? 0.60 : 1.50);
 }
 
 // Each architecture's forward keeps a sequence's logits bitwise independent
@@ -234,8 +260,13 @@ TEST_P(ReferenceRandom, SlidingLayersNeverReadBehindTheirWindow) {
   EXPECT_THROW(env.runner.forward(b, logits.data()), std::invalid_argument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom, ::testing::Values("qwen3", "gemma3", "phi3"),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom,
+                         ::testing::Values("qwen3", "gemma3", "phi3", "qwen3moe", "qwen3moe-mixed", "llama-moe"),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string n = i.param;  // a test name is [A-Za-z0-9_]
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace spate::testing

@@ -364,6 +364,36 @@ TEST_P(MatmulLevel, ColumnSplitsWriteOnlyTheirRange) {
     }
 }
 
+// A packed_weight_set (the experts of a MoE tensor, packed side by side in one
+// buffer) gives each matrix bitwise the products of that matrix packed alone,
+// for every type, odd shapes, and matrices packed out of order.
+TEST_P(MatmulLevel, WeightSetMatricesEqualTheirOwnPacking) {
+  std::mt19937 rng(6);
+  const int64_t n_mats = 5, n_rows = 3;
+  for (ggml_type t : k_all_types) {
+    const int64_t n_in = block_of(t) == 256 ? 256 : (block_of(t) == 32 ? 96 : 45);
+    const int64_t n_out = 19;
+    std::vector<std::vector<uint8_t>> mats;
+    std::vector<uint8_t> all;
+    for (int64_t i = 0; i < n_mats; ++i) {
+      mats.push_back(random_weight(t, n_out, n_in, rng));
+      all.insert(all.end(), mats.back().begin(), mats.back().end());
+    }
+    packed_weight_set set(t, n_mats, n_out, n_in, level());
+    const size_t mat_bytes = mats[0].size();
+    for (int64_t i : {3, 0, 4, 1, 2}) set.pack(i, all.data() + size_t(i) * mat_bytes);
+    ASSERT_EQ(set.size(), size_t(n_mats));
+    EXPECT_EQ(set.bytes() == 0, level() == isa_level::scalar);
+    const auto x = random_x(n_rows, n_in, rng);
+    for (int64_t i = 0; i < n_mats; ++i) {
+      const packed_weight alone = pack_weight(t, mats[size_t(i)].data(), n_out, n_in, level());
+      const auto want = run(alone, x.data(), n_in, n_rows, n_out);
+      const auto got = run(set[size_t(i)], x.data(), n_in, n_rows, n_out);
+      ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << tname(t) << " matrix " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Levels, MatmulLevel, ::testing::ValuesIn(k_all_levels), level_label);
 
 // ------------------------------------------------------------------ avx512 vs avx2, bitwise

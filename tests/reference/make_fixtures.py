@@ -153,11 +153,17 @@ def sha256_file(path: str) -> str:
 class Ref:
     """Thin wrapper over llama.cpp's C API via llama_cpp ctypes bindings."""
 
-    def __init__(self, model_path: str, n_ctx: int, n_threads: int, n_batch: int):
+    def __init__(self, model_path: str, n_ctx: int, n_threads: int, n_batch: int, extra_bufts: bool = True,
+                 cb_eval=None):
+        """extra_bufts=False: plain CPU weights (no AMX, no REPACK buffers; llama-cpp-python
+        >= 0.3.36, whose AMX path crashes on this machine). cb_eval: a
+        ggml_backend_sched_eval_callback that sees the graph's tensors."""
         L.llama_backend_init()
         mp = L.llama_model_default_params()
         mp.n_gpu_layers = 0
         mp.use_mmap = True
+        if not extra_bufts:
+            mp.use_extra_bufts = False
         self.model = L.llama_model_load_from_file(model_path.encode(), mp)
         if not self.model:
             raise RuntimeError(f"failed to load model {model_path}")
@@ -171,8 +177,13 @@ class Ref:
         cp.n_seq_max = 1
         cp.n_threads = n_threads
         cp.n_threads_batch = n_threads
-        cp.flash_attn = False
+        if any(f[0] == "flash_attn_type" for f in cp._fields_):  # llama-cpp-python >= 0.3.36
+            cp.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        else:
+            cp.flash_attn = False
         cp.no_perf = True
+        if cb_eval is not None:
+            cp.cb_eval = cb_eval
         self.cparams = {
             "n_ctx": n_ctx, "n_batch": n_batch, "n_ubatch": n_batch,
             "n_threads": n_threads, "n_threads_batch": n_threads,

@@ -18,8 +18,26 @@ differs from it.
           an original context of 32 positions and an attention factor 1.19
           (llama.cpp uses the long factors when its context exceeds 32)
 
+and mixture-of-experts models (issue 35), keys and tensors as llama.cpp's
+convert_hf_to_gguf writes them (F32 router `ffn_gate_inp` [n_embd -> n_expert],
+3-D `ffn_{gate,up,down}_exps`, no dense FFN tensors):
+
+  qwen3moe        Qwen3-MoE: qwen3 attention, 16 experts, 4 used, expert FFN 128
+                  (`expert_feed_forward_length`; `feed_forward_length` 512 is
+                  the dense size the converter copies and llama.cpp ignores), Q8_0
+  qwen3moe-mixed  the same shape with expert FFN 256 and a Q4_K_M-like mix of
+                  weight types per tensor and layer (Q4_K, Q6_K, Q4_0, Q4_1,
+                  Q5_0, Q5_1, Q8_0, F16, BF16)
+  llama-moe       Mixtral-style llama: no QK-norm, normal (not NeoX) RoPE, 8
+                  experts, 2 used, expert FFN = `feed_forward_length` 256, no
+                  key/value length keys (head size from n_embd / n_head),
+                  experts Q4_0 (gate, up) and Q8_0 (down)
+
+A model's name keys the fixture (its `name`, or its `arch` where the two are
+equal) and its file, random-NAME.gguf.
+
 Usage: make_random_models.py --out-dir DIR [--check FIXTURE.json]
-Prints one line per model: its architecture and path.
+Prints one line per model: its name and path.
 """
 from __future__ import annotations
 
@@ -28,10 +46,14 @@ import hashlib
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import gguf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kquants  # noqa: E402
 
 DEFAULT_VOCAB_MODEL = os.path.expanduser("~/.cache/spate/models/SmolLM2-135M-Instruct.Q4_1.gguf")
 N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, HEAD_DIM, N_FF = 256, 6, 4, 2, 64, 512
@@ -73,6 +95,17 @@ def add_matrix(w: gguf.GGUFWriter, name: str, m: np.ndarray):
     w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
 
 
+def add_vocab(w: gguf.GGUFWriter, vocab: dict):
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(vocab["pre"])
+    w.add_token_list(vocab["tokens"])
+    w.add_token_types(vocab["types"])
+    w.add_token_merges(vocab["merges"])
+    w.add_bos_token_id(vocab["bos"])
+    w.add_eos_token_id(vocab["eos"])
+    w.add_add_bos_token(False)
+
+
 def write_model(arch: str, path: Path, vocab: dict, seed: int):
     rng = np.random.default_rng(seed)
     n_vocab = len(vocab["tokens"])
@@ -94,14 +127,7 @@ def write_model(arch: str, path: Path, vocab: dict, seed: int):
         w.add_rope_dimension_count(HEAD_DIM)
         w.add_rope_scaling_orig_ctx_len(PHI3_ORIG_CTX)
         w.add_rope_scaling_attn_factors(1.19)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(vocab["pre"])
-    w.add_token_list(vocab["tokens"])
-    w.add_token_types(vocab["types"])
-    w.add_token_merges(vocab["merges"])
-    w.add_bos_token_id(vocab["bos"])
-    w.add_eos_token_id(vocab["eos"])
-    w.add_add_bos_token(False)
+    add_vocab(w, vocab)
 
     add_matrix(w, "token_embd.weight", (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float32))
     w.add_tensor("output_norm.weight", norm_weight(rng, N_EMBD))
@@ -142,8 +168,164 @@ def write_model(arch: str, path: Path, vocab: dict, seed: int):
     w.write_tensors_to_file()
     w.close()
 
+Q = gguf.GGMLQuantizationType
 
-ARCHS = {"qwen3": 1003, "gemma3": 1004, "phi3": 1005}  # architecture -> seed
+
+@dataclass(frozen=True)
+class MoeModel:
+    """A mixture-of-experts model: its GGUF architecture, seed and expert shape.
+    types: weight role -> types by layer (cycled; embd and output take the
+    first); roles not listed are Q8_0."""
+    arch: str
+    seed: int
+    n_expert: int
+    n_expert_used: int
+    n_ff_exp: int
+    types: dict = field(default_factory=dict)
+
+    def type_of(self, role: str, layer: int = 0):
+        t = self.types.get(role, [Q.Q8_0])
+        return t[layer % len(t)]
+
+
+MOE_MODELS = {
+    "qwen3moe": MoeModel("qwen3moe", 1006, n_expert=16, n_expert_used=4, n_ff_exp=128),
+    "qwen3moe-mixed": MoeModel(
+        "qwen3moe", 1007, n_expert=16, n_expert_used=4, n_ff_exp=256,
+        types={"embd": [Q.Q4_K], "output": [Q.Q6_K],
+               "attn_q": [Q.Q4_K, Q.Q5_0], "attn_k": [Q.Q4_K, Q.Q4_1], "attn_v": [Q.Q6_K, Q.Q8_0],
+               "attn_output": [Q.Q4_K, Q.F16],
+               "gate_exps": [Q.Q4_K, Q.Q4_0, Q.Q5_1, Q.BF16, Q.Q4_K, Q.Q4_1],
+               "up_exps": [Q.Q4_K, Q.Q5_0, Q.Q8_0, Q.Q4_K, Q.F16, Q.Q4_K],
+               "down_exps": [Q.Q6_K, Q.Q4_K, Q.Q4_0, Q.Q8_0, Q.Q6_K, Q.BF16]}),
+    "llama-moe": MoeModel("llama", 1008, n_expert=8, n_expert_used=2, n_ff_exp=256,
+                          types={"gate_exps": [Q.Q4_0], "up_exps": [Q.Q4_0]}),
+}
+
+
+def add_typed(w: gguf.GGUFWriter, name: str, m: np.ndarray, qtype):
+    """m (rows along the last axis) stored as qtype."""
+    if qtype == Q.F32:
+        w.add_tensor(name, m.astype(np.float32))
+        return
+    if qtype == Q.Q4_K:
+        q = kquants.quantize_q4_k(m)
+    elif qtype == Q.Q6_K:
+        q = kquants.quantize_q6_k(m)
+    else:
+        q = gguf.quants.quantize(m, qtype)
+    if qtype == Q.F16:
+        w.add_tensor(name, q)
+    else:
+        w.add_tensor(name, q, raw_shape=q.shape, raw_dtype=qtype)
+
+
+# Routing. Two engines' hidden states differ by ~1e-3 relative (llama.cpp's own
+# one-batch and token-by-token paths do), and a random router over 16 experts
+# leaves some of 384 top-k choices (64 tokens x 6 layers) within 1e-3 of a tie:
+# the engines would pick different experts there, and the logits could not be
+# compared. So the choice is made robust by construction: the last n_expert
+# dimensions of the residual stream (the routing dimensions) carry a code of the
+# token, +-ROUTE_CODE with exactly n_expert_used positive entries, that nothing
+# writes to (the rows of attn_output and ffn_down_exps for them are zero, exactly
+# so in every weight type). Each layer's router reads the code through its own
+# permutation of the experts (weight 1), which decides the top-k with a gap of
+# several units, plus ROUTE_CONTEXT times a random matrix over the other
+# dimensions, which with the RMS norm makes the experts' weights depend on the
+# context. The top-k is thus a function of the token and the layer; llama.cpp's
+# router logits are checked for that gap by make_random_fixtures.py.
+ROUTE_CODE, ROUTE_CONTEXT = 2.0, 0.2
+
+
+def routing_code(rng, n_vocab: int, m: "MoeModel") -> np.ndarray:
+    """Per token, +-ROUTE_CODE over the n_expert routing dimensions, n_expert_used of them positive."""
+    order = np.argsort(rng.random((n_vocab, m.n_expert)), axis=1)
+    code = np.full((n_vocab, m.n_expert), -ROUTE_CODE, np.float32)
+    np.put_along_axis(code, order[:, :m.n_expert_used], ROUTE_CODE, axis=1)
+    return code
+
+
+def router(rng, m: "MoeModel") -> np.ndarray:
+    """[n_expert, n_embd]: a permutation of the routing dimensions plus a weak random part over the others."""
+    r = ROUTE_CONTEXT * matrix(rng, m.n_expert, N_EMBD)
+    r[:, N_EMBD - m.n_expert:] = 0.0
+    r[np.arange(m.n_expert), N_EMBD - m.n_expert + rng.permutation(m.n_expert)] = 1.0
+    return r
+
+
+def no_routing_writes(w: np.ndarray, m: "MoeModel") -> np.ndarray:
+    """w (rows = residual dimensions, on axis -2) with the routing dimensions' rows zero."""
+    w[..., N_EMBD - m.n_expert:, :] = 0.0
+    return w
+
+
+def experts(rng, n_expert: int, n_out: int, n_in: int) -> np.ndarray:
+    """n_expert matrices n_in -> n_out: numpy [n_expert, n_out, n_in], GGML ne {n_in, n_out, n_expert}."""
+    return (rng.standard_normal((n_expert, n_out, n_in)) / np.sqrt(n_in)).astype(np.float32)
+
+
+def write_moe_model(m: MoeModel, path: Path, vocab: dict):
+    rng = np.random.default_rng(m.seed)
+    n_vocab = len(vocab["tokens"])
+    qwen = m.arch == "qwen3moe"
+    w = gguf.GGUFWriter(str(path), m.arch)
+    w.add_name(f"spate random model {m.seed}")
+    if not qwen:
+        w.add_vocab_size(n_vocab)
+    w.add_context_length(2048)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(N_LAYER)
+    # Qwen3-MoE's converter copies the config's dense intermediate_size here and the
+    # experts' size to expert_feed_forward_length; Mixtral's experts take this one.
+    w.add_feed_forward_length(N_FF if qwen else m.n_ff_exp)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD_KV)
+    if qwen:
+        w.add_key_length(HEAD_DIM)
+        w.add_value_length(HEAD_DIM)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6)
+    w.add_expert_count(m.n_expert)
+    w.add_expert_used_count(m.n_expert_used)
+    if qwen:
+        w.add_expert_feed_forward_length(m.n_ff_exp)
+    else:
+        w.add_rope_dimension_count(HEAD_DIM)
+    add_vocab(w, vocab)
+
+    embd = (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float32)
+    embd[:, N_EMBD - m.n_expert:] = routing_code(rng, n_vocab, m)
+    add_typed(w, "token_embd.weight", embd, m.type_of("embd"))
+    w.add_tensor("output_norm.weight", norm_weight(rng, N_EMBD))
+    for l in range(N_LAYER):
+        p = f"blk.{l}."
+        w.add_tensor(p + "attn_norm.weight", norm_weight(rng, N_EMBD))
+        add_typed(w, p + "attn_q.weight", matrix(rng, N_HEAD * HEAD_DIM, N_EMBD), m.type_of("attn_q", l))
+        add_typed(w, p + "attn_k.weight", matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD), m.type_of("attn_k", l))
+        add_typed(w, p + "attn_v.weight", matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD), m.type_of("attn_v", l))
+        add_typed(w, p + "attn_output.weight", no_routing_writes(matrix(rng, N_EMBD, N_HEAD * HEAD_DIM), m),
+                  m.type_of("attn_output", l))
+        if qwen:
+            w.add_tensor(p + "attn_q_norm.weight", norm_weight(rng, HEAD_DIM))
+            w.add_tensor(p + "attn_k_norm.weight", norm_weight(rng, HEAD_DIM))
+        w.add_tensor(p + "ffn_norm.weight", norm_weight(rng, N_EMBD))
+        # The router stays F32, as the converter and llama-quantize leave it.
+        w.add_tensor(p + "ffn_gate_inp.weight", router(rng, m))
+        add_typed(w, p + "ffn_gate_exps.weight", experts(rng, m.n_expert, m.n_ff_exp, N_EMBD), m.type_of("gate_exps", l))
+        add_typed(w, p + "ffn_up_exps.weight", experts(rng, m.n_expert, m.n_ff_exp, N_EMBD), m.type_of("up_exps", l))
+        add_typed(w, p + "ffn_down_exps.weight", no_routing_writes(experts(rng, m.n_expert, N_EMBD, m.n_ff_exp), m),
+                  m.type_of("down_exps", l))
+    add_typed(w, "output.weight", matrix(rng, n_vocab, N_EMBD) * 4.0, m.type_of("output"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+ARCHS = {"qwen3": 1003, "gemma3": 1004, "phi3": 1005}  # dense architecture -> seed
+# name -> (GGUF architecture, writer); every model the fixture has
+MODELS = {**{a: (a, lambda p, v, a=a, s=s: write_model(a, p, v, s)) for a, s in ARCHS.items()},
+          **{n: (m.arch, lambda p, v, m=m: write_moe_model(m, p, v)) for n, m in MOE_MODELS.items()}}
 
 
 def sha256(path: Path) -> str:
@@ -160,18 +342,18 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     expected = {}
     if args.check:
-        expected = {m["arch"]: m["sha256"] for m in json.loads(Path(args.check).read_text())["models"]}
+        expected = {m.get("name", m["arch"]): m["sha256"] for m in json.loads(Path(args.check).read_text())["models"]}
     vocab = vocab_fields(args.vocab_model)
-    for arch, seed in ARCHS.items():
-        path = out / f"random-{arch}.gguf"
-        if not (path.exists() and expected.get(arch) == sha256(path)):
-            write_model(arch, path, vocab, seed)
+    for name, (arch, write) in MODELS.items():
+        path = out / f"random-{name}.gguf"
+        if not (path.exists() and expected.get(name) == sha256(path)):
+            write(path, vocab)
         digest = sha256(path)
-        if arch in expected and expected[arch] != digest:
-            print(f"{path}: sha256 {digest} differs from the fixture's {expected[arch]} "
+        if name in expected and expected[name] != digest:
+            print(f"{path}: sha256 {digest} differs from the fixture's {expected[name]} "
                   f"(another gguf/numpy version?); the reference logits do not apply", file=sys.stderr)
             return 1
-        print(arch, path)
+        print(name, path)
     return 0
 
 

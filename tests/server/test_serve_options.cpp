@@ -116,5 +116,16 @@ TEST(FinishServeOptions, JsonWhitespaceIsBoundedOrCompact) {
   EXPECT_NE(finish_serve_options(bad).find("--json-whitespace"), std::string::npos);
 }
 
+TEST(ServeOptions, ReasoningParserNames) {
+  for (const char* name : {"", "qwen3", "deepseek_r1", "none"}) {
+    serve_options o;
+    o.reasoning_parser = name;
+    EXPECT_EQ(finish_serve_options(o), "") << name;
+  }
+  serve_options o;
+  o.reasoning_parser = "deepseek-r1";
+  EXPECT_EQ(finish_serve_options(o), "--reasoning-parser must be one of qwen3, deepseek_r1, none; got 'deepseek-r1'");
+}
+
 }  // namespace
 }  // namespace spate::cli
