@@ -219,7 +219,8 @@ perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" thre
   reps="$REPS" serve_reps="$SERVE_REPS" \
   model="$MODEL_NAME" model_path="$MODEL" engines="$ENGINES" pp="$PP" tg="$TG" bd_npl="$BD_NPL" \
   llama_bin="$LLAMA_BIN" ik_bin="$IK_BIN" ik_bench_args="$IK_BENCH_ARGS" ik_args="$IK_ARGS" \
-  spate_bin="${SPATE_BIN:-}" loadavg_before="$(perf_loadavg)"
+  spate_bin="${SPATE_BIN:-}" spate_commit="$(git -C "$PERF_REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  loadavg_before="$(perf_loadavg)"
 perf_log "load average before: $(perf_loadavg) ($(nproc) cpus); $REPS rounds of $ENGINES on $MODEL_NAME"
 if ((BENCH)); then
   for ((r = 1; r <= REPS; r++)); do

@@ -221,7 +221,8 @@ def moe(path, _peer):
 
     opts = {e: sorted({f"{s['metric']}: {s['options']}" for s in samples if s["engine"] == e and s.get("options")})
             for e in engines}
-    print(f"\nMoE side by side on {run.get('model')}, {run.get('threads')} threads, median (min-max) of "
+    print(f"\nMoE side by side on {run.get('model')} (spate {run.get('spate_commit', '?')}), {run.get('threads')} "
+          f"threads, median (min-max) of "
           f"{run.get('reps')} rounds (serving {run.get('serve_reps', run.get('reps'))}), tok/s; load average before {run.get('loadavg_before')}, after "
           f"{run.get('loadavg_after')} ({run.get('ncpu')} cpus)")
     for e in engines:
