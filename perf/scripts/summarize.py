@@ -234,6 +234,9 @@ def moe(path, _peer):
               f"{bw['experts']} experts, output, one embedding row; read {fmt(bw['read_gb_s'])} GB/s, "
               f"probes {spread(probes)}): " + ", ".join(f"{e} {100 * bw[f'{tg}_share_{moe_key(e)}']:.1f}%"
                                                         for e in engines if bw.get(f"{tg}_share_{moe_key(e)}")))
+    mem = [s["mem_available_mb"] for s in samples if s.get("mem_available_mb") is not None]
+    if mem:
+        print(f"lowest MemAvailable after a figure: {min(mem)} MB")
     load_warning(max([peak_load(samples, "loadavg")] + [0.0]), int(run.get("ncpu") or 1))
     print_failures(failures, lambda f: f"{f.get('engine')} {f.get('what')} round {f.get('round')}")
 
