@@ -130,7 +130,7 @@ attempt() {  # ENGINE WHAT ROUND CMD...
 probe() {  # ROUND WHEN
   attempt probe "$2" "$1" "$PROBE" --threads "$THREADS" --reps 3 --bytes 536870912 --json || return 0
   grep '^{' "$PERF_TMP/out" | tail -n 1 > "$PERF_TMP/probe"
-  perf_merge --from "$PERF_TMP/probe" kind=probe round="$1" when="$2" loadavg="$(perf_loadavg)"
+  perf_merge --from "$PERF_TMP/probe" kind=probe round="$1" when="$2" loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)"
   perf_log "   probe ($2): $(cat "$PERF_TMP/probe")"
 }
 
@@ -139,7 +139,7 @@ spate_round() {  # ROUND
              --batch "$BD_NPL" --bd-prompt "$BD_NPP" --bd-gen "$BD_NTG")
   attempt spate bench "$1" "${cmd[@]}" || return 0
   perf_merge --from "$PERF_TMP/out" --drop min,max,reps,threads kind=sample round="$1" model="$MODEL_NAME" \
-    loadavg="$(perf_loadavg)" run_s="$ATTEMPT_S" cmd="${cmd[*]}"
+    loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" run_s="$ATTEMPT_S" cmd="${cmd[*]}"
   perf_log "   spate ($ATTEMPT_S s): $(grep -h '^{' "$PERF_TMP/out" | cut -d, -f2,3 | tr '\n' ' ')"
 }
 
@@ -156,7 +156,7 @@ peer_round() {  # ENGINE BIN ROUND BENCH_OPTIONS BATCHED_OPTIONS
   if attempt "$engine" bench "$round" "${cmd[@]}" &&
      python3 "$PERFLIB" bench-metrics "$PERF_TMP/out" > "$PERF_TMP/metrics"; then
     perf_merge --from "$PERF_TMP/metrics" kind=sample engine="$engine" version="$version" options="$options" \
-      round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" run_s="$ATTEMPT_S" cmd="${cmd[*]}"
+      round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" run_s="$ATTEMPT_S" cmd="${cmd[*]}"
     perf_log "   $engine ($ATTEMPT_S s): $(tr '\n' ' ' < "$PERF_TMP/metrics")"
   fi
   local bcmd=("$bin/llama-batched-bench" -m "$MODEL" -c "$CTX" -b 2048 -ub 512 -t "$THREADS" -tb "$THREADS"
@@ -164,7 +164,7 @@ peer_round() {  # ENGINE BIN ROUND BENCH_OPTIONS BATCHED_OPTIONS
   attempt "$engine" batched "$round" "${bcmd[@]}" || return 0
   if tok_s="$(python3 "$PERFLIB" peer-tok-s batched "bd$BD_NPL" "$BD_NPL" "$PERF_TMP/out" "$PERF_TMP/err")"; then
     perf_record kind=sample engine="$engine" version="$version" options="$boptions" metric="bd$BD_NPL" \
-      tok_s="$tok_s" round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" run_s="$ATTEMPT_S" cmd="${bcmd[*]}"
+      tok_s="$tok_s" round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" run_s="$ATTEMPT_S" cmd="${bcmd[*]}"
     perf_log "   $engine ($ATTEMPT_S s): bd$BD_NPL $tok_s"
   else
     perf_record kind=failure engine="$engine" what=batched round="$round" cmd="${bcmd[*]}" error="no bd$BD_NPL row"
@@ -193,22 +193,23 @@ serve_round() {  # ENGINE ROUND
     perf_record kind=failure engine="$engine" what=serve-start round="$round" cmd="$PERF_SERVER_CMD"
     return 0
   fi
-  local cmd=(python3 "$PERF_SCRIPTS/serving_bench.py" --url "$SERVER_URL" --scenario throughput
-             --rep "$((round - 1))" --label "$engine")
   before="$(perf_loadavg)"
-  perf_run_timeout "$SERVE_TIMEOUT" "${cmd[@]}" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
-  if ((rc != 0)) || ! grep -q '^{' "$PERF_TMP/out"; then
-    perf_client_failed "$rc" "${cmd[@]}"
-    perf_record kind=failure engine="$engine" what=serve round="$round" rc="$rc" cmd="${cmd[*]}" \
-      server_cmd="$PERF_SERVER_CMD" stderr="$(tail -c 2000 "$PERF_TMP/err")"
-  else
+  if perf_serving_client throughput "$round" "$engine" "$SERVE_TIMEOUT"; then
     perf_merge --from "$PERF_TMP/out" --first --drop label,rep kind=sample engine="$engine" metric=serve16 \
       version="$version" options="$options" round="$round" model="$MODEL_NAME" loadavg_before="$before" \
-      loadavg="$(perf_loadavg)" cmd="${cmd[*]}" server_cmd="$PERF_SERVER_CMD"
+      loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" cmd="${PERF_CLIENT_CMD[*]}" server_cmd="$PERF_SERVER_CMD"
     perf_log "   $engine serve16: $(grep -m1 '^{' "$PERF_TMP/out" | cut -c1-160)"
+  else
+    perf_record kind=failure engine="$engine" what=serve round="$round" cmd="${PERF_CLIENT_CMD[*]}" \
+      server_cmd="$PERF_SERVER_CMD" stderr="$(tail -c 2000 "$PERF_TMP/err")"
   fi
   perf_server_stop || true
 }
+
+# MemAvailable in MB, recorded with every figure: a 17-19 GB model leaves little of a 23 GB machine,
+# and another process's memory then evicts the peers' file pages (llama.cpp reads them back from
+# disk at every token) or gets a server killed.
+mem_available_mb() { awk '/^MemAvailable:/ { print int($2 / 1024) }' /proc/meminfo; }
 
 # The engines of round R: ENGINE_LIST rotated by R.
 round_order() {  # R
@@ -223,7 +224,8 @@ perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" thre
   reps="$REPS" serve_reps="$SERVE_REPS" \
   model="$MODEL_NAME" model_path="$MODEL" engines="$ENGINES" pp="$PP" tg="$TG" bd_npl="$BD_NPL" \
   llama_bin="$LLAMA_BIN" ik_bin="$IK_BIN" ik_bench_args="$IK_BENCH_ARGS" ik_args="$IK_ARGS" \
-  spate_bin="${SPATE_BIN:-}" loadavg_before="$(perf_loadavg)"
+  spate_bin="${SPATE_BIN:-}" spate_commit="$(git -C "$PERF_REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  loadavg_before="$(perf_loadavg)"
 perf_log "load average before: $(perf_loadavg) ($(nproc) cpus); $REPS rounds of $ENGINES on $MODEL_NAME"
 if ((BENCH)); then
   for ((r = 1; r <= REPS; r++)); do

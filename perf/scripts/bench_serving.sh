@@ -96,20 +96,17 @@ start_server() {
 run_http() {  # engine scenario rep
   local engine="$1" scenario="$2" rep="$3" label rc=0 before
   label="$(perf_engine_label "$engine")"
-  local cmd=(python3 "$PERF_SCRIPTS/serving_bench.py" --url "$SERVER_URL" --scenario "$scenario"
-             --rep "$((rep - 1))" --label "$label")
   before="$(perf_loadavg)"
-  perf_run_timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
-  if ((rc != 0)) || ! grep -q '^{' "$PERF_TMP/out"; then
-    perf_client_failed "$rc" "${cmd[@]}"
+  perf_serving_client "$scenario" "$rep" "$label" "$RUN_TIMEOUT" || rc=$?
+  if ((rc != 0)); then
     perf_record kind=failure engine="$label" transport=http scenario="$scenario" rep="$rep" rc="$rc" \
-      cmd="${cmd[*]}" server_cmd="$PERF_SERVER_CMD" stderr="$(tail -c 2000 "$PERF_TMP/err")"
+      cmd="${PERF_CLIENT_CMD[*]}" server_cmd="$PERF_SERVER_CMD" stderr="$(tail -c 2000 "$PERF_TMP/err")"
     return 0
   fi
   # shellcheck disable=SC2046
   perf_merge --from "$PERF_TMP/out" --first --drop label,rep kind=sample engine="$label" transport=http \
-    model="$MODEL_NAME" rep="$rep" loadavg_before="$before" loadavg_after="$(perf_loadavg)" cmd="${cmd[*]}" \
-    server_cmd="$PERF_SERVER_CMD" $(perf_version_field "$engine")
+    model="$MODEL_NAME" rep="$rep" loadavg_before="$before" loadavg_after="$(perf_loadavg)" \
+    cmd="${PERF_CLIENT_CMD[*]}" server_cmd="$PERF_SERVER_CMD" $(perf_version_field "$engine")
   perf_log "   $label http $scenario: $(grep -m1 '^{' "$PERF_TMP/out")"
 }
 

@@ -22,7 +22,7 @@
 #            perf_common_option ARGS... (one option of the common set, see below; sets PERF_SHIFT),
 #            perf_check_common, perf_side_by_side_binaries TARGET..., perf_engine_order REP,
 #            perf_start_engine ENGINE LOG [SPATE_ARG...], perf_client_failed RC CMD...,
-#            perf_finish SUMMARY_KIND T0
+#            perf_serving_client SCENARIO REP LABEL SECONDS, perf_finish SUMMARY_KIND T0
 # Cleanup:   perf_init_tmp creates PERF_TMP and traps EXIT (perf_cleanup: the client, the
 #            server, PERF_TMP) and INT/TERM (exit 130).
 # Only one server and one client at a time per script; none of this is for concurrent use.
@@ -269,6 +269,20 @@ perf_client_failed() {  # RC CMD...
   local rc="$1"; shift
   perf_log "FAILED (rc=$rc): $*"
   tail -n 20 "$PERF_TMP/err" >&2
+}
+
+# serving_bench.py's SCENARIO against SERVER_URL within SECONDS, labelled LABEL, as repetition REP
+# (1-based): stdout -> $PERF_TMP/out, stderr -> $PERF_TMP/err, the command in the array
+# PERF_CLIENT_CMD. Returns 0 when it printed its JSON line; else logs the failure and returns
+# its status (1 when it exited 0 without one).
+perf_serving_client() {  # SCENARIO REP LABEL SECONDS
+  local rc=0
+  PERF_CLIENT_CMD=(python3 "$PERF_SCRIPTS/serving_bench.py" --url "$SERVER_URL" --scenario "$1"
+                   --rep "$(($2 - 1))" --label "$3")
+  perf_run_timeout "$4" "${PERF_CLIENT_CMD[@]}" > "$PERF_TMP/out" 2> "$PERF_TMP/err" || rc=$?
+  if ((rc == 0)) && grep -q '^{' "$PERF_TMP/out"; then return 0; fi
+  perf_client_failed "$rc" "${PERF_CLIENT_CMD[@]}"
+  return $((rc ? rc : 1))
 }
 
 # Ends a side-by-side run: the closing "kind":"run" record, the summary of summarize.py KIND

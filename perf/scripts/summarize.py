@@ -221,7 +221,8 @@ def moe(path, _peer):
 
     opts = {e: sorted({f"{s['metric']}: {s['options']}" for s in samples if s["engine"] == e and s.get("options")})
             for e in engines}
-    print(f"\nMoE side by side on {run.get('model')}, {run.get('threads')} threads, median (min-max) of "
+    print(f"\nMoE side by side on {run.get('model')} (spate {run.get('spate_commit', '?')}), {run.get('threads')} "
+          f"threads, median (min-max) of "
           f"{run.get('reps')} rounds (serving {run.get('serve_reps', run.get('reps'))}), tok/s; load average before {run.get('loadavg_before')}, after "
           f"{run.get('loadavg_after')} ({run.get('ncpu')} cpus)")
     for e in engines:
@@ -233,6 +234,9 @@ def moe(path, _peer):
               f"{bw['experts']} experts, output, one embedding row; read {fmt(bw['read_gb_s'])} GB/s, "
               f"probes {spread(probes)}): " + ", ".join(f"{e} {100 * bw[f'{tg}_share_{moe_key(e)}']:.1f}%"
                                                         for e in engines if bw.get(f"{tg}_share_{moe_key(e)}")))
+    mem = [s["mem_available_mb"] for s in samples if s.get("mem_available_mb") is not None]
+    if mem:
+        print(f"lowest MemAvailable after a figure: {min(mem)} MB")
     load_warning(max([peak_load(samples, "loadavg")] + [0.0]), int(run.get("ncpu") or 1))
     print_failures(failures, lambda f: f"{f.get('engine')} {f.get('what')} round {f.get('round')}")
 
