@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
       "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")(
       "bd-tokens", po::value(&bd_tokens),
-      "bd's tokens: argmax (distinct prompts, each sequence's greedy tokens: metric bd<B>), random (distinct "
+      "bd's tokens, one or more of (comma-separated, each a run): argmax (distinct prompts, each sequence's greedy "
+      "tokens: metric bd<B>), random (distinct "
       "pseudo-random tokens at every position, as llama.cpp's llama-batched-bench feeds: bd<B>_rand) or zero (token 0 "
       "everywhere, as ik_llama.cpp 0.1.5's llama-batched-bench feeds, so every sequence routes to the same experts: "
       "bd<B>_tok0)")(
@@ -88,9 +89,15 @@ int main(int argc, char** argv) {
     kernels_used = std::string(kernels::isa_name(kernels::active_isa())) + " (--reference)";
   }
 
-  if (bd_tokens != "argmax" && bd_tokens != "random" && bd_tokens != "zero") {
-    std::fprintf(stderr, "--bd-tokens: argmax, random or zero, not '%s'\n", bd_tokens.c_str());
-    return 2;
+  std::vector<std::string> bd_modes;
+  for (size_t a = 0; a <= bd_tokens.size();) {
+    const size_t b = std::min(bd_tokens.find(',', a), bd_tokens.size());
+    bd_modes.push_back(bd_tokens.substr(a, b - a));
+    if (bd_modes.back() != "argmax" && bd_modes.back() != "random" && bd_modes.back() != "zero") {
+      std::fprintf(stderr, "--bd-tokens: argmax, random or zero (comma-separated), not '%s'\n", bd_modes.back().c_str());
+      return 2;
+    }
+    a = b + 1;
   }
   auto file = gguf_file::open(model_path);
   const model_config cfg = read_model_config(*file);
@@ -163,12 +170,13 @@ int main(int argc, char** argv) {
     }
     report(("tg" + std::to_string(tg)).c_str(), r, threads);
   }
-  if ((only.empty() || only == "bd") && batch > 0) {
-    // The next token of sequence s at generated position g (bd_tokens).
+  for (const std::string& mode : bd_modes) {
+    if (!(only.empty() || only == "bd") || batch <= 0) break;
+    // The next token of sequence s (mode).
     uint32_t rng = 88172645u;
     auto next_token = [&](int s) {
-      if (bd_tokens == "zero") return int32_t{0};
-      if (bd_tokens == "random") {
+      if (mode == "zero") return int32_t{0};
+      if (mode == "random") {
         rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
         return static_cast<int32_t>(rng % static_cast<uint32_t>(cfg.n_vocab));
       }
@@ -183,7 +191,7 @@ int main(int argc, char** argv) {
       for (int s = 0; s < batch; ++s) {
         bts.emplace_back(blocks);
         bts.back().grow_to(bd_prompt + bd_gen + 1, block_size);
-        prompts.push_back(bd_tokens == "zero" ? std::vector<int32_t>(static_cast<size_t>(bd_prompt), 0)
+        prompts.push_back(mode == "zero" ? std::vector<int32_t>(static_cast<size_t>(bd_prompt), 0)
                                               : prompt_tokens(bd_prompt, 100 + s));
       }
       for (int s = 0; s < batch; ++s) b.seqs.push_back({prompts[static_cast<size_t>(s)], 0, bts[static_cast<size_t>(s)].ids(), 1});
@@ -200,7 +208,7 @@ int main(int argc, char** argv) {
       }
       if (i > 0) r.push_back(static_cast<double>(batch) * bd_gen / (now_s() - t0));
     }
-    const char* suffix = bd_tokens == "zero" ? "_tok0" : bd_tokens == "random" ? "_rand" : "";
+    const char* suffix = mode == "zero" ? "_tok0" : mode == "random" ? "_rand" : "";
     report(("bd" + std::to_string(batch) + suffix).c_str(), r, threads);
   }
   if (!trace_dir.empty()) {

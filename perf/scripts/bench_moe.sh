@@ -9,7 +9,7 @@
 #   --reps N       rounds (default 3); figures are medians over them
 #   --serve-reps N rounds of the serving (default: --reps)
 #   --engines L    comma-separated, of spate,llama.cpp,ik_llama.cpp (default all three)
-#   --no-serve     the benchmarks only (pp512, tg128, bd16); --serve-only: the serving only
+#   --no-serve     the benchmarks only (pp512, tg128, bd16_*); --serve-only: the serving only
 #   --out FILE     results, JSON lines (default ~/.cache/spate/bench/moe-<date>-<time>.jsonl;
 #                  runs of record are copied to perf/results/); logs in FILE without .jsonl + .logs/
 # Env:
@@ -34,12 +34,16 @@
 #
 # Each round (engines in an order rotating by round, so that each meets the machine's drift):
 #   probe         build/perf/roofline_probe --threads T --reps 3 --bytes 536870912 --json (read GB/s; 512 MiB)
-#   spate         spate_bench --model M --threads T --reps 1: pp512, tg128, bd16 after its warm-ups
+#   spate         spate_bench --model M --threads T --reps 1 --bd-tokens random,zero: pp512, tg128,
+#                 bd16_rand and bd16_tok0 after its warm-ups
 #   llama.cpp     llama-bench -m M -p 512 -n 128 -t T -r 1 -o jsonl (pp512 and tg128, avg_ts);
 #                 llama-batched-bench -m M -c 2048 -b 2048 -ub 512 -t T -tb T -npp 32 -ntg 64
-#                 -npl 16 --output-format jsonl (bd16 = S_TG)
+#                 -npl 16 --output-format jsonl (bd16_rand = S_TG: it feeds distinct random tokens)
 #   ik_llama.cpp  the same binaries of ik_llama.cpp, llama-bench with IK_BENCH_ARGS (-o json),
-#                 llama-batched-bench with IK_ARGS (its Markdown table: it has no JSON output)
+#                 llama-batched-bench with IK_ARGS (its Markdown table: it has no JSON output).
+#                 Its batched-bench feeds token 0 to every sequence at every position, so every
+#                 row of a step routes to the same k experts: bd16_tok0, set against spate's
+#                 --bd-tokens zero. Distinct streams are compared by serve16.
 #   probe         again
 # then, per round and engine, serving: a fresh server (spate serve; llama-server with 16
 # slots), perf/scripts/serving_bench.py --scenario throughput (16 streaming clients x 2 requests,
@@ -136,7 +140,7 @@ probe() {  # ROUND WHEN
 
 spate_round() {  # ROUND
   local cmd=("$SPATE_BENCH" --model "$MODEL" --threads "$THREADS" --reps 1 --pp "$PP" --tg "$TG"
-             --batch "$BD_NPL" --bd-prompt "$BD_NPP" --bd-gen "$BD_NTG")
+             --batch "$BD_NPL" --bd-prompt "$BD_NPP" --bd-gen "$BD_NTG" --bd-tokens random,zero)
   attempt spate bench "$1" "${cmd[@]}" || return 0
   perf_merge --from "$PERF_TMP/out" --drop min,max,reps,threads kind=sample round="$1" model="$MODEL_NAME" \
     loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" run_s="$ATTEMPT_S" cmd="${cmd[*]}"
@@ -162,10 +166,15 @@ peer_round() {  # ENGINE BIN ROUND BENCH_OPTIONS BATCHED_OPTIONS
   local bcmd=("$bin/llama-batched-bench" -m "$MODEL" -c "$CTX" -b 2048 -ub 512 -t "$THREADS" -tb "$THREADS"
               -npp "$BD_NPP" -ntg "$BD_NTG" -npl "$BD_NPL" "${bextra[@]}")
   attempt "$engine" batched "$round" "${bcmd[@]}" || return 0
+  # What the figure measures: llama.cpp's batched-bench feeds distinct random tokens (bd16_rand);
+  # ik_llama.cpp 0.1.5's feeds token 0 to every sequence at every position (bd16_tok0), so that
+  # all rows of a step route to the same experts.
+  local metric="bd${BD_NPL}_rand"
+  [[ "$engine" == ik_llama.cpp ]] && metric="bd${BD_NPL}_tok0"
   if tok_s="$(python3 "$PERFLIB" peer-tok-s batched "bd$BD_NPL" "$BD_NPL" "$PERF_TMP/out" "$PERF_TMP/err")"; then
-    perf_record kind=sample engine="$engine" version="$version" options="$boptions" metric="bd$BD_NPL" \
+    perf_record kind=sample engine="$engine" version="$version" options="$boptions" metric="$metric" \
       tok_s="$tok_s" round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" run_s="$ATTEMPT_S" cmd="${bcmd[*]}"
-    perf_log "   $engine ($ATTEMPT_S s): bd$BD_NPL $tok_s"
+    perf_log "   $engine ($ATTEMPT_S s): $metric $tok_s"
   else
     perf_record kind=failure engine="$engine" what=batched round="$round" cmd="${bcmd[*]}" error="no bd$BD_NPL row"
   fi

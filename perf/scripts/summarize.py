@@ -182,7 +182,8 @@ def moe_key(engine):
 def moe(path, _peer):
     recs, run, samples, failures = load(path)
     engines = [e for e in MOE_ENGINES if any(s["engine"] == e for s in samples)]
-    metrics = [m for m in (f"pp{run['pp']}", f"tg{run['tg']}", f"bd{run['bd_npl']}", "serve16")
+    npl = run["bd_npl"]
+    metrics = [m for m in (f"pp{run['pp']}", f"tg{run['tg']}", f"bd{npl}", f"bd{npl}_rand", f"bd{npl}_tok0", "serve16")
                if any(s["metric"] == m for s in samples)]
 
     def values(engine, metric):
