@@ -66,8 +66,9 @@ class engine::impl {
   void run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new, std::vector<float>& logits,
                        bool text_like = false);
   // Times 1-token and text-like prefill steps (best of up to 5) and returns
-  // the prompt-token budget whose compute costs about four 1-token steps, at least k_min_auto_prefill_budget prompt tokens (chunked
-  // prefill with an auto budget: scheduler_config::max_num_batched_tokens 0).
+  // the prompt-token budget whose compute costs about four 1-token steps, at
+  // least k_min_auto_prefill_budget prompt tokens (chunked prefill with an
+  // auto budget: scheduler_config::max_num_batched_tokens 0).
   int32_t measure_prefill_budget();
   static constexpr int32_t k_min_auto_prefill_budget = 40;
 

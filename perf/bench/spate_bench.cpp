@@ -46,6 +46,14 @@ double median(std::vector<double> v) {
 // the engine does not do that way (and llama-batched-bench does not sample).
 int32_t argmax(const float* x, int32_t n) { return sampler::argmax(std::span<const float>(x, static_cast<size_t>(n))); }
 
+// The next pseudo-random token below n_vocab (xorshift32 on state x).
+int32_t next_random_token(uint32_t& x, int32_t n_vocab) {
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  return static_cast<int32_t>(x % static_cast<uint32_t>(n_vocab));
+}
+
 void report(const char* metric, const std::vector<double>& tok_s, int threads) {
   std::printf("{\"engine\":\"spate\",\"metric\":\"%s\",\"tok_s\":%.2f,\"min\":%.2f,\"max\":%.2f,\"reps\":%zu,\"threads\":%d}\n", metric,
               median(tok_s), *std::min_element(tok_s.begin(), tok_s.end()), *std::max_element(tok_s.begin(), tok_s.end()),
@@ -131,10 +139,7 @@ int main(int argc, char** argv) {
   auto prompt_tokens = [&](int n, uint32_t salt) {
     std::vector<int32_t> t(static_cast<size_t>(n));
     uint32_t x = 2463534242u ^ salt;
-    for (auto& v : t) {
-      x ^= x << 13; x ^= x >> 17; x ^= x << 5;
-      v = static_cast<int32_t>(x % static_cast<uint32_t>(cfg.n_vocab));
-    }
+    for (auto& v : t) v = next_random_token(x, cfg.n_vocab);
     return t;
   };
 
@@ -176,10 +181,7 @@ int main(int argc, char** argv) {
     uint32_t rng = 88172645u;
     auto next_token = [&](int s) {
       if (mode == "zero") return int32_t{0};
-      if (mode == "random") {
-        rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5;
-        return static_cast<int32_t>(rng % static_cast<uint32_t>(cfg.n_vocab));
-      }
+      if (mode == "random") return next_random_token(rng, cfg.n_vocab);
       return argmax(logits.data() + static_cast<size_t>(s) * cfg.n_vocab, cfg.n_vocab);
     };
     std::vector<double> r;
