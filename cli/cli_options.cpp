@@ -183,6 +183,9 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
       ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(engine_config{}.max_queued_requests), "requests waiting to run at most; more are rejected (each embeddings input counts as one)")
+      ("warmup-max-seconds", po::value(&o.warmup_max_s)->default_value(engine_config{}.warmup_max_s, "10"),
+       "warmup starts no new bucket after this many seconds; the smallest and largest bucket of each kind always run "
+       "(0 = every bucket)")
       ("speculative-config", po::value(&o.speculative_config_json),
        "speculative decoding, a JSON object as in vLLM: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": \"draft.gguf\", \"num_speculative_tokens\": 4}");
@@ -196,6 +199,7 @@ std::string finish_engine_options(engine_options& o) {
   }
   o.enable_chunked_prefill = o.enable_chunked_prefill_flag || (!o.no_enable_chunked_prefill_flag && scheduler_config{}.enable_chunked_prefill);
   if (o.max_queued_requests < 1) return "--max-queued-requests must be >= 1";
+  if (!(o.warmup_max_s >= 0.0 && o.warmup_max_s <= 86400.0)) return "--warmup-max-seconds must be within [0, 86400]";
   if (o.enable_prefix_caching_flag && o.no_enable_prefix_caching_flag) {
     return "--enable-prefix-caching and --no-enable-prefix-caching are mutually exclusive";
   }
@@ -224,6 +228,7 @@ engine_config make_engine_config(const model_options& mo, const engine_options& 
   c.max_queued_requests = eo.max_queued_requests;
   c.buckets = eo.buckets;
   c.skip_warmup = eo.skip_warmup;
+  c.warmup_max_s = eo.warmup_max_s;
   c.speculative = eo.speculative;  // a draft model's proposer is added by the caller that loads it
   return c;
 }
@@ -247,6 +252,7 @@ std::string flag_names(std::string msg) {
       {"max_num_seqs", "--max-num-seqs"},
       {"max_num_batched_tokens", "--max-num-batched-tokens"},
       {"skip_warmup", "SPATE_SKIP_WARMUP"},
+      {"warmup_max_s", "--warmup-max-seconds"},
   };
   auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   for (const auto& [field, flag] : k_fields) {

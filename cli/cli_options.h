@@ -80,6 +80,7 @@ struct engine_options {
   bool enable_prefix_caching_flag = false;     // --enable-prefix-caching (the default)
   bool no_enable_prefix_caching_flag = false;  // --no-enable-prefix-caching
   int32_t max_queued_requests = engine_config{}.max_queued_requests;  // --max-queued-requests
+  double warmup_max_s = engine_config{}.warmup_max_s;                  // --warmup-max-seconds
   std::string speculative_config_json;    // --speculative-config (cli/speculative_options.h)
   // Filled by finish_engine_options():
   bool enable_chunked_prefill = scheduler_config{}.enable_chunked_prefill;

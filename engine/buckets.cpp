@@ -60,4 +60,19 @@ std::string describe(const std::vector<bucket>& buckets) {
   return s + "]";
 }
 
+std::vector<int32_t> warmup_order(int32_t n_prompt, int32_t n_decode) {
+  std::vector<int32_t> order;
+  std::vector<bool> seen(static_cast<size_t>(std::max(0, n_prompt + n_decode)), false);
+  auto push = [&](int32_t i) {
+    if (!seen[static_cast<size_t>(i)]) order.push_back(i);
+    seen[static_cast<size_t>(i)] = true;
+  };
+  if (n_prompt > 0) push(0);
+  if (n_decode > 0) push(n_prompt);
+  if (n_prompt > 0) push(n_prompt - 1);
+  if (n_decode > 0) push(n_prompt + n_decode - 1);
+  for (int32_t i = 0; i < n_prompt + n_decode; ++i) push(i);
+  return order;
+}
+
 }  // namespace spate

@@ -12,6 +12,14 @@
 
 namespace spate {
 
+namespace {
+
+// Buckets warmed up whatever the time limit: the first four of warmup_order
+// (the smallest and the largest of each kind).
+constexpr int32_t k_warmup_always_run = 4;
+
+}  // namespace
+
 void engine::impl::log_buckets() const {
   spdlog::info("Prompt bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.prompt_bs, cfg_.buckets.prompt_seq, "seq"));
   spdlog::info("Generated {} prompt buckets: {}", prompt_buckets_.size(), describe(prompt_buckets_));
@@ -34,40 +42,59 @@ void engine::impl::warmup() {
   exec_.reserve(max_tokens, max_rows, cfg_.sched.max_model_len);
 
   std::vector<float> logits;
+  const auto n_prompt = static_cast<int32_t>(prompt_buckets_.size());
   const auto n_total = static_cast<int32_t>(prompt_buckets_.size() + decode_buckets_.size());
   percent_steps steps(n_total);
-  auto progress = [&](int32_t done) {
-    const auto pct = steps.advance(done);
+  int32_t n_done = 0, n_prompt_run = 0;
+  auto progress = [&] {
+    const auto pct = steps.advance(++n_done);
     if (!pct) return;
-    spdlog::info("Warmup: {}% ({}/{} buckets)", *pct, done, n_total);
-    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(*pct, done, n_total);
+    spdlog::info("Warmup: {}% ({}/{} buckets)", *pct, n_done, n_total);
+    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(*pct, n_done, n_total);
   };
-  for (size_t i = 0; i < prompt_buckets_.size(); ++i) {
-    const bucket& pb = prompt_buckets_[i];
-    spdlog::info("[Warmup][Prompt][{}/{}] batch_size:{} seq_len:{}", i + 1, prompt_buckets_.size(), pb.bs, pb.len);
-    run_warmup_step(pb.bs, 0, pb.len, logits);
-    progress(static_cast<int32_t>(i + 1));
-  }
   const int32_t block_size = exec_.block_size();
-  for (size_t i = 0; i < decode_buckets_.size(); ++i) {
-    const bucket& db = decode_buckets_[i];  // len: KV blocks of the whole batch
-    spdlog::info("[Warmup][Decode][{}/{}] batch_size:{} num_blocks:{}", i + 1, decode_buckets_.size(), db.bs, db.len);
-    const int32_t blocks_per_seq = std::max(1, db.len / db.bs);
-    run_warmup_step(db.bs, blocks_per_seq * block_size - 1, 1, logits);
-    progress(static_cast<int32_t>(prompt_buckets_.size() + i + 1));
+  auto run_bucket = [&](int32_t i) {  // i < n_prompt: prompt bucket i, else decode bucket i - n_prompt
+    if (i < n_prompt) {
+      const bucket& pb = prompt_buckets_[static_cast<size_t>(i)];
+      spdlog::info("[Warmup][Prompt][{}/{}] batch_size:{} seq_len:{}", i + 1, n_prompt, pb.bs, pb.len);
+      run_warmup_step(pb.bs, 0, pb.len, logits);
+      ++n_prompt_run;
+    } else {
+      const bucket& db = decode_buckets_[static_cast<size_t>(i - n_prompt)];  // len: KV blocks of the whole batch
+      spdlog::info("[Warmup][Decode][{}/{}] batch_size:{} num_blocks:{}", i - n_prompt + 1, n_total - n_prompt, db.bs,
+                   db.len);
+      const int32_t blocks_per_seq = std::max(1, db.len / db.bs);
+      run_warmup_step(db.bs, blocks_per_seq * block_size - 1, 1, logits);
+    }
+    progress();
+  };
+  for (int32_t i : warmup_order(n_prompt, n_total - n_prompt)) {
+    const double spent_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (n_done >= k_warmup_always_run && cfg_.warmup_max_s > 0.0 && spent_s >= cfg_.warmup_max_s) {
+      // Nothing compiles per bucket on the CPU executor: the workspaces are
+      // reserved for the largest above, and a bucket left out costs its first
+      // step nothing more than any later one.
+      spdlog::info("Warmup: time limit of {:.0f} s reached after {}/{} buckets (--warmup-max-seconds); the largest and "
+                   "smallest of each kind ran, the rest are not needed to serve",
+                   cfg_.warmup_max_s, n_done, n_total);
+      if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(100, n_done, n_total);
+      break;
+    }
+    run_bucket(i);
   }
   spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets; resident set {})",
-               std::chrono::duration<double>(clock_type::now() - t0).count(), prompt_buckets_.size(), decode_buckets_.size(),
+               std::chrono::duration<double>(clock_type::now() - t0).count(), n_prompt_run, n_done - n_prompt_run,
                format_bytes(resident_bytes()));
 }
 
 int32_t engine::impl::measure_prefill_budget() {
   std::vector<float> logits;
-  // Best of 5 runs, or of those within about 2 s (at least 2): a big
-  // mixture-of-experts step takes seconds, and start-up waits for this.
+  // Best of 5 runs, or of those within about 2 s; a second run only when the
+  // first took under 1 s: a big mixture-of-experts step takes seconds, and
+  // start-up waits for this.
   auto best_of = [&](int32_t n_new) {
     double best = 1e30, spent = 0.0;
-    for (int rep = 0; rep < 5 && (rep < 2 || spent < 2.0); ++rep) {
+    for (int rep = 0; rep < 5 && (rep == 0 || spent < (rep == 1 ? 1.0 : 2.0)); ++rep) {
       const auto t0 = clock_type::now();
       run_warmup_step(1, 0, n_new, logits, /*text_like=*/true);
       const double s = std::chrono::duration<double>(clock_type::now() - t0).count();

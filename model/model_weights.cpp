@@ -87,10 +87,7 @@ kernels::packed_weight_set expert_tensors(const gguf_file& f, const std::string&
   } catch (const std::exception& e) {
     throw gguf_error("model '" + f.path() + "': tensor '" + name + "': " + e.what());
   }
-  // Packed on all cores while the kernel reads ahead: a 30B MoE file is
-  // mostly experts, and page faults one at a time would make loading slower
-  // than reading the file.
-  f.prefetch_pages(t.data, t.n_bytes);
+  // Packed on all cores (the loader has the kernel read the layer ahead).
   const int n_threads = static_cast<int>(std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, n_expert));
   auto pack_some = [&](int tid) {
     for (int64_t e = tid; e < n_expert; e += n_threads) out.pack(e, t.data + e * expert_bytes);
@@ -155,8 +152,23 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
     throw gguf_error("model '" + f.path() + "': tensor 'blk.0.attn_q.bias' is unexpected for architecture '" + c.arch + "'");
   }
   w.layers.resize(static_cast<size_t>(c.n_layer));
+  // The kernel reads layer l+1 from disk while layer l is repacked, so a
+  // file that is not in the page cache loads at about the disk's speed or
+  // the repacking's, whichever is slower, rather than their sum.
+  auto prefetch_layer = [&f](int32_t l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    for (const auto& t : f.tensors()) {
+      if (t.name.starts_with(p)) f.prefetch_pages(t.data, t.n_bytes);
+    }
+  };
+  prefetch_layer(0);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    if (l + 1 < c.n_layer) {
+      prefetch_layer(l + 1);
+    } else if (const auto* out = f.find_tensor("output.weight")) {
+      f.prefetch_pages(out->data, out->n_bytes);
+    }
     layer_weights& L = w.layers[static_cast<size_t>(l)];
     L.attn_norm = vec_tensor(f, p + "attn_norm.weight", c.n_embd, used);
     if (f.find_tensor(p + "attn_qkv.weight")) {  // phi3: fused [q | k | v] rows

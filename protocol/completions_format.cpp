@@ -89,7 +89,10 @@ json::object completions_formatter::message_of(int32_t index, const choice_accum
   if (gen_.reasoning) {
     bool has_reasoning = false;
     api::reasoning_split s = api::split_reasoning(*gen_.reasoning, c.text, &has_reasoning);
-    if (req_.include_reasoning) m["reasoning_content"] = has_reasoning ? json::value(s.reasoning) : json::value(nullptr);
+    if (req_.include_reasoning) {  // llama-server's name, and vLLM's current one (the same text)
+      m["reasoning_content"] = has_reasoning ? json::value(s.reasoning) : json::value(nullptr);
+      m["reasoning"] = m["reasoning_content"];
+    }
     split_content = std::move(s.content);
     text = split_content;
   }
@@ -132,7 +135,10 @@ stream_event completions_formatter::chunk(int32_t index, std::string_view text, 
   if (chat_) {
     json::object delta;
     if (role) delta["role"] = "assistant";
-    if (!reasoning.empty()) delta["reasoning_content"] = reasoning;
+    if (!reasoning.empty()) {
+      delta["reasoning_content"] = reasoning;
+      delta["reasoning"] = reasoning;
+    }
     if (role || !text.empty()) delta["content"] = text;
     return delta_chunk(index, std::move(delta), finish, std::move(logprobs));
   }

@@ -19,9 +19,10 @@
 //   piece}} deltas, as OpenAI streams them.
 // Reasoning (chat with a reasoning parser, prepared_generation::reasoning
 //   set): the output is split as reasoning.h says; message.reasoning_content
-//   holds the reasoning (null when the output had none) and content the rest,
-//   which alone is parsed for tool calls. Streamed as delta.reasoning_content
-//   pieces (in the same chunk as content when a tokens event carries both);
+//   and message.reasoning (llama-server's and vLLM's current name, the same
+//   text) hold the reasoning (null when the output had none) and content the
+//   rest, which alone is parsed for tool calls. Streamed as
+//   delta.reasoning_content and delta.reasoning pieces (in the same chunk as content when a tokens event carries both);
 //   a partial tag is held back until it resolves, the rest at the end.
 //   include_reasoning false leaves the reasoning out (no field at all).
 //
@@ -64,7 +65,7 @@ class completions_formatter final : public generation_formatter {
   // logprobs JSON of lps (null when not requested); completions advance text_offset.
   boost::json::value logprobs_json(int64_t& text_offset, const std::vector<token_logprob>& lps) const;
   // One streaming chunk.
-  // chat: reasoning (when not empty) goes in delta.reasoning_content.
+  // chat: reasoning (when not empty) goes in delta.reasoning_content and delta.reasoning.
   stream_event chunk(int32_t index, std::string_view text, const std::string& finish, bool role,
                      boost::json::value logprobs = nullptr, std::string_view reasoning = {}) const;
   boost::json::object envelope(bool streaming) const;  // id, object, created, model

@@ -190,7 +190,8 @@ engine_round() {  # ENGINE ROUND
 
 # One serving run: a fresh server of ENGINE, serving_bench.py's throughput scenario, the server stopped.
 serve_round() {  # ENGINE ROUND
-  local engine="$1" round="$2" rc=0 before options="" version="" log="$PERF_LOGDIR/$1-serve-round$2.log"
+  local engine="$1" round="$2" rc=0 before options="" version="" log="$PERF_LOGDIR/$1-serve-round$2.log" t0
+  t0="$(date +%s.%N)"
   case "$engine" in
     spate) perf_start_engine spate "$log" --kv-cache-memory 1GiB || rc=$? ;;
     llama.cpp) PEER_BIN="$LLAMA_BIN" perf_start_engine peer "$log" || rc=$?
@@ -202,6 +203,10 @@ serve_round() {  # ENGINE ROUND
     perf_record kind=failure engine="$engine" what=serve-start round="$round" cmd="$PERF_SERVER_CMD"
     return 0
   fi
+  # Start-up: the command to ready (spate's /ready, llama-server's /health), loading and warmup.
+  perf_record kind=sample engine="$engine" version="$version" options="$options" metric=ready_s \
+    seconds="$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$t0" "$(date +%s.%N)")" \
+    round="$round" model="$MODEL_NAME" mem_available_mb="$(mem_available_mb)" server_cmd="$PERF_SERVER_CMD"
   before="$(perf_loadavg)"
   if perf_serving_client throughput "$round" "$engine" "$SERVE_TIMEOUT"; then
     perf_merge --from "$PERF_TMP/out" --first --drop label,rep kind=sample engine="$engine" metric=serve16 \

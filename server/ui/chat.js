@@ -4,8 +4,10 @@
 // An answer streams over the Responses API WebSocket mode (GET /v1/responses
 // upgraded; one {"type": "response.create", ...} message per answer) or, as the
 // fallback, over SSE (POST /v1/responses with "stream": true). Both carry the
-// same events: response.output_text.delta, then response.completed,
-// response.incomplete or response.failed (or an error event).
+// same events: response.reasoning_text.delta (a model that reasons, with a
+// reasoning parser: shown folded above the answer), response.output_text.delta,
+// then response.completed, response.incomplete or response.failed (or an
+// error event).
 // Browsers cannot set headers on a WebSocket, so the API key travels as the
 // subprotocol "openai-insecure-api-key.<key>", as OpenAI's browser clients do.
 // Stop closes the socket (or aborts the fetch): the server cancels the request.
@@ -124,9 +126,34 @@ class Answer {
     this.nDeltas = 0;
     this.done = false;
     this.status = "";
+    this.reasoningEl = null;  // the <details> of the reasoning, once some came
+    this.reasoning = "";
+  }
+  // Reasoning streams into a <details> above the answer, open while it grows
+  // and folded once the answer starts.
+  reasoningDelta(s) {
+    if (this.tFirst === null) this.tFirst = performance.now();
+    this.nDeltas += 1;
+    if (!this.reasoningEl) {
+      const d = document.createElement("details");
+      d.className = "reasoning";
+      d.open = true;
+      const summary = document.createElement("summary");
+      summary.textContent = "Reasoning";
+      const text = document.createElement("div");
+      text.className = "reasoning-text";
+      d.append(summary, text);
+      this.div.insertBefore(d, this.body);
+      this.reasoningEl = d;
+      this.reasoning = "";
+    }
+    this.reasoning += s;
+    this.reasoningEl.querySelector(".reasoning-text").textContent = this.reasoning;
+    $("log").scrollTop = $("log").scrollHeight;
   }
   delta(s) {
     if (this.tFirst === null) this.tFirst = performance.now();
+    if (this.reasoningEl && this.text === "" && s !== "") this.reasoningEl.open = false;
     this.nDeltas += 1;
     this.text += s;
     renderMarkdownLite(this.body, this.text);
@@ -135,6 +162,7 @@ class Answer {
   // Handles one Responses event; returns true when the answer ended.
   event(ev) {
     switch (ev.type) {
+      case "response.reasoning_text.delta": this.reasoningDelta(ev.delta || ""); return false;
       case "response.output_text.delta": this.delta(ev.delta || ""); return false;
       case "response.completed":
       case "response.incomplete":

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <thread>
 
@@ -486,6 +487,7 @@ TEST(EngineLoop, StatsCountWhatRan) {
 TEST(EngineLoop, WarmupRunsEveryBucketOnTheExecutor) {
   engine_config c = small_config();
   c.skip_warmup = false;
+  c.warmup_max_s = 0.0;  // no time limit
   c.buckets.prompt_bs = {1, 2, 2};
   c.buckets.prompt_seq = {4, 8, 16};
   c.buckets.decode_bs = {1, 2, 4};
@@ -532,6 +534,32 @@ TEST(EngineLoop, WarmupRunsEveryBucketOnTheExecutor) {
   h.expect_drained();
 }
 
+TEST(EngineLoop, WarmupTimeLimitStillRunsTheSmallestAndLargestBuckets) {
+  engine_config c = small_config();
+  c.skip_warmup = false;
+  c.warmup_max_s = 1e-9;  // spent before the first bucket ends
+  c.buckets.prompt_bs = {1, 2, 2};
+  c.buckets.prompt_seq = {4, 8, 16};
+  c.buckets.decode_bs = {1, 2, 4};
+  c.buckets.decode_block = {2, 4, 8};
+  std::vector<std::array<int32_t, 3>> progress;
+  c.on_warmup_progress = [&](int32_t pct, int32_t done, int32_t total) { progress.push_back({pct, done, total}); };
+  harness h(c);
+  h.start();
+  const auto n_total = static_cast<int32_t>(make_buckets(c.buckets.prompt_bs, c.buckets.prompt_seq).size() +
+                                            make_buckets(c.buckets.decode_bs, c.buckets.decode_block).size());
+  ASSERT_GT(n_total, 4);
+  EXPECT_EQ(h.exec.n_calls(), 4);        // smallest and largest prompt and decode bucket
+  EXPECT_EQ(h.exec.max_batch_seqs(), 4);  // the largest decode bucket ran
+  EXPECT_EQ(h.exec.reserved_tokens(), 2 * 16);  // workspaces still sized for the largest
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back(), (std::array<int32_t, 3>{100, 4, n_total}));  // the service status ends at 100%
+  const auto prompt = words("afterlimit");
+  const int64_t id = h.submit_ok(prompt, 6);
+  h.eng->wait_idle();
+  EXPECT_EQ(h.log.get(id).tokens, expected_tokens(prompt, 6));
+  h.expect_drained();
+}
 
 // A constraint that spells a fixed word sequence; can_end only after it
 // (then finished), or `open`: any word forever and never complete.

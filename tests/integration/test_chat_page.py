@@ -169,6 +169,36 @@ def test_chat_renders_code_blocks(browser, server):
     assert n_pre == [1, 1, 0, 'print("<b>hi</b>")']
 
 
+def test_chat_shows_reasoning_folded_above_the_answer(browser):
+    """With a reasoning parser (the R1 template opens <think>), the page shows
+    the reasoning the Responses API returns, in a <details> of its own."""
+    r1 = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "chat-templates" / \
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+    s = SpateServer("--chat-template", str(r1), api_key=API_KEY, env={"SPATE_SKIP_WARMUP": "1"}).wait_ready()
+    try:
+        open_page(browser, s)
+        set_settings(browser, "ws", 0, 24)
+        answer = ask(browser, "What is 2 + 2?")
+        wait_stats(browser, answer)
+        body = {"model": MODEL_NAME, "input": [{"role": "user", "content": "What is 2 + 2?"}], "temperature": 0,
+                "max_output_tokens": 24}
+        req = urllib.request.Request(s.base_url + "/v1/responses", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "Authorization": "Bearer " + API_KEY})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            out = json.load(r)["output"]
+        expected = "".join(c["text"] for item in out if item["type"] == "reasoning" for c in item.get("content", []))
+        assert expected.strip(), out  # the template opened <think>: the output starts as reasoning
+        shown = browser.execute_script(
+            "const a = [...document.querySelectorAll('.msg.assistant')].pop();"
+            "const d = a.querySelector('details.reasoning');"
+            "return d ? [d.querySelector('summary').textContent, d.querySelector('.reasoning-text').textContent] : null;")
+        assert shown is not None, "no reasoning element"
+        assert shown == ["Reasoning", expected]
+        screenshot(browser, "chat_page_reasoning.png")
+    finally:
+        assert s.stop() == 0, s.log_text()[-3000:]
+
+
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory):
     return self_signed_cert(tmp_path_factory.mktemp("tls"))

@@ -95,6 +95,7 @@ def stream_message(client, **kw):
             continue
         d = chunk.choices[0].delta
         r = getattr(d, "reasoning_content", None)
+        assert getattr(d, "reasoning", None) == r  # vLLM's current name, the same text
         if r is not None:
             pieces.append(r)
         content += d.content or ""
@@ -113,6 +114,7 @@ def test_everything_before_the_end_tag_is_reasoning(server):
     msg = r.choices[0].message
     reasoning, content = expected_split(raw_output(server, ASK, 48), opened=True)
     assert msg.reasoning_content == reasoning
+    assert msg.reasoning == reasoning  # vLLM's current name for it
     assert msg.content == content
     assert r.usage.completion_tokens == 48 or r.choices[0].finish_reason == "stop"
 
@@ -175,7 +177,7 @@ def test_include_reasoning_false(server):
     on = client.chat.completions.create(**kw).choices[0].message
     off = client.chat.completions.create(**kw, extra_body={"include_reasoning": False}).choices[0].message
     assert on.reasoning_content is not None
-    assert "reasoning_content" not in off.model_dump()
+    assert "reasoning_content" not in off.model_dump() and "reasoning" not in off.model_dump()
     assert off.content == on.content
     pieces, content, _, _ = stream_message(client, **kw, extra_body={"include_reasoning": False})
     assert pieces == [] and content == on.content

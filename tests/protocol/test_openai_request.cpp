@@ -408,6 +408,21 @@ TEST(OpenAiRequest, ChatMessagesAreNormalized) {
   EXPECT_TRUE(r.template_extra.empty());
 }
 
+TEST(OpenAiRequest, EarlierReasoningReachesTheTemplateAsReasoningContent) {
+  parsed_request r;
+  const auto err = parse_request(H, R"({"messages":[{"role":"user","content":"q"},
+      {"role":"assistant","content":"a","reasoning":"vllm style"},
+      {"role":"assistant","content":"b","reasoning_content":"kept","reasoning":"other"},
+      {"role":"assistant","content":"c","reasoning_content":"llama style"}]})",
+                                 r);
+  ASSERT_FALSE(err) << err->message;
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[1].at("reasoning_content"), "vllm style");
+  EXPECT_EQ(r.messages[2].at("reasoning_content"), "kept");  // both given: reasoning_content wins
+  EXPECT_EQ(r.messages[3].at("reasoning_content"), "llama style");
+  EXPECT_FALSE(r.messages[0].as_object().contains("reasoning_content"));
+}
+
 TEST(OpenAiRequest, ChatFields) {
   parsed_request r;
   const auto err = parse_request(H, chat(R"("model":"smol","max_tokens":3,"max_completion_tokens":9,"logprobs":true,

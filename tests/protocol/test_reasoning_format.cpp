@@ -203,6 +203,7 @@ json::object streamed_message(const stream_events& evs) {
     const json::object& d = o.at("choices").at(0).at("delta").as_object();
     if (const auto* r = d.if_contains("reasoning_content")) {
       EXPECT_FALSE(r->as_string().empty()) << "a reasoning delta is never empty";
+      EXPECT_EQ(d.if_contains("reasoning") ? *d.if_contains("reasoning") : json::value(), *r) << "vLLM's name, same text";
       reasoning = reasoning.value_or("") + std::string(r->as_string());
     }
     if (const auto* c = d.if_contains("content"); c && c->is_string()) content += c->as_string();
@@ -224,8 +225,8 @@ TEST(ReasoningChat, StreamedPiecesNeverCarryAPartialTag) {
     if (e.data != "[DONE]") deltas.push_back(json::parse(e.data).at("choices").at(0).at("delta").as_object());
   }
   ASSERT_EQ(deltas.size(), 5u);  // role, "ab", "c", content, finish
-  EXPECT_EQ(deltas[1], (json::object{{"reasoning_content", "ab"}}));
-  EXPECT_EQ(deltas[2], (json::object{{"reasoning_content", "c"}}));
+  EXPECT_EQ(deltas[1], (json::object{{"reasoning_content", "ab"}, {"reasoning", "ab"}}));
+  EXPECT_EQ(deltas[2], (json::object{{"reasoning_content", "c"}, {"reasoning", "c"}}));
   EXPECT_EQ(deltas[3], (json::object{{"content", "\n\nDone"}}));
   EXPECT_EQ(deltas[4], json::object());
 }
@@ -259,12 +260,12 @@ TEST(ReasoningChat, NonStreamedMessageAndIncludeReasoningFalse) {
   auto x = start(api::endpoint::chat_completions, k_plain, reasoning_start::reasoning);
   feed(*x, {"r1 ", "r2</think>", "done"});
   EXPECT_EQ(json::parse(x->f->result().body).at("choices").at(0).at("message"),
-            json::parse(R"({"role":"assistant","reasoning_content":"r1 r2","content":"done"})"));
+            json::parse(R"({"role":"assistant","reasoning_content":"r1 r2","reasoning":"r1 r2","content":"done"})"));
   // No reasoning part: null, as vLLM.
   x = start(api::endpoint::chat_completions, k_plain, reasoning_start::optional);
   feed(*x, {"just content"});
   EXPECT_EQ(json::parse(x->f->result().body).at("choices").at(0).at("message"),
-            json::parse(R"({"role":"assistant","reasoning_content":null,"content":"just content"})"));
+            json::parse(R"({"role":"assistant","reasoning_content":null,"reasoning":null,"content":"just content"})"));
   // include_reasoning false: no field, streamed or not.
   const std::string body = R"({"messages":[{"role":"user","content":"hi"}],"include_reasoning":false)";
   x = start(api::endpoint::chat_completions, body + "}", reasoning_start::reasoning);
