@@ -3,13 +3,16 @@
 # one qwen3moe GGUF (perf/scripts/make_moe_model.py) and one thread count, in one run.
 #
 # Usage: perf/scripts/bench_moe.sh [--model PATH] [--threads T] [--reps N] [--serve-reps N]
-#                                  [--engines LIST] [--no-serve | --serve-only] [--out FILE]
+#                                  [--engines LIST] [--no-serve | --serve-only | --startup-only]
+#                                  [--out FILE]
 #   --model PATH   the GGUF (default ~/.cache/spate/models/big/qwen3moe-30b-a3b-q4_0.gguf)
 #   --threads T    threads of every engine (default 2)
 #   --reps N       rounds (default 3); figures are medians over them
 #   --serve-reps N rounds of the serving (default: --reps)
 #   --engines L    comma-separated, of spate,llama.cpp,ik_llama.cpp (default all three)
 #   --no-serve     the benchmarks only (pp512, tg128, bd16_*); --serve-only: the serving only
+#   --startup-only start-up only: per round and engine, a server started on a dropped page cache
+#                  (root; else as found) and again right after (a restart); ready_s each
 #   --out FILE     results, JSON lines (default ~/.cache/spate/bench/moe-<date>-<time>.jsonl;
 #                  runs of record are copied to perf/results/); logs in FILE without .jsonl + .logs/
 # Env:
@@ -46,7 +49,7 @@
 #                 --bd-tokens zero. Distinct streams are compared by serve16.
 #   probe         again
 # then, per round and engine, serving: a fresh server (spate serve; llama-server with 16
-# slots), perf/scripts/serving_bench.py --scenario throughput (16 streaming clients x 2 requests,
+# slots; the time to ready is ready_s), perf/scripts/serving_bench.py --scenario throughput (16 streaming clients x 2 requests,
 # ~120-token prompts, 64 tokens out, ignore_eos): serve16 = generated tok/s over the run.
 # The summary (perf/scripts/summarize.py moe) gives medians, min-max, the ratios between the
 # engines, and tg128's share of the read bandwidth: tg128 x bytes a token needs / the median
@@ -59,7 +62,7 @@ PERF_TAG=bench_moe
 : "${READY_TIMEOUT:=1200}"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-REPS=3 THREADS=2 OUT="" PORT="${PORT:-18180}" ENGINES="spate,llama.cpp,ik_llama.cpp" BENCH=1 SERVE=1 SERVE_REPS=""
+REPS=3 THREADS=2 OUT="" PORT="${PORT:-18180}" ENGINES="spate,llama.cpp,ik_llama.cpp" BENCH=1 SERVE=1 SERVE_REPS="" STARTUP=0
 RUN_TIMEOUT="${RUN_TIMEOUT:-2400}" SERVE_TIMEOUT="${SERVE_TIMEOUT:-3600}"
 IK_BENCH_ARGS="${IK_BENCH_ARGS:--rtr 1 -fmoe 1 -fa 1}"
 IK_ARGS="${IK_ARGS:--rtr -fa off}"
@@ -73,6 +76,7 @@ while (($#)); do
     --serve-reps) SERVE_REPS="$2"; shift 2 ;;
     --no-serve) SERVE=0; shift ;;
     --serve-only) BENCH=0; shift ;;
+    --startup-only) BENCH=0 SERVE=0 STARTUP=1; shift ;;
     --spate-only|--peer-only) echo "use --engines" >&2; exit 2 ;;
     *) perf_common_option "$@"; shift "$PERF_SHIFT" ;;
   esac
@@ -81,7 +85,7 @@ perf_check_common
 SERVE_REPS="${SERVE_REPS:-$REPS}"
 perf_positive_int --serve-reps "$SERVE_REPS"
 ((${#MODELS[@]} <= 1)) || { echo "one --model per run" >&2; exit 2; }
-((BENCH || SERVE)) || { echo "--no-serve and --serve-only exclude each other" >&2; exit 2; }
+((BENCH || SERVE || STARTUP)) || { echo "--no-serve and --serve-only exclude each other" >&2; exit 2; }
 IFS=, read -r -a ENGINE_LIST <<< "$ENGINES"
 for e in "${ENGINE_LIST[@]}"; do
   [[ "$e" =~ ^(spate|llama\.cpp|ik_llama\.cpp)$ ]] || { echo "--engines: unknown engine '$e'" >&2; exit 2; }
@@ -100,7 +104,7 @@ if has_engine spate; then
   [[ -x "$SPATE_BENCH" && -x "$SPATE_BIN" ]] || { perf_log "spate_bench or spate missing in $BUILD_DIR"; exit 1; }
 fi
 peer_targets="llama-bench llama-batched-bench"
-((SERVE)) && peer_targets+=" llama-server"
+((SERVE || STARTUP)) && peer_targets+=" llama-server"
 peer_dir() {  # SCRIPT [VERSION]: the bin dir the build script prints last (it builds what is missing)
   PEER_TARGETS="$peer_targets" "$PERF_DIR/peer/$1" "${@:2}" | tail -n 1
 }
@@ -188,29 +192,55 @@ engine_round() {  # ENGINE ROUND
   esac
 }
 
-# One serving run: a fresh server of ENGINE, serving_bench.py's throughput scenario, the server stopped.
-serve_round() {  # ENGINE ROUND
-  local engine="$1" round="$2" rc=0 before options="" version="" log="$PERF_LOGDIR/$1-serve-round$2.log" t0
+# Starts a fresh server of ENGINE (log LOG) and records how long it took to be ready (spate's
+# /ready, llama-server's /health: loading and warmup) as metric ready_s with CACHE (cold: the
+# page cache dropped first; warm: right after the previous start; as-found). Sets VERSION and
+# OPTIONS; returns 1 (recorded) when the server did not start.
+start_server() {  # ENGINE ROUND LOG CACHE
+  local engine="$1" round="$2" log="$3" cache="$4" rc=0 t0
+  VERSION="" OPTIONS=""
   t0="$(date +%s.%N)"
   case "$engine" in
     spate) perf_start_engine spate "$log" --kv-cache-memory 1GiB || rc=$? ;;
-    llama.cpp) PEER_BIN="$LLAMA_BIN" perf_start_engine peer "$log" || rc=$?
-               version="$(perf_peer_version "$LLAMA_BIN")" ;;
-    ik_llama.cpp) options="$IK_ARGS"; version="$(perf_peer_version "$IK_BIN")"
+    llama.cpp) VERSION="$(perf_peer_version "$LLAMA_BIN")"
+               PEER_BIN="$LLAMA_BIN" perf_start_engine peer "$log" || rc=$? ;;
+    ik_llama.cpp) OPTIONS="$IK_ARGS"; VERSION="$(perf_peer_version "$IK_BIN")"
                   PEER_BIN="$IK_BIN" PEER_ARGS="$IK_ARGS ${PEER_ARGS:-}" perf_start_engine peer "$log" || rc=$? ;;
   esac
   if ((rc != 0)); then
     perf_record kind=failure engine="$engine" what=serve-start round="$round" cmd="$PERF_SERVER_CMD"
-    return 0
+    return 1
   fi
-  # Start-up: the command to ready (spate's /ready, llama-server's /health), loading and warmup.
-  perf_record kind=sample engine="$engine" version="$version" options="$options" metric=ready_s \
-    seconds="$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$t0" "$(date +%s.%N)")" \
-    round="$round" model="$MODEL_NAME" mem_available_mb="$(mem_available_mb)" server_cmd="$PERF_SERVER_CMD"
+  local ready_s
+  ready_s="$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$t0" "$(date +%s.%N)")"
+  perf_record kind=sample engine="$engine" version="$VERSION" options="$OPTIONS" metric=ready_s seconds="$ready_s" \
+    cache="$cache" round="$round" model="$MODEL_NAME" mem_available_mb="$(mem_available_mb)" server_cmd="$PERF_SERVER_CMD"
+  perf_log "   $engine ready after $ready_s s ($cache page cache)"
+}
+
+# Drops the page cache (root only); prints cold, or as-found when it cannot.
+drop_page_cache() {
+  if sync && { echo 1 > /proc/sys/vm/drop_caches; } 2>/dev/null; then echo cold; else echo as-found; fi
+}
+
+# Start-up only: a start from a cold page cache, then a start right after it (a restart).
+startup_round() {  # ENGINE ROUND
+  local cache
+  for when in first restart; do
+    if [[ "$when" == first ]]; then cache="$(drop_page_cache)"; else cache=warm; fi
+    start_server "$1" "$2" "$PERF_LOGDIR/$1-startup-$when-round$2.log" "$cache" || continue
+    perf_server_stop || true
+  done
+}
+
+# One serving run: a fresh server of ENGINE, serving_bench.py's throughput scenario, the server stopped.
+serve_round() {  # ENGINE ROUND
+  local engine="$1" round="$2" before
+  start_server "$engine" "$round" "$PERF_LOGDIR/$1-serve-round$2.log" as-found || return 0
   before="$(perf_loadavg)"
   if perf_serving_client throughput "$round" "$engine" "$SERVE_TIMEOUT"; then
     perf_merge --from "$PERF_TMP/out" --first --drop label,rep kind=sample engine="$engine" metric=serve16 \
-      version="$version" options="$options" round="$round" model="$MODEL_NAME" loadavg_before="$before" \
+      version="$VERSION" options="$OPTIONS" round="$round" model="$MODEL_NAME" loadavg_before="$before" \
       loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" cmd="${PERF_CLIENT_CMD[*]}" server_cmd="$PERF_SERVER_CMD"
     perf_log "   $engine serve16: $(grep -m1 '^{' "$PERF_TMP/out" | cut -c1-160)"
   else
@@ -248,6 +278,15 @@ if ((BENCH)); then
     probe "$r" before
     for e in "${ORDER[@]}"; do engine_round "$e" "$r"; done
     probe "$r" after
+  done
+fi
+if ((STARTUP)); then
+  for ((r = 1; r <= REPS; r++)); do
+    round_order "$r"
+    for e in "${ORDER[@]}"; do
+      perf_log "start-up round $r/$REPS: $e (load $(perf_loadavg))"
+      startup_round "$e" "$r"
+    done
   done
 fi
 if ((SERVE)); then

@@ -235,12 +235,13 @@ def moe(path, _peer):
               f"{bw['experts']} experts, output, one embedding row; read {fmt(bw['read_gb_s'])} GB/s, "
               f"probes {spread(probes)}): " + ", ".join(f"{e} {100 * bw[f'{tg}_share_{moe_key(e)}']:.1f}%"
                                                         for e in engines if bw.get(f"{tg}_share_{moe_key(e)}")))
-    ready = {e: [s["seconds"] for s in samples if s["engine"] == e and s["metric"] == "ready_s"] for e in engines}
-    if any(ready.values()):
-        summary_ready = {"kind": "median", "model": run.get("model"), "metric": "ready_s",
-                         **{moe_key(e): median(x) for e, x in ready.items() if x}}
-        append_jsonl(path, [summary_ready])
-        print("start-up to ready (s, lower is better): " +
+    caches = sorted({s.get("cache", "as-found") for s in samples if s["metric"] == "ready_s"})
+    for cache in caches:
+        ready = {e: [s["seconds"] for s in samples if s["engine"] == e and s["metric"] == "ready_s"
+                     and s.get("cache", "as-found") == cache] for e in engines}
+        append_jsonl(path, [{"kind": "median", "model": run.get("model"), "metric": "ready_s", "cache": cache,
+                             **{moe_key(e): median(x) for e, x in ready.items() if x}}])
+        print(f"start-up to ready, {cache} page cache (s, lower is better): " +
               ", ".join(f"{e} {fmt(median(x))} ({spread(x)})" for e, x in ready.items() if x))
     mem = [s["mem_available_mb"] for s in samples if s.get("mem_available_mb") is not None]
     if mem:
