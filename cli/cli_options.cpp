@@ -183,9 +183,9 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
       ("enable-prefix-caching", po::bool_switch(&o.enable_prefix_caching_flag), "reuse the KV of cached prompt prefixes (default)")
       ("no-enable-prefix-caching", po::bool_switch(&o.no_enable_prefix_caching_flag), "disable prefix caching")
       ("max-queued-requests", po::value(&o.max_queued_requests)->default_value(engine_config{}.max_queued_requests), "requests waiting to run at most; more are rejected (each embeddings input counts as one)")
-      ("warmup-max-seconds", po::value(&o.warmup_max_s)->default_value(engine_config{}.warmup_max_s, "10"),
-       "warmup starts no new bucket after this many seconds; the smallest and largest bucket of each kind always run "
-       "(0 = every bucket)")
+      ("warmup-max-seconds", po::value(&o.warmup_max_s)->default_value(engine_config{}.warmup_max_s, "5"),
+       "warmup runs the buckets whose predicted cost fits in this many seconds; the smallest bucket of each kind "
+       "always runs (0 = every bucket)")
       ("speculative-config", po::value(&o.speculative_config_json),
        "speculative decoding, a JSON object as in vLLM: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": \"draft.gguf\", \"num_speculative_tokens\": 4}");

@@ -69,8 +69,6 @@ std::vector<int32_t> warmup_order(int32_t n_prompt, int32_t n_decode) {
   };
   if (n_prompt > 0) push(0);
   if (n_decode > 0) push(n_prompt);
-  if (n_prompt > 0) push(n_prompt - 1);
-  if (n_decode > 0) push(n_prompt + n_decode - 1);
   for (int32_t i = 0; i < n_prompt + n_decode; ++i) push(i);
   return order;
 }

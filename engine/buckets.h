@@ -60,9 +60,9 @@ std::string describe(const std::vector<bucket>& buckets);
 
 // The order warmup runs buckets in, as indices: 0..n_prompt-1 are the prompt
 // buckets, n_prompt.. the decode buckets (each list as make_buckets orders
-// it). First the smallest of each kind (what a first short request runs),
-// then the largest of each (the workspace extremes), then the rest in list
-// order; each index once.
+// it). First the smallest of each kind (what a first short request runs, and
+// what warmup predicts the others' cost from), then the rest in list order;
+// each index once.
 std::vector<int32_t> warmup_order(int32_t n_prompt, int32_t n_decode);
 
 }  // namespace spate

@@ -98,11 +98,11 @@ struct engine_config {
   // inter-token latency); skipped, the budget is
   // k_default_chunked_batched_tokens.
   bool skip_warmup = false;
-  // Warmup starts no new bucket once it has run this long (seconds); the
-  // smallest and the largest bucket of each kind always run. A big model's
-  // prompt buckets take seconds each, and on the CPU executor nothing is
-  // compiled per bucket: the rest only touch pages. <= 0: every bucket.
-  double warmup_max_s = 10.0;
+  // Warmup runs a bucket only if its predicted cost (from the smallest
+  // bucket of its kind, which always runs) fits in what is left of this many
+  // seconds. A big model's prompt buckets take seconds each, and on the CPU
+  // executor nothing is compiled per bucket. <= 0: every bucket.
+  double warmup_max_s = 5.0;
   uint64_t seed = 0;                     // base of per-request seeds for requests without one
   // Liveness hook (e.g. the systemd watchdog): called on the engine thread
   // after every loop iteration, and at least every heartbeat_interval_us while

@@ -12,13 +12,6 @@
 
 namespace spate {
 
-namespace {
-
-// Buckets warmed up whatever the time limit: the first four of warmup_order
-// (the smallest and the largest of each kind).
-constexpr int32_t k_warmup_always_run = 4;
-
-}  // namespace
 
 void engine::impl::log_buckets() const {
   spdlog::info("Prompt bucket config (min, step, max_warmup) {}", describe(cfg_.buckets.prompt_bs, cfg_.buckets.prompt_seq, "seq"));
@@ -53,7 +46,9 @@ void engine::impl::warmup() {
     if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(*pct, n_done, n_total);
   };
   const int32_t block_size = exec_.block_size();
-  auto run_bucket = [&](int32_t i) {  // i < n_prompt: prompt bucket i, else decode bucket i - n_prompt
+  // Runs bucket i (i < n_prompt: prompt bucket i, else decode bucket i - n_prompt); its seconds.
+  auto run_bucket = [&](int32_t i) {
+    const auto t_start = clock_type::now();
     if (i < n_prompt) {
       const bucket& pb = prompt_buckets_[static_cast<size_t>(i)];
       spdlog::info("[Warmup][Prompt][{}/{}] batch_size:{} seq_len:{}", i + 1, n_prompt, pb.bs, pb.len);
@@ -67,20 +62,38 @@ void engine::impl::warmup() {
       run_warmup_step(db.bs, blocks_per_seq * block_size - 1, 1, logits);
     }
     progress();
+    return std::chrono::duration<double>(clock_type::now() - t_start).count();
   };
-  for (int32_t i : warmup_order(n_prompt, n_total - n_prompt)) {
-    const double spent_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    if (n_done >= k_warmup_always_run && cfg_.warmup_max_s > 0.0 && spent_s >= cfg_.warmup_max_s) {
-      // Nothing compiles per bucket on the CPU executor: the workspaces are
-      // reserved for the largest above, and a bucket left out costs its first
-      // step nothing more than any later one.
-      spdlog::info("Warmup: time limit of {:.0f} s reached after {}/{} buckets (--warmup-max-seconds); the largest and "
-                   "smallest of each kind ran, the rest are not needed to serve",
-                   cfg_.warmup_max_s, n_done, n_total);
-      if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(100, n_done, n_total);
-      break;
+  // A bucket's cost, predicted from the smallest bucket of its kind (run
+  // first): prompt buckets by their tokens, decode buckets by their rows.
+  double s_per_prompt_token = 0.0, s_per_decode_row = 0.0;
+  auto predicted_s = [&](int32_t i) {
+    if (i < n_prompt) {
+      const bucket& pb = prompt_buckets_[static_cast<size_t>(i)];
+      return s_per_prompt_token * pb.bs * pb.len;
     }
-    run_bucket(i);
+    return s_per_decode_row * decode_buckets_[static_cast<size_t>(i - n_prompt)].bs;
+  };
+  int32_t n_skipped = 0;
+  for (int32_t i : warmup_order(n_prompt, n_total - n_prompt)) {
+    const bool smallest = i == 0 || i == n_prompt;
+    const double spent_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (!smallest && cfg_.warmup_max_s > 0.0 && spent_s + predicted_s(i) > cfg_.warmup_max_s) {
+      ++n_skipped;  // a later, smaller bucket may still fit
+      continue;
+    }
+    const double s = run_bucket(i);
+    if (i == 0) s_per_prompt_token = s / (static_cast<double>(prompt_buckets_[0].bs) * prompt_buckets_[0].len);
+    if (i == n_prompt && i < n_total) s_per_decode_row = s / decode_buckets_[0].bs;
+  }
+  if (n_skipped > 0) {
+    // Nothing compiles per bucket on the CPU executor: the workspaces are
+    // reserved for the largest above, and a bucket left out costs its first
+    // step nothing more than any later one.
+    spdlog::info("Warmup: {} of {} buckets fit in --warmup-max-seconds {:g} (each predicted from the smallest of its "
+                 "kind); the other {} need nothing before serving",
+                 n_done, n_total, cfg_.warmup_max_s, n_skipped);
+    if (cfg_.on_warmup_progress) cfg_.on_warmup_progress(100, n_done, n_total);
   }
   spdlog::info("Warmup finished in {:.2f} s ({} prompt + {} decode buckets; resident set {})",
                std::chrono::duration<double>(clock_type::now() - t0).count(), n_prompt_run, n_done - n_prompt_run,
