@@ -84,7 +84,7 @@ class packed_weight {
 // Throws std::invalid_argument naming the type if unsupported or n_in is not a multiple of the block size
 // (also for n_out < 1, n_in < 1 or data == nullptr).
 // level picks the kernels used for this weight (normally active_isa()); requires cpu_supports(level).
-// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
 // data: n_out * row_bytes(type, n_in) bytes, GGUF layout, rows contiguous.
 packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level);
 
@@ -139,7 +139,7 @@ void quantize_act(const packed_weight& w, const float* x, int64_t ldx, int64_t r
 // Only y[r*ldy + c] for c in [col_begin, col_end) are written.
 int64_t col_granularity(const packed_weight& w);
 // The column-range multiple (of col_granularity) at which matmul of n_rows rows runs fastest:
-// 32 where the avx512 kernel tiles two pairs of groups (legacy types, IQ4_NL, Q4_K, Q5_K with
+// 32 where the avx512 kernel tiles two pairs of groups (legacy types, IQ4_NL, MXFP4, Q4_K, Q5_K with
 // several rows), else col_granularity(w). Splitting at other multiples gives the same results.
 int64_t col_split_multiple(const packed_weight& w, int64_t n_rows);
 void matmul(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin, int64_t col_end);

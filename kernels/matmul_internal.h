@@ -73,10 +73,10 @@ bool is_quantized(ggml_type t);
 // These vectors are stored compactly, region by region (nb entries each; the
 // packed weights hold them as inline records, below, that keep these entries):
 //
-//   qs  (4- 5- 6-bit types, IQ4_NL): 128 B per block = 4 x 32 B; packed
+//   qs  (4- 5- 6-bit types, IQ4_NL, MXFP4): 128 B per block = 4 x 32 B; packed
 //        vector p (p=0..3) holds vector p in its low nibbles, vector p+4 in
-//        its high nibbles (low 4 bits of the quant, unsigned; IQ4_NL: the
-//        code book index 0..15, as Q4_0's qs).
+//        its high nibbles (low 4 bits of the quant, unsigned; IQ4_NL, MXFP4:
+//        the code book index 0..15, as Q4_0's qs).
 //   qs  (Q8_0): 256 B per block = vectors 0..7 as signed int8.
 //   qs  (Q2_K, Q3_K): 64 B per block = 2 x 32 B; packed vector h (h=0,1)
 //        holds vectors 4h..4h+3 (the 16-element half h of the block): bits
@@ -87,6 +87,8 @@ bool is_quantized(ggml_type t);
 //   qh  (Q6_K): 64 B per block = 2 x 32 B; in half h (vectors 4h..4h+3),
 //        bits 2t..2t+1 of byte (4c+i) = bits 4..5 of quant w[c][4(4h+t)+i].
 //   d   (legacy types, IQ4_NL): 16 B per block = 8 fp16 scales (column order).
+//       (MXFP4): 32 B per block = 8 f32 scales e8m0_half_to_f32(e), converted
+//               exactly at repack (2^-128 .. 2^127 does not fit an fp16).
 //   m   (Q4_1, Q5_1):   16 B per block = 8 fp16 mins.
 //   sc  (Q4_K, Q5_K): 8 B per block = 6-bit scale per column (u8).
 //       (Q6_K, Q3_K): 16 B per block = int8 scale of k 0..15 for columns
@@ -100,6 +102,7 @@ bool is_quantized(ggml_type t);
 //
 // Quants are stored unsigned (as in GGUF) except Q8_0. The math per block:
 //   IQ4_NL   : value = d*iq4nl_values[q]   (signed code book value, as Q8_0's q)
+//   MXFP4    : value = d*mxfp4_values[q]   (as IQ4_NL, d the f32 scale)
 //   Q4_0/Q5_0: value = d*(q-8) / d*(q-16), the offset taken in the int32 dot
 //   Q4_1/Q5_1: value = d*q + m
 //   Q4_K/Q5_K: value = sd*(sc*q) + (-sm)*mn
@@ -117,7 +120,8 @@ struct group_layout {
   int64_t nb = 0;       // 32-blocks per row (quantized types)
   int64_t qs = -1, qs_block = 0;   // region offsets (bytes from group start, -1 = absent)
   int64_t qh = -1, qh_block = 0;   // and bytes per block
-  int64_t d = -1, m = -1;          // 16 B per block
+  int64_t d = -1, d_block = 0;     // d_block B per block (16: fp16; 32: f32, MXFP4)
+  int64_t m = -1;                  // 16 B per block
   int64_t sc = -1, sc_block = 0;
   int64_t mn = -1;                 // 8 B per block (Q4_K, Q5_K)
   int64_t sd = -1, sm = -1;        // 16 B per super-block
@@ -157,7 +161,8 @@ constexpr group_layout layout_of(ggml_type type, int64_t n_in) {
     region(L.qh, 64, nb);
   }
   if (!kq) {
-    region(L.d, 16, nb);
+    L.d_block = type == ggml_type::mxfp4 ? 32 : 16;
+    region(L.d, L.d_block, nb);
     if (type == ggml_type::q4_1 || type == ggml_type::q5_1) region(L.m, 16, nb);
   } else {
     L.sc_block = k45 ? 8 : 16;
@@ -183,7 +188,7 @@ struct region_list {
 };
 constexpr region_list regions_of(const group_layout& L) {
   const region_entry all[] = {{&group_layout::qs, L.qs_block, true}, {&group_layout::qh, L.qh_block, true},
-                              {&group_layout::d, 16, true},          {&group_layout::m, 16, true},
+                              {&group_layout::d, L.d_block, true},   {&group_layout::m, 16, true},
                               {&group_layout::sc, L.sc_block, true}, {&group_layout::mn, 8, true},
                               {&group_layout::sd, 16, false},        {&group_layout::sm, 16, false}};
   region_list out{};
@@ -200,7 +205,7 @@ constexpr region_list regions_of(const group_layout& L) {
 // the hardware prefetchers follow worse; perf/read_patterns measures both orders,
 // figures in docs/journal/performance.md, "Inline records"):
 //
-//   legacy, IQ4_NL : | block 0: qs qh d m | block 1: qs qh d m | ...            (block_bytes each)
+//   legacy, IQ4_NL, MXFP4 : | block 0: qs qh d m | block 1: qs qh d m | ...     (block_bytes each)
 //   K-quants       : | head 0: sd sm | block 0: qs qh sc mn | ... | block 7 | head 1: sd sm | block 8 ...
 //
 // (absent regions take no bytes). `at` holds the offsets inside a block (qs, qh,
@@ -275,7 +280,7 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
                  int64_t col_end);
 
 // AVX-512 VNNI implementations (matmul_avx512.cpp) of the quantized types
-// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the inline records, bitwise
+// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K .. Q6_K) over the inline records, bitwise
 // equal to matmul_avx2 for every input. Only call when cpu_supports(isa_level::avx512);
 // other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes,
 // written by quantize_act_q8_avx512 on 16 lanes.

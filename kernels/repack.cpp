@@ -2,6 +2,7 @@
 // AVX2 and AVX-512 matmul kernels. The layout is documented in matmul_internal.h.
 #include <cstring>
 
+#include "kernels/fp16.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
 
@@ -9,11 +10,12 @@ namespace spate::kernels::detail {
 namespace {
 
 // The 32 quants of block b (a 32-element slice of the row) of one GGUF row,
-// unsigned as stored (Q8_0: signed; IQ4_NL: the 4-bit code book index), plus
+// unsigned as stored (Q8_0: signed; IQ4_NL, MXFP4: the 4-bit code book index), plus
 // the per-block scale metadata.
 struct block_view {
   int q[32];
-  uint16_t d = 0, m = 0;    // legacy fp16 scale / min bits
+  uint32_t d = 0;           // legacy fp16 scale bits (MXFP4: f32 bits of the converted E8M0 scale)
+  uint16_t m = 0;           // legacy fp16 min bits
   int sc[2] = {0, 0};       // K-quants: 6-bit scale (Q6_K, Q3_K, Q2_K: scale of each 16-half)
   int mn[2] = {0, 0};       // K-quants: 6-bit min (Q2_K: min of each 16-half)
   uint16_t sd = 0, sm = 0;  // K-quants: super-block d / dmin bits
@@ -31,6 +33,12 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
       const auto& blk = reinterpret_cast<const block_iq4_nl*>(row)[b];
       for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
       v.d = blk.d;
+      return;
+    }
+    case ggml_type::mxfp4: {
+      const auto& blk = reinterpret_cast<const block_mxfp4*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
+      v.d = bits_from_f32(e8m0_half_to_f32(blk.e));  // exact: a power of two
       return;
     }
     case ggml_type::q4_1: {
@@ -156,6 +164,7 @@ void put_block_scales(ggml_type type, const group_layout& L, const block_view& v
 }
 
 void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 
 // Byte-level repacking of one GGUF row into column c of its group record g,
 // for the types whose packed bytes are GGUF bytes moved (or nibbles paired)
@@ -283,7 +292,8 @@ void repack_groups_elementwise(ggml_type type, const void* src, int64_t n_out, i
     for (int64_t b = 0; b < L.nb; ++b) {
       read_block(type, row, b, v);
       put_quants(type, L, v, b, c, g);
-      if (L.d >= 0) put_u16(g + L.d + b * 16 + 2 * c, v.d);
+      if (L.d_block == 32) put_u32(g + L.d + b * 32 + 4 * c, v.d);
+      else if (L.d >= 0) put_u16(g + L.d + b * 16 + 2 * c, uint16_t(v.d));
       if (L.m >= 0) put_u16(g + L.m + b * 16 + 2 * c, v.m);
       put_block_scales(type, L, v, b, c, g);
       if (L.sd >= 0 && b % 8 == 0) put_u16(g + L.sd + (b / 8) * 16 + 2 * c, v.sd);
