@@ -76,7 +76,7 @@ struct dec_legacy {
   }
 };
 
-// Q8_0, IQ4_NL and MXFP4: signed quants, one d per block and column (fp16; MXFP4: f32), no min.
+// Q8_0, IQ4_NL and MXFP4: signed quants, one d per block and column (fp16; MXFP4: bf16), no min.
 template <ggml_type T>
 struct dec_signed_d {
   static constexpr ggml_type type = T;
@@ -88,7 +88,7 @@ struct dec_signed_d {
   dec_signed_d(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_d8<T>(g + L->d + L->d_block * b);
+    vd = load_d8<T>(g + L->d + 16 * b);
     vm = _mm256_setzero_ps();
   }
 };

@@ -90,7 +90,7 @@ struct dec_legacy {
 };
 
 // Q8_0, IQ4_NL and MXFP4: signed weights fed as w + 128 with the -128 * sum(a)
-// start value, one d per block and column (fp16; MXFP4: f32), no min.
+// start value, one d per block and column (fp16; MXFP4: bf16), no min.
 template <ggml_type T>
 struct dec_biased_d {
   static constexpr ggml_type type = T;
@@ -103,7 +103,7 @@ struct dec_biased_d {
   const group_layout* L;
   dec_biased_d(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_d8<T>(g + L->d + L->d_block * b);
+    vd = load_d8<T>(g + L->d + 16 * b);
     vm = _mm256_setzero_ps();
   }
 };

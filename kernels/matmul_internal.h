@@ -87,8 +87,9 @@ bool is_quantized(ggml_type t);
 //   qh  (Q6_K): 64 B per block = 2 x 32 B; in half h (vectors 4h..4h+3),
 //        bits 2t..2t+1 of byte (4c+i) = bits 4..5 of quant w[c][4(4h+t)+i].
 //   d   (legacy types, IQ4_NL): 16 B per block = 8 fp16 scales (column order).
-//       (MXFP4): 32 B per block = 8 f32 scales e8m0_half_to_f32(e), converted
-//               exactly at repack (2^-128 .. 2^127 does not fit an fp16).
+//       (MXFP4): 16 B per block = 8 bf16 scales e8m0_half_to_f32(e), converted at
+//               repack: 2^(e-128) is exact in bf16 (its f32 bits have zero low 16
+//               bits, subnormals included), though 2^-128 .. 2^127 fits no fp16.
 //   m   (Q4_1, Q5_1):   16 B per block = 8 fp16 mins.
 //   sc  (Q4_K, Q5_K): 8 B per block = 6-bit scale per column (u8).
 //       (Q6_K, Q3_K): 16 B per block = int8 scale of k 0..15 for columns
@@ -102,7 +103,7 @@ bool is_quantized(ggml_type t);
 //
 // Quants are stored unsigned (as in GGUF) except Q8_0. The math per block:
 //   IQ4_NL   : value = d*iq4nl_values[q]   (signed code book value, as Q8_0's q)
-//   MXFP4    : value = d*mxfp4_values[q]   (as IQ4_NL, d the f32 scale)
+//   MXFP4    : value = d*mxfp4_values[q]   (as IQ4_NL, d from bf16)
 //   Q4_0/Q5_0: value = d*(q-8) / d*(q-16), the offset taken in the int32 dot
 //   Q4_1/Q5_1: value = d*q + m
 //   Q4_K/Q5_K: value = sd*(sc*q) + (-sm)*mn
@@ -120,8 +121,7 @@ struct group_layout {
   int64_t nb = 0;       // 32-blocks per row (quantized types)
   int64_t qs = -1, qs_block = 0;   // region offsets (bytes from group start, -1 = absent)
   int64_t qh = -1, qh_block = 0;   // and bytes per block
-  int64_t d = -1, d_block = 0;     // d_block B per block (16: fp16; 32: f32, MXFP4)
-  int64_t m = -1;                  // 16 B per block
+  int64_t d = -1, m = -1;          // 16 B per block
   int64_t sc = -1, sc_block = 0;
   int64_t mn = -1;                 // 8 B per block (Q4_K, Q5_K)
   int64_t sd = -1, sm = -1;        // 16 B per super-block
@@ -161,8 +161,7 @@ constexpr group_layout layout_of(ggml_type type, int64_t n_in) {
     region(L.qh, 64, nb);
   }
   if (!kq) {
-    L.d_block = type == ggml_type::mxfp4 ? 32 : 16;
-    region(L.d, L.d_block, nb);
+    region(L.d, 16, nb);
     if (type == ggml_type::q4_1 || type == ggml_type::q5_1) region(L.m, 16, nb);
   } else {
     L.sc_block = k45 ? 8 : 16;
@@ -188,7 +187,7 @@ struct region_list {
 };
 constexpr region_list regions_of(const group_layout& L) {
   const region_entry all[] = {{&group_layout::qs, L.qs_block, true}, {&group_layout::qh, L.qh_block, true},
-                              {&group_layout::d, L.d_block, true},   {&group_layout::m, 16, true},
+                              {&group_layout::d, 16, true},          {&group_layout::m, 16, true},
                               {&group_layout::sc, L.sc_block, true}, {&group_layout::mn, 8, true},
                               {&group_layout::sd, 16, false},        {&group_layout::sm, 16, false}};
   region_list out{};

@@ -79,12 +79,16 @@ inline constexpr int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, 
 // Half the E8M0 scale 2^(e - 127), i.e. exactly 2^(e - 128), as ggml's
 // GGML_E8M0_TO_FP32_HALF: e = 0 and 1 give the subnormals 2^-128 and 2^-127, e = 255
 // gives 2^127 (ggml does not treat it as the OCP spec's NaN; neither does spate).
+inline uint32_t e8m0_half_bits(uint8_t e) { return e < 2 ? uint32_t{0x00200000} << e : uint32_t(e - 1) << 23; }
 inline float e8m0_half_to_f32(uint8_t e) {
-  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : uint32_t(e - 1) << 23;
+  const uint32_t bits = e8m0_half_bits(e);
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
+// The same value as a bfloat16 (the top 16 bits of the f32): exact for every e, as the
+// low 16 bits of e8m0_half_bits are always zero.
+inline uint16_t e8m0_half_to_bf16(uint8_t e) { return uint16_t(e8m0_half_bits(e) >> 16); }
 
 // value = d * q, q in [-128, 127]
 struct block_q8_0 {

@@ -2,7 +2,6 @@
 // AVX2 and AVX-512 matmul kernels. The layout is documented in matmul_internal.h.
 #include <cstring>
 
-#include "kernels/fp16.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
 
@@ -14,8 +13,7 @@ namespace {
 // the per-block scale metadata.
 struct block_view {
   int q[32];
-  uint32_t d = 0;           // legacy fp16 scale bits (MXFP4: f32 bits of the converted E8M0 scale)
-  uint16_t m = 0;           // legacy fp16 min bits
+  uint16_t d = 0, m = 0;    // legacy fp16 scale / min bits (MXFP4 d: bf16 bits of its scale)
   int sc[2] = {0, 0};       // K-quants: 6-bit scale (Q6_K, Q3_K, Q2_K: scale of each 16-half)
   int mn[2] = {0, 0};       // K-quants: 6-bit min (Q2_K: min of each 16-half)
   uint16_t sd = 0, sm = 0;  // K-quants: super-block d / dmin bits
@@ -38,7 +36,7 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
     case ggml_type::mxfp4: {
       const auto& blk = reinterpret_cast<const block_mxfp4*>(row)[b];
       for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
-      v.d = bits_from_f32(e8m0_half_to_f32(blk.e));  // exact: a power of two
+      v.d = e8m0_half_to_bf16(blk.e);
       return;
     }
     case ggml_type::q4_1: {
@@ -164,7 +162,6 @@ void put_block_scales(ggml_type type, const group_layout& L, const block_view& v
 }
 
 void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
-void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 
 // Byte-level repacking of one GGUF row into column c of its group record g,
 // for the types whose packed bytes are GGUF bytes moved (or nibbles paired)
@@ -292,8 +289,7 @@ void repack_groups_elementwise(ggml_type type, const void* src, int64_t n_out, i
     for (int64_t b = 0; b < L.nb; ++b) {
       read_block(type, row, b, v);
       put_quants(type, L, v, b, c, g);
-      if (L.d_block == 32) put_u32(g + L.d + b * 32 + 4 * c, v.d);
-      else if (L.d >= 0) put_u16(g + L.d + b * 16 + 2 * c, uint16_t(v.d));
+      if (L.d >= 0) put_u16(g + L.d + b * 16 + 2 * c, v.d);
       if (L.m >= 0) put_u16(g + L.m + b * 16 + 2 * c, v.m);
       put_block_scales(type, L, v, b, c, g);
       if (L.sd >= 0 && b % 8 == 0) put_u16(g + L.sd + (b / 8) * 16 + 2 * c, v.sd);

@@ -113,12 +113,16 @@ __attribute__((always_inline)) inline __m256i code_book_vec(const uint8_t* qs, _
 }
 
 // The 8 per-column f32 scales of a 32-block of type T from its d entry at p: 8 fp16
-// (Q8_0, IQ4_NL and the legacy types) or 8 f32 (MXFP4: its E8M0 scales, converted
+// (Q8_0, IQ4_NL and the legacy types) or 8 bf16 (MXFP4: its E8M0 scales, converted
 // exactly at repack). Exact either way.
 template <ggml_type T>
 __attribute__((always_inline)) inline __m256 load_d8(const uint8_t* p) {
-  if constexpr (T == ggml_type::mxfp4) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  else return load_f16x8(p);
+  if constexpr (T == ggml_type::mxfp4) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    return load_f16x8(p);
+  }
 }
 
 // Per-column scale vd and min vm of a legacy block from its 8 fp16 scales at g + d:

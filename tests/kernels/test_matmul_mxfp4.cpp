@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "isa_test_util.h"
+#include "kernels/fp16.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/quant_blocks.h"
@@ -165,6 +166,15 @@ TEST_P(MatmulMxfp4, OverflowToInfinityAlike) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, MatmulMxfp4, ::testing::ValuesIn(k_simd_levels), level_label);
+
+// The repacked records (avx2, avx512) hold MXFP4's scale 2^(e - 128) as a bf16: exact for
+// every exponent, the subnormal ones (e = 0, 1) included.
+TEST(MatmulMxfp4Reference, ScaleExactInBf16) {
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(e8m0_half_to_f32(uint8_t(e)), std::ldexp(1.0f, e - 128)) << e;
+    EXPECT_EQ(bf16_to_f32(e8m0_half_to_bf16(uint8_t(e))), std::ldexp(1.0f, e - 128)) << e;
+  }
+}
 
 // The scalar reference against float math on the dequantized q8 activations, random
 // weights over the usual exponents and the odd shape: only the f32 rounding differs.
