@@ -11,7 +11,8 @@ quants, scales and mins) and one of all-zero bits but the scales (IQ4_NL:
 every quant 15, and every quant 0, the two ends of its code book). MXFP4 has
 no fp16 field: its random blocks keep random E8M0 exponents, the first ones
 set to the extremes (0 and 1: subnormal scales; 254, 255: values that
-overflow to infinity), and the all-ones block is e = 255 with every value -12.
+overflow to infinity), the others quantized by the package from normal values,
+and the all-ones block is e = 255 with every value -12.
 
 Format, per type: a line "TYPE N_BLOCKS", one line of the blocks' bytes in hex,
 then one line per block of its float32 values (256 for the K-quants, 32 for
@@ -51,6 +52,10 @@ def blocks_for(qtype, rng) -> np.ndarray:
         blocks[n_random + 1, 0:16] = rng.integers(0, 256, size=16, dtype=np.uint8)
     elif qtype == Q.MXFP4:
         blocks[:len(MXFP4_EXPONENTS), 0] = MXFP4_EXPONENTS
+        # The last random blocks: normal values at three magnitudes quantized by the package.
+        n_q = n_random - len(MXFP4_EXPONENTS)
+        values = rng.normal(size=(n_q, 32)) * np.array([1e-3, 1.0, 1e3] * n_q)[:n_q, None]
+        blocks[len(MXFP4_EXPONENTS):n_random] = gguf.quants.quantize(values.astype(np.float32), qtype)
     return blocks
 
 
