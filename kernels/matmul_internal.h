@@ -262,7 +262,7 @@ bool with_legacy_decoder(ggml_type t, F&& f) {
 
 // Fills dst (layout_of(type, n_in).stride * ceil(n_out/8) bytes, zero-initialised by the caller)
 // from GGUF rows at src. Pure, single-threaded.
-// Q4_0, Q4_1, IQ4_NL, Q8_0 and Q4_K move bytes and nibbles row by row; the
+// Q4_0, Q4_1, IQ4_NL, MXFP4, Q8_0 and Q4_K move bytes and nibbles row by row; the
 // other types decode each quant (repack_groups_elementwise, which handles
 // every type and writes the same bytes: tests/kernels/test_repack.cpp).
 void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in, uint8_t* dst);
