@@ -12,8 +12,10 @@
 // block to int8 with an f32 scale (round-to-nearest-even of x * 127/amax), the
 // weight-block x activation-block dot product is exact in int32, and the f32
 // accumulation over blocks runs in block order with one fixed sequence of
-// multiplies/FMAs per output. Float weight types (F32/F16/BF16) use f32
-// activations and one f32 FMA chain per output in k order:
+// multiplies/FMAs per output. Weight scales and their products with d_a may be
+// subnormal (MXFP4's 2^-128 and 2^-127): every level computes them as IEEE
+// subnormals (the default MXCSR; nothing in spate sets FTZ or DAZ). Float weight
+// types (F32/F16/BF16) use f32 activations and one f32 FMA chain per output in k order:
 //   acc = 0; for k = 0..n_in-1: acc = fma(float(W[c][k]), x[r][k], acc).
 //
 // Batch invariance (guaranteed, bitwise): y[r][c] depends only on W, on row r of
