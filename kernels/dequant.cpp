@@ -97,6 +97,13 @@ void dequantize_row(ggml_type type, const void* src, float* dst, int64_t n) {
         for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = d * float(iq4nl_values[q4_quant(blk.qs, e)]);
       }
       return;
+    case ggml_type::mxfp4:  // as ggml's dequantize_row_mxfp4: float(value) * scale, bit for bit
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto& blk = blocks<block_mxfp4>(src)[b];
+        const float d = e8m0_half_to_f32(blk.e);
+        for (int e = 0; e < qk32; ++e) dst[b * qk32 + e] = float(mxfp4_values[q4_quant(blk.qs, e)]) * d;
+      }
+      return;
     case ggml_type::q2_k:
       for (int64_t b = 0; b < nb; ++b) {
         const auto& blk = blocks<block_q2_k>(src)[b];

@@ -35,6 +35,7 @@ std::optional<type_traits> traits_of(uint32_t raw) {
     case 30: return type_traits{"BF16", 1, 2, true};
     case 34: return type_traits{"TQ1_0", 256, 54, false};
     case 35: return type_traits{"TQ2_0", 256, 66, false};
+    case 39: return type_traits{"MXFP4", 32, 17, true};
     default: return std::nullopt;
   }
 }

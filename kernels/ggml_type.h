@@ -28,6 +28,7 @@ enum class ggml_type : uint32_t {
   q8_k = 15,
   iq4_nl = 20,
   bf16 = 30,
+  mxfp4 = 39,  // OCP microscaling FP4 (gpt-oss experts)
 };
 
 struct type_traits {

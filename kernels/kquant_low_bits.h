@@ -102,7 +102,7 @@ inline void fill_half_bias_table(const void* act, int64_t n_in, int64_t r0, int6
 
 // Block-bias table for rows [r0, r1): entry (r - r0) * nb + b = mul * s, s = sum of the
 // 32 activation quants of block b of row r. Exact (|entry| <= 128 * 32 * 127). The start
-// value of a block's int32 sum when the weights are fed with an offset: Q8_0 and IQ4_NL
+// value of a block's int32 sum when the weights are fed with an offset: Q8_0, IQ4_NL and MXFP4
 // as w + 128 (mul = -128), Q4_0 and Q5_0 as their unsigned quants q (mul = -8, -16).
 inline void fill_block_bias_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int mul, int32_t* out) {
   const int64_t nb = n_in / 32;
@@ -133,7 +133,7 @@ inline constexpr bool half_mins_of = requires { requires Dec::half_mins; };
 template <class Dec>
 inline constexpr bool half_bias_of = requires { Dec::bias_mul; };
 // The block-bias multiplier of decoders whose block sums start at mul * sum(a)
-// (they declare block_bias_mul: Q4_0 -8, Q5_0 -16; avx512 Q8_0 / IQ4_NL -128); 0: none.
+// (they declare block_bias_mul: Q4_0 -8, Q5_0 -16; avx512 Q8_0 / IQ4_NL / MXFP4 -128); 0: none.
 template <class Dec>
 constexpr int block_bias_mul_of() {
   if constexpr (requires { Dec::block_bias_mul; }) return Dec::block_bias_mul;

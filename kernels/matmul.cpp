@@ -50,6 +50,7 @@ bool supported(ggml_type t) {
   switch (t) {
     case ggml_type::f32: case ggml_type::f16: case ggml_type::bf16: case ggml_type::q8_0:
     case ggml_type::q4_0: case ggml_type::q4_1: case ggml_type::q5_0: case ggml_type::q5_1: case ggml_type::iq4_nl:
+    case ggml_type::mxfp4:
     case ggml_type::q2_k: case ggml_type::q3_k: case ggml_type::q4_k: case ggml_type::q5_k: case ggml_type::q6_k:
       return true;
     default:
@@ -63,7 +64,7 @@ namespace detail {
 bool has_avx512_kernel(ggml_type t) {
   return t == ggml_type::q4_0 || t == ggml_type::q4_1 || t == ggml_type::q5_0 || t == ggml_type::q5_1 ||
          t == ggml_type::q8_0 || t == ggml_type::q2_k || t == ggml_type::q3_k || t == ggml_type::q4_k ||
-         t == ggml_type::q5_k || t == ggml_type::q6_k || t == ggml_type::iq4_nl;
+         t == ggml_type::q5_k || t == ggml_type::q6_k || t == ggml_type::iq4_nl || t == ggml_type::mxfp4;
 }
 }  // namespace detail
 

@@ -12,8 +12,10 @@
 // block to int8 with an f32 scale (round-to-nearest-even of x * 127/amax), the
 // weight-block x activation-block dot product is exact in int32, and the f32
 // accumulation over blocks runs in block order with one fixed sequence of
-// multiplies/FMAs per output. Float weight types (F32/F16/BF16) use f32
-// activations and one f32 FMA chain per output in k order:
+// multiplies/FMAs per output. Weight scales and their products with d_a may be
+// subnormal (MXFP4's 2^-128 and 2^-127): every level computes them as IEEE
+// subnormals (the default MXCSR; nothing in spate sets FTZ or DAZ). Float weight
+// types (F32/F16/BF16) use f32 activations and one f32 FMA chain per output in k order:
 //   acc = 0; for k = 0..n_in-1: acc = fma(float(W[c][k]), x[r][k], acc).
 //
 // Batch invariance (guaranteed, bitwise): y[r][c] depends only on W, on row r of
@@ -84,7 +86,7 @@ class packed_weight {
 // Throws std::invalid_argument naming the type if unsupported or n_in is not a multiple of the block size
 // (also for n_out < 1, n_in < 1 or data == nullptr).
 // level picks the kernels used for this weight (normally active_isa()); requires cpu_supports(level).
-// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+// Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
 // data: n_out * row_bytes(type, n_in) bytes, GGUF layout, rows contiguous.
 packed_weight pack_weight(ggml_type type, const void* data, int64_t n_out, int64_t n_in, isa_level level);
 
@@ -139,7 +141,7 @@ void quantize_act(const packed_weight& w, const float* x, int64_t ldx, int64_t r
 // Only y[r*ldy + c] for c in [col_begin, col_end) are written.
 int64_t col_granularity(const packed_weight& w);
 // The column-range multiple (of col_granularity) at which matmul of n_rows rows runs fastest:
-// 32 where the avx512 kernel tiles two pairs of groups (legacy types, IQ4_NL, Q4_K, Q5_K with
+// 32 where the avx512 kernel tiles two pairs of groups (legacy types, IQ4_NL, MXFP4, Q4_K, Q5_K with
 // several rows), else col_granularity(w). Splitting at other multiples gives the same results.
 int64_t col_split_multiple(const packed_weight& w, int64_t n_rows);
 void matmul(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin, int64_t col_end);

@@ -20,7 +20,7 @@
 // Integer partial sums never overflow int16: |maddubs| pairs are bounded by
 // 2*15*127 (4-bit; 8 summed), 2*31*127 / 2*32*127 (5/6-bit; 4 summed),
 // 2*3*127 (Q2_K; 4 summed), 2*7*127 (Q3_K; 4 summed, plus 4*16*127),
-// 2*128*127 (8-bit; 1), 2*127*127 (IQ4_NL code book values; 1).
+// 2*128*127 (8-bit; 1), 2*127*127 (IQ4_NL code book values; 1), 2*12*127 (MXFP4; 1).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -76,8 +76,10 @@ struct dec_legacy {
   }
 };
 
-// Q8_0 and IQ4_NL: signed quants, one fp16 d per block and column, no min.
+// Q8_0, IQ4_NL and MXFP4: signed quants, one d per block and column (fp16; MXFP4: bf16), no min.
+template <ggml_type T>
 struct dec_signed_d {
+  static constexpr ggml_type type = T;
   static constexpr bool is_signed = true;
   static constexpr bool has_min = false;
   static constexpr int chunk = 1;
@@ -86,25 +88,24 @@ struct dec_signed_d {
   dec_signed_d(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   __m256i mult(int64_t, int) const { return _mm256_set1_epi16(1); }
   void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->d + 16 * b);
+    vd = load_d8<T>(g + L->d + 16 * b);
     vm = _mm256_setzero_ps();
   }
 };
 
-struct dec_q8_0 : dec_signed_d {
-  static constexpr ggml_type type = ggml_type::q8_0;
+struct dec_q8_0 : dec_signed_d<ggml_type::q8_0> {
   using dec_signed_d::dec_signed_d;
   template <int J>
   __m256i vec(int64_t b) const { return load256(g + L->qs + 256 * b + 32 * J); }
 };
 
-// IQ4_NL: value = d*iq4nl_values[q]; the 4-bit indices are looked up (vpshufb)
-// into the signed code book values (-127..113) and then fed as Q8_0's signed quants.
-struct dec_iq4_nl : dec_signed_d {
-  static constexpr ggml_type type = ggml_type::iq4_nl;
-  using dec_signed_d::dec_signed_d;
+// IQ4_NL / MXFP4: value = d*code_book<T>[q]; the 4-bit indices are looked up (vpshufb)
+// into the signed code book values and then fed as Q8_0's signed quants.
+template <ggml_type T>
+struct dec_code_book : dec_signed_d<T> {
+  using dec_signed_d<T>::dec_signed_d;
   template <int J>
-  __m256i vec(int64_t b) const { return iq4nl_vec<J>(g + L->qs + 128 * b, iq4nl_lut<0>()); }
+  __m256i vec(int64_t b) const { return code_book_vec<J>(this->g + this->L->qs + 128 * b, code_book_lut<T, 0>()); }
 };
 
 // Q4_K / Q5_K: value = sd*(sc*q) + (-sm)*mn.
@@ -435,7 +436,8 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
   auto run_legacy = [&]<class Dec>() { run_quant<Dec>(w, act, n_rows, y, ldy, col_begin, col_end); };
   if (with_legacy_decoder<dec_legacy, dec_q8_0>(w.type(), run_legacy)) return;
   switch (w.type()) {
-    case ggml_type::iq4_nl: return run_quant<dec_iq4_nl>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::iq4_nl: return run_quant<dec_code_book<ggml_type::iq4_nl>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::mxfp4: return run_quant<dec_code_book<ggml_type::mxfp4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);

@@ -1,5 +1,5 @@
 // AVX-512 VNNI matmul kernels for the legacy quantized types (Q4_0, Q4_1,
-// Q5_0, Q5_1, Q8_0), IQ4_NL and the K-quants (Q2_K .. Q6_K) over the 8-column
+// Q5_0, Q5_1, Q8_0), IQ4_NL, MXFP4 and the K-quants (Q2_K .. Q6_K) over the 8-column
 // groups of matmul_internal.h in their inline records (the same entries
 // as the avx2 kernels' records, stored block by block; read through inline_dec).
 //
@@ -31,8 +31,8 @@
 // block's offset stays in the exact int32 sum, so their float part per
 // (row, block) is one multiply and one FMA, as Q8_0's, not two FMAs.
 // Bounds: |partial| <= 8 vectors * 4 * 255 * 127 < 2^21: no int32 overflow.
-// IQ4_NL (signed code book values v = iq4nl_values[q]) is fed the same way:
-// the vpshufb table holds v + 128 (1..241), with the same -128 * sum(a) start.
+// IQ4_NL and MXFP4 (signed code book values v = iq4nl_values[q], mxfp4_values[q])
+// are fed the same way: the vpshufb table holds v + 128, with the same -128 * sum(a) start.
 //
 // K-quants: a 32-block's integer sum is scaled per column by its sub-block
 // scale(s) in int32, exactly as the avx2 kernel's madd by the scales:
@@ -89,9 +89,11 @@ struct dec_legacy {
   }
 };
 
-// Q8_0 and IQ4_NL: signed weights fed as w + 128 with the -128 * sum(a)
-// start value, one fp16 d per block and column, no min.
+// Q8_0, IQ4_NL and MXFP4: signed weights fed as w + 128 with the -128 * sum(a)
+// start value, one d per block and column (fp16; MXFP4: bf16), no min.
+template <ggml_type T>
 struct dec_biased_d {
+  static constexpr ggml_type type = T;
   static constexpr bool has_min = false;
   static constexpr bool has_bias = true;
   static constexpr int n_bias = 1;
@@ -101,13 +103,12 @@ struct dec_biased_d {
   const group_layout* L;
   dec_biased_d(const uint8_t* g_, const group_layout* L_) : g(g_), L(L_) {}
   void scales(int64_t b, __m256& vd, __m256& vm) const {
-    vd = load_f16x8(g + L->d + 16 * b);
+    vd = load_d8<T>(g + L->d + 16 * b);
     vm = _mm256_setzero_ps();
   }
 };
 
-struct dec_q8_0 : dec_biased_d {
-  static constexpr ggml_type type = ggml_type::q8_0;
+struct dec_q8_0 : dec_biased_d<ggml_type::q8_0> {
   using dec_biased_d::dec_biased_d;
   template <int J>
   __m256i vec(int64_t b) const {
@@ -115,11 +116,11 @@ struct dec_q8_0 : dec_biased_d {
   }
 };
 
-struct dec_iq4_nl : dec_biased_d {  // the lookup table holds v + 128
-  static constexpr ggml_type type = ggml_type::iq4_nl;
-  using dec_biased_d::dec_biased_d;
+template <ggml_type T>
+struct dec_code_book : dec_biased_d<T> {  // IQ4_NL, MXFP4: the lookup table holds v + 128
+  using dec_biased_d<T>::dec_biased_d;
   template <int J>
-  __m256i vec(int64_t b) const { return iq4nl_vec<J>(g + L->qs + 128 * b, iq4nl_lut<128>()); }
+  __m256i vec(int64_t b) const { return code_book_vec<J>(this->g + this->L->qs + 128 * b, code_book_lut<T, 128>()); }
 };
 
 // K-quant decoders: vec<J> as unsigned bytes, scale32(b, h) the int32
@@ -672,7 +673,8 @@ void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, floa
     return;
   }
   switch (w.type()) {
-    case ggml_type::iq4_nl: return run_quant<dec_iq4_nl>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::iq4_nl: return run_quant<dec_code_book<ggml_type::iq4_nl>>(w, act, n_rows, y, ldy, col_begin, col_end);
+    case ggml_type::mxfp4: return run_quant<dec_code_book<ggml_type::mxfp4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q4_k: return run_quant<dec_k45<4>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q5_k: return run_quant<dec_k45<5>>(w, act, n_rows, y, ldy, col_begin, col_end);
     case ggml_type::q6_k: return run_quant<dec_q6_k>(w, act, n_rows, y, ldy, col_begin, col_end);

@@ -73,10 +73,10 @@ bool is_quantized(ggml_type t);
 // These vectors are stored compactly, region by region (nb entries each; the
 // packed weights hold them as inline records, below, that keep these entries):
 //
-//   qs  (4- 5- 6-bit types, IQ4_NL): 128 B per block = 4 x 32 B; packed
+//   qs  (4- 5- 6-bit types, IQ4_NL, MXFP4): 128 B per block = 4 x 32 B; packed
 //        vector p (p=0..3) holds vector p in its low nibbles, vector p+4 in
-//        its high nibbles (low 4 bits of the quant, unsigned; IQ4_NL: the
-//        code book index 0..15, as Q4_0's qs).
+//        its high nibbles (low 4 bits of the quant, unsigned; IQ4_NL, MXFP4:
+//        the code book index 0..15, as Q4_0's qs).
 //   qs  (Q8_0): 256 B per block = vectors 0..7 as signed int8.
 //   qs  (Q2_K, Q3_K): 64 B per block = 2 x 32 B; packed vector h (h=0,1)
 //        holds vectors 4h..4h+3 (the 16-element half h of the block): bits
@@ -87,6 +87,9 @@ bool is_quantized(ggml_type t);
 //   qh  (Q6_K): 64 B per block = 2 x 32 B; in half h (vectors 4h..4h+3),
 //        bits 2t..2t+1 of byte (4c+i) = bits 4..5 of quant w[c][4(4h+t)+i].
 //   d   (legacy types, IQ4_NL): 16 B per block = 8 fp16 scales (column order).
+//       (MXFP4): 16 B per block = 8 bf16 scales e8m0_half_to_f32(e), converted at
+//               repack: 2^(e-128) is exact in bf16 (its f32 bits have zero low 16
+//               bits, subnormals included), though 2^-128 .. 2^127 fits no fp16.
 //   m   (Q4_1, Q5_1):   16 B per block = 8 fp16 mins.
 //   sc  (Q4_K, Q5_K): 8 B per block = 6-bit scale per column (u8).
 //       (Q6_K, Q3_K): 16 B per block = int8 scale of k 0..15 for columns
@@ -100,6 +103,7 @@ bool is_quantized(ggml_type t);
 //
 // Quants are stored unsigned (as in GGUF) except Q8_0. The math per block:
 //   IQ4_NL   : value = d*iq4nl_values[q]   (signed code book value, as Q8_0's q)
+//   MXFP4    : value = d*mxfp4_values[q]   (as IQ4_NL, d from bf16)
 //   Q4_0/Q5_0: value = d*(q-8) / d*(q-16), the offset taken in the int32 dot
 //   Q4_1/Q5_1: value = d*q + m
 //   Q4_K/Q5_K: value = sd*(sc*q) + (-sm)*mn
@@ -200,7 +204,7 @@ constexpr region_list regions_of(const group_layout& L) {
 // the hardware prefetchers follow worse; perf/read_patterns measures both orders,
 // figures in docs/journal/performance.md, "Inline records"):
 //
-//   legacy, IQ4_NL : | block 0: qs qh d m | block 1: qs qh d m | ...            (block_bytes each)
+//   legacy, IQ4_NL, MXFP4 : | block 0: qs qh d m | block 1: qs qh d m | ...     (block_bytes each)
 //   K-quants       : | head 0: sd sm | block 0: qs qh sc mn | ... | block 7 | head 1: sd sm | block 8 ...
 //
 // (absent regions take no bytes). `at` holds the offsets inside a block (qs, qh,
@@ -258,7 +262,7 @@ bool with_legacy_decoder(ggml_type t, F&& f) {
 
 // Fills dst (layout_of(type, n_in).stride * ceil(n_out/8) bytes, zero-initialised by the caller)
 // from GGUF rows at src. Pure, single-threaded.
-// Q4_0, Q4_1, IQ4_NL, Q8_0 and Q4_K move bytes and nibbles row by row; the
+// Q4_0, Q4_1, IQ4_NL, MXFP4, Q8_0 and Q4_K move bytes and nibbles row by row; the
 // other types decode each quant (repack_groups_elementwise, which handles
 // every type and writes the same bytes: tests/kernels/test_repack.cpp).
 void repack_groups(ggml_type type, const void* src, int64_t n_out, int64_t n_in, uint8_t* dst);
@@ -275,7 +279,7 @@ void matmul_avx2(const packed_weight& w, const void* act, int64_t n_rows, float*
                  int64_t col_end);
 
 // AVX-512 VNNI implementations (matmul_avx512.cpp) of the quantized types
-// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) over the inline records, bitwise
+// (has_avx512_kernel: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K .. Q6_K) over the inline records, bitwise
 // equal to matmul_avx2 for every input. Only call when cpu_supports(isa_level::avx512);
 // other types must go to matmul_avx2. Activations: the avx2 quantizer's bytes,
 // written by quantize_act_q8_avx512 on 16 lanes.

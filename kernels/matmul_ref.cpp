@@ -52,6 +52,14 @@ inline int dot32(const int* q, const int8_t* a) {
   return s;
 }
 
+// Exact dot of a 4-bit lookup-table block (IQ4_NL, MXFP4: code book indices qs in the
+// Q4_0 nibble order) with 32 int8 activations: the signed code book values fed as Q8_0's q.
+inline int code_book_dot(const uint8_t* qs, const int8_t* book, const int8_t* a) {
+  int q[32];
+  for (int e = 0; e < 32; ++e) q[e] = book[q4_quant(qs, e)];
+  return dot32(q, a);
+}
+
 float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int64_t nb) {
   float acc = 0.0f;
   int q[32];
@@ -93,8 +101,12 @@ float dot_row_quant(ggml_type type, const uint8_t* row, const q8_act_row& a, int
       }
       case ggml_type::iq4_nl: {
         const auto& blk = reinterpret_cast<const block_iq4_nl*>(row)[b];
-        for (int e = 0; e < 32; ++e) q[e] = iq4nl_values[q4_quant(blk.qs, e)];
-        acc = std::fma(float(dot32(q, aq)), fp16_to_f32(blk.d) * da, acc);
+        acc = std::fma(float(code_book_dot(blk.qs, iq4nl_values, aq)), fp16_to_f32(blk.d) * da, acc);
+        break;
+      }
+      case ggml_type::mxfp4: {  // d_w = 2^(e - 128) (subnormal for e < 2): an exact f32, as the SIMD kernels'
+        const auto& blk = reinterpret_cast<const block_mxfp4*>(row)[b];
+        acc = std::fma(float(code_book_dot(blk.qs, mxfp4_values, aq)), e8m0_half_to_f32(blk.e) * da, acc);
         break;
       }
       case ggml_type::q4_k:

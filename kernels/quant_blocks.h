@@ -6,13 +6,14 @@
 // row of a GGUF tensor can be reinterpreted as an array of these blocks (the
 // blocks have alignment 2 or 4 at most; GGUF data offsets are 32-aligned).
 //
-// Element order inside the legacy 32-element blocks (Q4_0/Q4_1/Q5_0/Q5_1, and IQ4_NL):
+// Element order inside the legacy 32-element blocks (Q4_0/Q4_1/Q5_0/Q5_1, IQ4_NL and MXFP4):
 //   element j      (j = 0..15) : low  nibble of qs[j]
 //   element j + 16 (j = 0..15) : high nibble of qs[j]
 //   Q5 fifth bit of element e (e = 0..31): bit e of the little-endian uint32 qh.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 namespace spate::kernels {
 
@@ -61,6 +62,33 @@ static_assert(sizeof(block_iq4_nl) == 18);
 // The fixed non-linear IQ4_NL code book (ggml's kvalues_iq4nl), indexed by the 4-bit quant.
 inline constexpr int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4 (OCP microscaling FP4, GGUF type 39): value = e8m0_half_to_f32(e) * mxfp4_values[q],
+// q in [0, 15] (the Q4_0 nibble order above); e is the block's E8M0 exponent.
+struct block_mxfp4 {
+  uint8_t e;
+  uint8_t qs[qk32 / 2];
+};
+static_assert(sizeof(block_mxfp4) == 17);
+
+// The E2M1 FP4 values doubled (ggml's kvalues_mxfp4), indexed by the 4-bit quant: bit 3 is
+// the sign (index 8, FP4's -0, is 0 like index 0). Doubled so that they are integers; the
+// block scale is halved to match (e8m0_half_to_f32).
+inline constexpr int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half the E8M0 scale 2^(e - 127), i.e. exactly 2^(e - 128), as ggml's
+// GGML_E8M0_TO_FP32_HALF: e = 0 and 1 give the subnormals 2^-128 and 2^-127, e = 255
+// gives 2^127 (ggml does not treat it as the OCP spec's NaN; neither does spate).
+inline uint32_t e8m0_half_bits(uint8_t e) { return e < 2 ? uint32_t{0x00200000} << e : uint32_t(e - 1) << 23; }
+inline float e8m0_half_to_f32(uint8_t e) {
+  const uint32_t bits = e8m0_half_bits(e);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// The same value as a bfloat16 (the top 16 bits of the f32): exact for every e, as the
+// low 16 bits of e8m0_half_bits are always zero.
+inline uint16_t e8m0_half_to_bf16(uint8_t e) { return uint16_t(e8m0_half_bits(e) >> 16); }
 
 // value = d * q, q in [-128, 127]
 struct block_q8_0 {

@@ -9,11 +9,11 @@ namespace spate::kernels::detail {
 namespace {
 
 // The 32 quants of block b (a 32-element slice of the row) of one GGUF row,
-// unsigned as stored (Q8_0: signed; IQ4_NL: the 4-bit code book index), plus
+// unsigned as stored (Q8_0: signed; IQ4_NL, MXFP4: the 4-bit code book index), plus
 // the per-block scale metadata.
 struct block_view {
   int q[32];
-  uint16_t d = 0, m = 0;    // legacy fp16 scale / min bits
+  uint16_t d = 0, m = 0;    // legacy fp16 scale / min bits (MXFP4 d: bf16 bits of its scale)
   int sc[2] = {0, 0};       // K-quants: 6-bit scale (Q6_K, Q3_K, Q2_K: scale of each 16-half)
   int mn[2] = {0, 0};       // K-quants: 6-bit min (Q2_K: min of each 16-half)
   uint16_t sd = 0, sm = 0;  // K-quants: super-block d / dmin bits
@@ -31,6 +31,12 @@ void read_block(ggml_type type, const uint8_t* row, int64_t b, block_view& v) {
       const auto& blk = reinterpret_cast<const block_iq4_nl*>(row)[b];
       for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
       v.d = blk.d;
+      return;
+    }
+    case ggml_type::mxfp4: {
+      const auto& blk = reinterpret_cast<const block_mxfp4*>(row)[b];
+      for (int e = 0; e < 32; ++e) v.q[e] = q4_quant(blk.qs, e);
+      v.d = e8m0_half_to_bf16(blk.e);
       return;
     }
     case ggml_type::q4_1: {
@@ -157,20 +163,27 @@ void put_block_scales(ggml_type type, const group_layout& L, const block_view& v
 
 void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
 
+// The 16-bit d entry of a 4-bit 32-block: its fp16 d, or MXFP4's scale as an exact bf16.
+template <typename Block>
+uint16_t d_entry(const Block& blk) {
+  if constexpr (requires { blk.e; }) return e8m0_half_to_bf16(blk.e);
+  else return blk.d;
+}
+
 // Byte-level repacking of one GGUF row into column c of its group record g,
 // for the types whose packed bytes are GGUF bytes moved (or nibbles paired)
 // without decoding every quant: the bulk of big files (a 30B mixture of
 // experts loads 2-3x faster). Returns false for the other types. Writes the
 // same bytes as the element-wise path (tests/kernels/test_repack.cpp).
 bool repack_row_fast(ggml_type type, const group_layout& L, const uint8_t* row, int c, uint8_t* g) {
-  // 4-bit legacy types: packed qs byte 32p + 4c + i = GGUF qs[4p + i] (elements
+  // 4-bit legacy types (and IQ4_NL, MXFP4): packed qs byte 32p + 4c + i = GGUF qs[4p + i] (elements
   // 4p+i and 4p+i+16 in its two nibbles, as the packed vector pair p, p+4 wants).
   auto legacy4 = [&]<typename Block>(const Block* blocks, bool has_min) {
     for (int64_t b = 0; b < L.nb; ++b) {
       const Block& blk = blocks[b];
       uint8_t* qs = g + L.qs + b * L.qs_block + 4 * c;
       for (int p = 0; p < 4; ++p) std::memcpy(qs + 32 * p, blk.qs + 4 * p, 4);
-      put_u16(g + L.d + b * 16 + 2 * c, blk.d);
+      put_u16(g + L.d + b * 16 + 2 * c, d_entry(blk));
       if constexpr (requires { blk.m; }) {
         if (has_min) put_u16(g + L.m + b * 16 + 2 * c, blk.m);
       }
@@ -182,6 +195,9 @@ bool repack_row_fast(ggml_type type, const group_layout& L, const uint8_t* row, 
       return true;
     case ggml_type::iq4_nl:
       legacy4(reinterpret_cast<const block_iq4_nl*>(row), false);
+      return true;
+    case ggml_type::mxfp4:
+      legacy4(reinterpret_cast<const block_mxfp4*>(row), false);
       return true;
     case ggml_type::q4_1:
       legacy4(reinterpret_cast<const block_q4_1*>(row), true);

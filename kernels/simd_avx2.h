@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/ggml_type.h"
 #include "kernels/quant_blocks.h"
 
 namespace spate::kernels::detail {
@@ -90,20 +91,38 @@ __attribute__((always_inline)) inline __m256i quant_vec(const uint8_t* g, int64_
   return w;
 }
 
-// IQ4_NL's code book (iq4nl_values) plus Bias (0: signed values; 128: the
-// values + 128 as unsigned bytes 1..241) in both 128-bit lanes: a vpshufb table.
-template <int Bias>
-__attribute__((always_inline)) inline __m256i iq4nl_lut() {
-  const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(iq4nl_values)));
+// The 16-entry int8 code book of a 4-bit lookup-table type T (IQ4_NL: iq4nl_values;
+// MXFP4: mxfp4_values), indexed by the 4-bit quant.
+template <ggml_type T>
+inline constexpr const int8_t* code_book = T == ggml_type::mxfp4 ? mxfp4_values : iq4nl_values;
+
+// T's code book plus Bias (0: signed values; 128: the values + 128 as unsigned bytes,
+// IQ4_NL 1..241, MXFP4 116..140) in both 128-bit lanes: a vpshufb table.
+template <ggml_type T, int Bias>
+__attribute__((always_inline)) inline __m256i code_book_lut() {
+  const __m256i t = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(code_book<T>)));
   if constexpr (Bias == 0) return t;
   else return _mm256_xor_si256(t, _mm256_set1_epi8(static_cast<char>(0x80)));  // v + 128 for v in [-128, 127]
 }
 
-// IQ4_NL weight vector J of the block whose packed qs (code book indices) start
-// at qs: each index replaced by its byte in lut (iq4nl_lut).
+// Weight vector J of a lookup-table block (IQ4_NL, MXFP4) whose packed qs (code book
+// indices) start at qs: each index replaced by its byte in lut (code_book_lut).
 template <int J>
-__attribute__((always_inline)) inline __m256i iq4nl_vec(const uint8_t* qs, __m256i lut) {
+__attribute__((always_inline)) inline __m256i code_book_vec(const uint8_t* qs, __m256i lut) {
   return _mm256_shuffle_epi8(lut, nibble_vec<J>(qs));
+}
+
+// The 8 per-column f32 scales of a 32-block of type T from its d entry at p: 8 fp16
+// (Q8_0, IQ4_NL and the legacy types) or 8 bf16 (MXFP4: its E8M0 scales, converted
+// exactly at repack). Exact either way.
+template <ggml_type T>
+__attribute__((always_inline)) inline __m256 load_d8(const uint8_t* p) {
+  if constexpr (T == ggml_type::mxfp4) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  } else {
+    return load_f16x8(p);
+  }
 }
 
 // Per-column scale vd and min vm of a legacy block from its 8 fp16 scales at g + d:

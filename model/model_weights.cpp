@@ -29,7 +29,7 @@ const gguf_tensor_info& need_tensor(const gguf_file& f, const std::string& name,
   const auto tr = kernels::traits_of(t->type);
   if (!tr || !tr->supported) {
     throw gguf_error("model '" + f.path() + "': tensor '" + name + "' has type " + kernels::type_name(t->type) +
-                     ", which spate does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
+                     ", which spate does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
   }
   return *t;
 }

@@ -30,6 +30,10 @@ std::vector<uint8_t> random_weight(ggml_type t, int64_t n_out, int64_t n_in) {
   const uint16_t h = f32_to_fp16(0.01f);
   for (int64_t i = 0; i < nblk; ++i) {
     uint8_t* b = w.data() + i * tr.block_bytes;
+    if (t == ggml_type::mxfp4) {  // an E8M0 exponent, no fp16 scale: 2^-8
+      b[0] = 120;
+      continue;
+    }
     // Offset of the fp16 d (and dmin right after it for Q4_1 / Q4_K / Q2_K).
     const int64_t at = t == ggml_type::q6_k ? 208 : (t == ggml_type::q3_k ? 108 : (t == ggml_type::q2_k ? 80 : 0));
     std::memcpy(b + at, &h, 2);
@@ -88,6 +92,8 @@ SHAPES(ggml_type::q4_1, Q4_1, rows_isa)
 SHAPES(ggml_type::q8_0, Q8_0, rows_isa)
 // IQ4_NL: llama-quantize's fallback for the tensors of Q2_K / Q3_K mixes whose rows are not a multiple of 256.
 SHAPES(ggml_type::iq4_nl, IQ4_NL, rows_isa)
+// MXFP4: gpt-oss's expert type; IQ4_NL's kernels with an f32 scale per block (compare the two).
+SHAPES(ggml_type::mxfp4, MXFP4, rows_isa)
 // K-quants need n_in % 256 == 0: the model's 576-wide inputs do not qualify.
 // Gemma 3 270M's K-quant shapes (inputs a multiple of 256): FFN down 2048 -> 640, attention output 1024 -> 640.
 #define KSHAPES(T, NAME)                                                                                       \
@@ -188,6 +194,8 @@ void one_row_isa(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(bm_model_1b, Q4_0, ggml_type::q4_0)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(bm_model_1b, Q4_K, ggml_type::q4_k)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(bm_model_1b, Q6_K, ggml_type::q6_k)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(bm_model_1b, IQ4_NL, ggml_type::iq4_nl)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(bm_model_1b, MXFP4, ggml_type::mxfp4)->Apply(one_row_isa)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_CAPTURE(bm_model, Q4_1, ggml_type::q4_1)->Apply(rows_isa)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_model, Q8_0, ggml_type::q8_0)->Apply(rows_isa)->Unit(benchmark::kMillisecond);

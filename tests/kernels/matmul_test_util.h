@@ -1,4 +1,4 @@
-// Helpers shared by the matmul tests (test_matmul.cpp, test_matmul_avx512.cpp):
+// Helpers shared by the matmul tests (test_matmul.cpp, test_matmul_mxfp4.cpp):
 // random GGUF weights and activations, a run through the public interface,
 // and error norms against float math. Header-only; test code only.
 #pragma once
@@ -19,8 +19,8 @@ namespace spate::kernels::test {
 
 inline const ggml_type k_all_types[] = {ggml_type::f32,  ggml_type::f16,  ggml_type::bf16, ggml_type::q8_0,
                                  ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
-                                 ggml_type::iq4_nl, ggml_type::q2_k, ggml_type::q3_k, ggml_type::q4_k,
-                                 ggml_type::q5_k, ggml_type::q6_k};
+                                 ggml_type::iq4_nl, ggml_type::mxfp4, ggml_type::q2_k, ggml_type::q3_k,
+                                 ggml_type::q4_k, ggml_type::q5_k, ggml_type::q6_k};
 
 inline const char* tname(ggml_type t) { return type_name(static_cast<uint32_t>(t)); }
 inline int64_t block_of(ggml_type t) { return traits_of(uint32_t(t))->block_elems; }
@@ -57,6 +57,9 @@ inline std::vector<uint8_t> random_weight(ggml_type t, int64_t n_out, int64_t n_
     switch (t) {
       case ggml_type::q4_0: case ggml_type::q5_0: case ggml_type::q8_0: case ggml_type::iq4_nl:
         put_half(b, ud(rng) * (rng() % 2 ? 1.0f : -1.0f));
+        break;
+      case ggml_type::mxfp4:  // E8M0 exponent 118..125: scales 2^-10 .. 2^-3 (extremes: test_matmul_mxfp4.cpp)
+        b[0] = uint8_t(118 + rng() % 8);
         break;
       case ggml_type::q4_1: case ggml_type::q5_1:
         put_half(b, ud(rng));

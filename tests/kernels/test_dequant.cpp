@@ -1,9 +1,10 @@
 // Dequantization tests: hand-made blocks with known bytes, blocks built by an
 // independent encoder of the GGUF bit layout from known quants/scales, and
-// (Q2_K, Q3_K, IQ4_NL) blocks dequantized by the PyPI gguf package
+// (Q2_K, Q3_K, IQ4_NL, MXFP4) blocks dequantized by the PyPI gguf package
 // (fixtures/gguf_py_dequant.txt, tests/reference/make_dequant_fixture.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -72,6 +73,39 @@ TEST(Dequant, IQ4_NLKnownBytes) {
   EXPECT_EQ(out2[32 + 3], -0.25f * 113.0f);
   EXPECT_EQ(out2[32 + 19], -0.25f * -127.0f);
   EXPECT_EQ(out2[0], 0.5f * -127.0f);
+}
+
+// MXFP4: the E2M1 FP4 values written out here from the OCP MX spec (sign bit 3,
+// 2 exponent bits with bias 1, 1 mantissa bit), times the E8M0 scale 2^(e - 127),
+// computed in double; exact as a float unless it overflows to infinity (e = 254, 255).
+// FP4's -0 (index 8) dequantizes to +0, as in ggml (its table holds the integer 0).
+TEST(Dequant, MXFP4KnownBytes) {
+  const double fp4[16] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0};
+  const int exponents[] = {0, 1, 2, 3, 100, 126, 127, 128, 129, 200, 253, 254, 255};
+  constexpr int n = int(sizeof exponents / sizeof exponents[0]);
+  block_mxfp4 blk[n];
+  for (int i = 0; i < n; ++i) {
+    blk[i].e = uint8_t(exponents[i]);
+    for (int j = 0; j < 16; ++j) blk[i].qs[j] = uint8_t((j + i) % 16 | (15 - j) << 4);  // element j -> (j+i)%16, j+16 -> 15-j
+  }
+  float out[32 * n];
+  dequantize_row(ggml_type::mxfp4, blk, out, 32 * n);
+  for (int i = 0; i < n; ++i)
+    for (int e = 0; e < 32; ++e) {
+      const int q = e < 16 ? (e + i) % 16 : 15 - (e - 16);
+      const float want = float(std::ldexp(fp4[q], exponents[i] - 127));
+      uint32_t got_bits = 0, want_bits = 0;
+      std::memcpy(&got_bits, &out[32 * i + e], 4);
+      std::memcpy(&want_bits, &want, 4);
+      EXPECT_EQ(got_bits, want_bits) << "e=" << exponents[i] << " element " << e << ": " << out[32 * i + e] << " vs " << want;
+    }
+  // The extremes spelled out (block i holds index (j + i) % 16 at element j < 16).
+  EXPECT_EQ(out[1], std::ldexp(1.0f, -128));                 // e = 0, index 1: 0.5 * 2^-127, a subnormal
+  EXPECT_EQ(out[32 * 11 + 8], std::ldexp(1.5f, 127));        // e = 254, index 3: the largest finite value
+  EXPECT_EQ(out[32 * 11 + 9], INFINITY);                     // e = 254, index 4: 2 * 2^127
+  EXPECT_EQ(out[32 * 12 + 5], std::ldexp(1.0f, 127));        // e = 255, index 1: 0.5 * 2^128
+  EXPECT_EQ(out[32 * 12 + 13], -std::ldexp(1.0f, 127));      // e = 255, index 9
+  EXPECT_EQ(out[32 * 12 + 6], INFINITY);                     // e = 255, index 2: 2^128
 }
 
 TEST(Dequant, Q5KnownBits) {
@@ -242,8 +276,8 @@ TEST(Dequant, Q3_KFromEncoder) {
   EXPECT_EQ(out[254], float(63 - 32) * float(0 - 4));
 }
 
-// Q2_K / Q3_K / IQ4_NL against the gguf package's dequantization, bit for bit.
-TEST(Dequant, Q2_KQ3_KAndIQ4_NLMatchGgufPackage) {
+// Q2_K / Q3_K / IQ4_NL / MXFP4 against the gguf package's dequantization, bit for bit.
+TEST(Dequant, Q2_KQ3_KIQ4_NLAndMXFP4MatchGgufPackage) {
   std::ifstream in(std::string(SPATE_SOURCE_DIR) + "/tests/kernels/fixtures/gguf_py_dequant.txt");
   ASSERT_TRUE(in) << "missing fixture";
   std::string line;
@@ -254,8 +288,11 @@ TEST(Dequant, Q2_KQ3_KAndIQ4_NLMatchGgufPackage) {
     std::string name;
     int n_blocks = 0;
     head >> name >> n_blocks;
-    ASSERT_TRUE(name == "Q2_K" || name == "Q3_K" || name == "IQ4_NL") << name;
-    const ggml_type t = name == "Q2_K" ? ggml_type::q2_k : (name == "Q3_K" ? ggml_type::q3_k : ggml_type::iq4_nl);
+    const ggml_type t = name == "Q2_K"     ? ggml_type::q2_k
+                        : name == "Q3_K"   ? ggml_type::q3_k
+                        : name == "IQ4_NL" ? ggml_type::iq4_nl
+                                           : ggml_type::mxfp4;
+    ASSERT_TRUE(t != ggml_type::mxfp4 || name == "MXFP4") << name;
     const auto tr = *traits_of(uint32_t(t));
     const int n_elems = int(tr.block_elems);
     std::string hex;
@@ -280,7 +317,7 @@ TEST(Dequant, Q2_KQ3_KAndIQ4_NLMatchGgufPackage) {
     }
     ++types_seen;
   }
-  EXPECT_EQ(types_seen, 3);
+  EXPECT_EQ(types_seen, 4);
 }
 
 TEST(Dequant, FloatTypes) {

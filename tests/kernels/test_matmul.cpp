@@ -175,8 +175,8 @@ void check_single_rows_in_big_batch(ggml_type t, const packed_weight& w, const s
 TEST_P(MatmulSimd, BatchInvarianceAcrossTilesChunksAndSplits) {
   std::mt19937 rng(13);
   const ggml_type types[] = {ggml_type::q4_0, ggml_type::q4_1, ggml_type::q5_0, ggml_type::q5_1,
-                             ggml_type::q8_0, ggml_type::iq4_nl, ggml_type::q2_k, ggml_type::q3_k,
-                             ggml_type::q4_k, ggml_type::q5_k, ggml_type::q6_k};
+                             ggml_type::q8_0, ggml_type::iq4_nl, ggml_type::mxfp4, ggml_type::q2_k,
+                             ggml_type::q3_k, ggml_type::q4_k, ggml_type::q5_k, ggml_type::q6_k};
   for (ggml_type t : types) {
     // 576 inputs: 720-byte activation rows, so 380 rows span two row chunks (K-quants:
     // 768 inputs, 960-byte rows, chunks of ~272 rows; the per-call tables are per chunk).
@@ -454,7 +454,8 @@ TEST(Matmul, InlineRecordsMoveEveryEntryOnce) {
     int64_t block_bytes, head_bytes;
   };
   const expect cases[] = {{ggml_type::q4_0, 144, 0},  {ggml_type::q4_1, 160, 0}, {ggml_type::q8_0, 272, 0},
-                          {ggml_type::q4_k, 144, 32}, {ggml_type::q6_k, 208, 16}, {ggml_type::q2_k, 80, 32}};
+                          {ggml_type::mxfp4, 144, 0}, {ggml_type::q4_k, 144, 32}, {ggml_type::q6_k, 208, 16},
+                          {ggml_type::q2_k, 80, 32}};
   for (const expect& e : cases) {
     const int64_t n_in = 512, n_groups = 3;
     const detail::group_layout L = detail::layout_of(e.t, n_in);

@@ -56,7 +56,9 @@ enum gguf_t : uint32_t {
 };
 
 // GGML tensor type ids used by the tests.
-enum ggml_t : uint32_t { g_f32 = 0, g_f16 = 1, g_q4_0 = 2, g_q4_1 = 3, g_q8_0 = 8, g_q2_k = 10, g_iq4_xs = 23 };
+enum ggml_t : uint32_t {
+  g_f32 = 0, g_f16 = 1, g_q4_0 = 2, g_q4_1 = 3, g_q8_0 = 8, g_q2_k = 10, g_iq4_xs = 23, g_mxfp4 = 39
+};
 
 struct tensor_spec {
   std::string name;

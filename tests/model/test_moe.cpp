@@ -1,8 +1,8 @@
 // The mixture-of-experts FFN (model/moe_routing.h, blocks::moe_ffn) and the
 // qwen3moe / Mixtral-style llama keys and tensors (model_config, model_weights).
 //
-// The block runs on a tiny qwen3moe image (gguf_builder.h: F32 router, Q8_0
-// experts, so both activation formats run) at every ISA level this CPU has,
+// The block runs on a tiny qwen3moe image (gguf_builder.h: F32 router, Q8_0 or
+// MXFP4 experts, so both activation formats run) at every ISA level this CPU has,
 // and is checked against a per-row reference written here from the contract
 // (double precision, dequantized weights, each row routed and computed on its
 // own); the grouped execution must equal running each row alone, bitwise.
@@ -14,10 +14,12 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "gguf_builder.h"
 #include "kernels/dequant.h"
 #include "kernels/fp16.h"
+#include "kernels/quant_blocks.h"
 #include "model/gguf_file.h"
 #include "model/kv_cache.h"
 #include "model/layers.h"
@@ -100,6 +102,28 @@ std::vector<uint8_t> q8_0(const std::vector<float>& v) {
   return out;
 }
 
+// MXFP4 bytes of values (a multiple of 32), quantized as ggml's reference quantizer
+// does: per block the E8M0 exponent e = floor(log2(amax)) - 2 + 127 (0 when amax == 0),
+// then each value's nearest code book entry at scale 2^(e - 128) (the first on a tie).
+std::vector<uint8_t> mxfp4(const std::vector<float>& v) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b < v.size(); b += 32) {
+    float amax = 0;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[b + i]));
+    const uint8_t e = amax > 0 ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
+    const float d = kernels::e8m0_half_to_f32(e);
+    auto nearest = [&](float x) {
+      int best = 0;
+      for (int i = 1; i < 16; ++i)
+        if (std::fabs(kernels::mxfp4_values[i] * d - x) < std::fabs(kernels::mxfp4_values[best] * d - x)) best = i;
+      return best;
+    };
+    out.push_back(e);
+    for (size_t i = 0; i < 16; ++i) out.push_back(static_cast<uint8_t>(nearest(v[b + i]) | nearest(v[b + 16 + i]) << 4));
+  }
+  return out;
+}
+
 std::vector<float> random_values(size_t n, float scale, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0f, scale);
@@ -108,11 +132,14 @@ std::vector<float> random_values(size_t n, float scale, uint32_t seed) {
   return v;
 }
 
+// type: g_f32, g_q8_0 or g_mxfp4.
 void add_tensor(gguf_builder& b, const std::string& name, std::vector<uint64_t> dims, const std::vector<float>& v,
-                bool quantize) {
-  testing::tensor_spec t{name, std::move(dims), quantize ? testing::g_q8_0 : testing::g_f32, {}, std::nullopt};
-  if (quantize) {
+                uint32_t type) {
+  testing::tensor_spec t{name, std::move(dims), type, {}, std::nullopt};
+  if (type == testing::g_q8_0) {
     t.data = q8_0(v);
+  } else if (type == testing::g_mxfp4) {
+    t.data = mxfp4(v);
   } else {
     t.data.resize(v.size() * 4);
     std::memcpy(t.data.data(), v.data(), t.data.size());
@@ -120,8 +147,8 @@ void add_tensor(gguf_builder& b, const std::string& name, std::vector<uint64_t> 
   b.tensor(std::move(t));
 }
 
-// A one-layer qwen3moe image: qwen3 attention, a router and 8 experts of 32.
-gguf_builder tiny_qwen3moe() {
+// A one-layer qwen3moe image: qwen3 attention, a router and 8 experts of 32 (of type expert_type).
+gguf_builder tiny_qwen3moe(uint32_t expert_type = testing::g_q8_0) {
   testing::tiny_llama_params p;
   p.arch = "qwen3moe";
   p.n_embd = k_embd;
@@ -132,10 +159,11 @@ gguf_builder tiny_qwen3moe() {
   b.kv_u32("qwen3moe.expert_feed_forward_length", k_ff_exp);
   const uint64_t hd = p.n_embd / p.n_head;
   b.tensor_f32("blk.0.attn_q_norm.weight", {hd}, 0.1f).tensor_f32("blk.0.attn_k_norm.weight", {hd}, 0.1f);
-  add_tensor(b, "blk.0.ffn_gate_inp.weight", {k_embd, k_expert}, random_values(k_embd * k_expert, 0.5f, 1), false);
-  add_tensor(b, "blk.0.ffn_gate_exps.weight", {k_embd, k_ff_exp, k_expert}, random_values(k_embd * k_ff_exp * k_expert, 0.2f, 2), true);
-  add_tensor(b, "blk.0.ffn_up_exps.weight", {k_embd, k_ff_exp, k_expert}, random_values(k_embd * k_ff_exp * k_expert, 0.2f, 3), true);
-  add_tensor(b, "blk.0.ffn_down_exps.weight", {k_ff_exp, k_embd, k_expert}, random_values(k_embd * k_ff_exp * k_expert, 0.2f, 4), true);
+  const uint32_t et = expert_type;
+  add_tensor(b, "blk.0.ffn_gate_inp.weight", {k_embd, k_expert}, random_values(k_embd * k_expert, 0.5f, 1), testing::g_f32);
+  add_tensor(b, "blk.0.ffn_gate_exps.weight", {k_embd, k_ff_exp, k_expert}, random_values(k_embd * k_ff_exp * k_expert, 0.2f, 2), et);
+  add_tensor(b, "blk.0.ffn_up_exps.weight", {k_embd, k_ff_exp, k_expert}, random_values(k_embd * k_ff_exp * k_expert, 0.2f, 3), et);
+  add_tensor(b, "blk.0.ffn_down_exps.weight", {k_ff_exp, k_embd, k_expert}, random_values(k_embd * k_ff_exp * k_expert, 0.2f, 4), et);
   return b;
 }
 
@@ -199,13 +227,16 @@ TEST(MoeConfig, BadExpertKeysAndTensorsAreNamed) {
 
 // ---- the block against the per-row reference ----
 
-class MoeFfn : public ::testing::TestWithParam<kernels::isa_level> {
+// Parameter: the ISA level and the experts' GGML type (g_q8_0, g_mxfp4).
+class MoeFfn : public ::testing::TestWithParam<std::tuple<kernels::isa_level, uint32_t>> {
  protected:
   void SetUp() override {
-    if (!kernels::cpu_supports(GetParam())) GTEST_SKIP() << "CPU lacks the level";
-    img_ = parse(tiny_qwen3moe());
+    const auto [level, expert_type] = GetParam();
+    if (!kernels::cpu_supports(level)) GTEST_SKIP() << "CPU lacks the level";
+    img_ = parse(tiny_qwen3moe(expert_type));
     cfg_ = read_model_config(*img_.f);
-    w_ = load_model_weights(*img_.f, cfg_, GetParam());
+    w_ = load_model_weights(*img_.f, cfg_, level);
+    ASSERT_EQ(uint32_t(w_.layers[0].exp_up[0].type()), expert_type);
   }
 
   // tmp rows of blocks::moe_ffn on rows x [T x n_embd].
@@ -311,7 +342,7 @@ TEST_P(MoeFfn, MatchesThePerRowReference) {
     }
   }
   EXPECT_GE(experts_used.size(), 6u) << "the test should route rows to most experts";
-  // Q8_0 weights are exact in the reference; the activations' int8 rounding is the error.
+  // Q8_0 / MXFP4 weights are exact in the reference; the activations' int8 rounding is the error.
   EXPECT_LT(worst, 0.02 * scale) << "worst " << worst << " of " << scale;
 }
 
@@ -340,8 +371,13 @@ TEST_P(MoeFfn, ADecodeRowRunsOnlyItsExperts) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, MoeFfn,
-                         ::testing::Values(kernels::isa_level::scalar, kernels::isa_level::avx2, kernels::isa_level::avx512),
-                         [](const auto& i) { return std::string(kernels::isa_short_name(i.param)); });
+                         ::testing::Combine(::testing::Values(kernels::isa_level::scalar, kernels::isa_level::avx2,
+                                                              kernels::isa_level::avx512),
+                                            ::testing::Values(uint32_t{testing::g_q8_0}, uint32_t{testing::g_mxfp4})),
+                         [](const auto& i) {
+                           return std::string(kernels::isa_short_name(std::get<0>(i.param))) + "_" +
+                                  kernels::type_name(std::get<1>(i.param));
+                         });
 
 }  // namespace
 }  // namespace spate
