@@ -93,7 +93,13 @@ std::unique_ptr<loaded_model> load_model(const std::string& path, kernels::isa_l
   // Touch nothing here: the mapping is paged in on first use; report sizes.
   const auto t1 = std::chrono::steady_clock::now();
   m->load_seconds = std::chrono::duration<double>(t1 - t0).count();
-  const uint64_t mem = m->weights.file_weight_bytes + m->weights.owned_bytes;
+  // The weights' memory: the repacked copies, plus what the kernels still read
+  // from the mapping (all of it for the scalar kernels; else token_embd's rows,
+  // looked up one by one: the other tensors' pages were dropped once copied).
+  const uint64_t from_file = level == kernels::isa_level::scalar
+                                 ? m->weights.file_weight_bytes
+                                 : static_cast<uint64_t>(m->weights.tok_embd_row_bytes) * static_cast<uint64_t>(c.n_vocab);
+  const uint64_t mem = from_file + m->weights.owned_bytes;
   spdlog::info("Model weights: {} from the file, {} repacked for {} kernels{}", format_bytes(m->weights.file_weight_bytes),
                format_bytes(m->weights.owned_bytes), kernels::isa_name(level),
                m->weights.tied_output ? ", output tied to token_embd" : "");
