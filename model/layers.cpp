@@ -28,6 +28,11 @@ void embed(const forward_step& s, float scale) {
       for (int32_t d = 0; d < D; ++d) s.x[t * D + d] *= scale;
     }
     float* rope = s.rope + t * n_rot;
+    if (s.cfg.rope_yarn_factor > 0.0f) {  // YaRN (gpt-oss): its own magnitude scale, no LongRoPE factors
+      kernels::rope_angles_yarn(n_rot, tr.pos, s.cfg.rope_freq_base, s.cfg.yarn, rope);
+      if (s.rope_swa != s.rope) kernels::rope_angles_yarn(n_rot, tr.pos, s.cfg.rope_freq_base_swa, s.cfg.yarn_swa, s.rope_swa + t * n_rot);
+      return;
+    }
     kernels::rope_angles(n_rot, tr.pos, s.cfg.rope_freq_base, freq_factors, rope);
     if (s.cfg.rope_attn_factor != 1.0f) {
       for (int32_t i = 0; i < n_rot; ++i) rope[i] *= s.cfg.rope_attn_factor;
@@ -116,7 +121,8 @@ void attention(const forward_step& s, int32_t l, attention_options o) {
       const int64_t t = i / n_kv;
       const int32_t h = static_cast<int32_t>(i % n_kv);
       ops.attention(s.q + t * QD + h * n_group * HD, n_group, kv, h, bt, first, end, scale,
-                    s.attn + t * QD + h * n_group * HD, s.scratch + tid * s.scratch_per_thread);
+                    o.sinks ? o.sinks + h * n_group : nullptr, s.attn + t * QD + h * n_group * HD,
+                    s.scratch + tid * s.scratch_per_thread);
     }
   });
 }
@@ -124,6 +130,10 @@ void attention(const forward_step& s, int32_t l, attention_options o) {
 void output_projection(const forward_step& s, const layer_weights& L) {
   s.timeline.mark("o_proj");
   s.proj.project(s.attn, s.cfg.q_dim(), s.n_tokens, {{&L.wo, s.tmp, s.cfg.n_embd}});
+  if (L.bo.empty()) return;
+  const auto& ops = kernels::ops();
+  const int32_t D = s.cfg.n_embd;
+  s.pool.parallel_for(s.n_tokens, [&](int64_t t, int) { ops.add(s.tmp + t * D, L.bo.data(), D); });
 }
 
 void gated_ffn(const forward_step& s, residual r, const layer_weights& L, ffn_activation act) {

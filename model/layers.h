@@ -15,9 +15,6 @@
 // tmp, and the next block that norms x adds it first, inside its own quantize
 // loop (a `residual` says whether one is waiting and its post-norm).
 //
-// Where the next architectures plug in: attention sinks are one more field of
-// attention_options; another expert gating (gpt-oss) is an option of moe_ffn.
-//
 // Thread-safety: blocks run on the forward's calling thread only (they drive
 // the pool); the pool's tasks write disjoint rows.
 #pragma once
@@ -122,12 +119,13 @@ void rope_kv_store(const forward_step& s, int32_t l, qk_options o);
 
 struct attention_options {
   int32_t window = 0;          // > 0: a query at p reads positions (p - window, p] only; 0: all of [0, p]
+  const float* sinks = nullptr;  // [n_head]: a logit per query head that joins its softmax (gpt-oss); null: none
 };
 // attn = softmax(q . K^T * scale) . V per query head, over layer l's cache
 // (scale cfg.attn_scale, else 1/sqrt(head_dim)). Timeline op "attention".
 void attention(const forward_step& s, int32_t l, attention_options o);
 
-// tmp = attn . Wo^T. Timeline op "o_proj".
+// tmp = attn . Wo^T (+ L.bo when the file has it). Timeline op "o_proj".
 void output_projection(const forward_step& s, const layer_weights& L);
 
 // x += r; xn = RMSNorm(x) * L.ffn_norm; tmp = (act(xn . W_gate^T) * (xn . W_up^T)) . W_down^T.
@@ -135,10 +133,12 @@ void output_projection(const forward_step& s, const layer_weights& L);
 void gated_ffn(const forward_step& s, residual r, const layer_weights& L, ffn_activation act);
 
 // Mixture of experts: x += r; xn = RMSNorm(x) * L.ffn_norm; each row's router
-// logits xn . L.router^T pick its top cfg.n_expert_used experts (route_row);
-// the step's rows are grouped by expert, so each chosen expert's gate, up and
-// down weights stream once per step; tmp = sum over the row's experts, most
-// probable first, of weight * W_down_e . (SiLU(W_gate_e . xn) * W_up_e . xn).
+// logits xn . L.router^T (+ router bias) pick its top cfg.n_expert_used
+// experts (route_row, cfg.moe_gating); the step's rows are grouped by expert,
+// so each chosen expert's gate, up and down weights stream once per step;
+// tmp = sum over the row's experts, most probable first, of weight *
+// (W_down_e . act(W_gate_e . xn [+ b], W_up_e . xn [+ b]) [+ b]), act SiLU
+// gating or gpt-oss's clamped SwiGLU (cfg.ffn_act), biases with cfg.moe_biases.
 // A row's result depends only on its own xn. Timeline ops "moe_router",
 // "moe_gate_up", "moe_down", "moe_combine".
 void moe_ffn(const forward_step& s, residual r, const layer_weights& L);

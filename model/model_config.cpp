@@ -8,6 +8,31 @@
 namespace spate {
 namespace {
 
+// YaRN's betas (llama.cpp's defaults 32 and 1) and the angle tables'
+// parameters; the keys llama.cpp reads but spate does not apply are refused.
+void read_yarn(const gguf_file& f, model_config& c) {
+  const std::string a = c.arch + ".rope.scaling.";
+  const auto bad = [&](const std::string& what) { return gguf_error("model '" + f.path() + "': " + what); };
+  c.rope_yarn_beta_fast = static_cast<float>(f.get_float(a + "yarn_beta_fast").value_or(32.0));
+  c.rope_yarn_beta_slow = static_cast<float>(f.get_float(a + "yarn_beta_slow").value_or(1.0));
+  if (!(c.rope_yarn_beta_fast > 0.0f && c.rope_yarn_beta_slow > 0.0f && c.rope_yarn_beta_fast < 1e4f &&
+        c.rope_yarn_beta_slow < 1e4f)) {
+    throw bad("invalid YaRN betas");
+  }
+  if (f.get_float(a + "yarn_log_multiplier").value_or(0.0) != 0.0) {
+    throw bad("metadata '" + a + "yarn_log_multiplier' (DeepSeek's YaRN magnitude rule) is not supported");
+  }
+  if (const auto ext = f.get_float(a + "yarn_ext_factor"); ext && *ext != 1.0) {
+    throw bad("metadata '" + a + "yarn_ext_factor' other than 1 is not supported");
+  }
+  auto params = [&](float base) {
+    return kernels::make_rope_yarn(c.n_rot, c.rope_yarn_factor, c.n_ctx_orig, base, c.rope_yarn_beta_fast,
+                                   c.rope_yarn_beta_slow, c.rope_attn_factor);
+  };
+  c.yarn = params(c.rope_freq_base);
+  c.yarn_swa = params(c.rope_freq_base_swa);
+}
+
 // The architecture's own features (its configure hook), then the optional
 // keys any architecture may carry.
 void read_arch_features(const gguf_file& f, const arch_def& arch, model_config& c) {
@@ -23,6 +48,7 @@ void read_arch_features(const gguf_file& f, const arch_def& arch, model_config& 
     if (!(*af > 0.0 && *af < 100.0)) throw bad("invalid rope.scaling.attn_factor " + std::to_string(*af));
     c.rope_attn_factor = static_cast<float>(*af);
   }
+  if (c.rope_yarn_factor > 0.0f) read_yarn(f, c);
   if (const std::string key = a + "pooling_type"; f.has(key)) {
     const auto p = f.get_int(key);
     if (!p || *p < 0 || *p > 3) throw bad("metadata '" + key + "' must be 0 (none), 1 (mean), 2 (cls) or 3 (last)");
@@ -35,7 +61,7 @@ void read_arch_features(const gguf_file& f, const arch_def& arch, model_config& 
   if (c.n_expert == 0) {
     if (const auto n = f.get_int(a + "expert_count"); n && *n != 0) {
       throw bad("metadata '" + a + "expert_count' = " + std::to_string(*n) + ": architecture '" + c.arch +
-                "' has no mixture-of-experts support in spate (supported with experts: qwen3moe, llama)");
+                "' has no mixture-of-experts support in spate (supported with experts: qwen3moe, gpt-oss, llama)");
     }
     if (c.n_ff == 0) throw gguf_error("model '" + f.path() + "' lacks required metadata '" + a + "feed_forward_length'");
   }
@@ -58,8 +84,13 @@ void read_moe_config(const gguf_file& f, model_config& c, bool required) {
   } else {
     throw gguf_error("model '" + f.path() + "' lacks required metadata '" + a + "expert_feed_forward_length'");
   }
-  if (const std::string key = a + "expert_gating_func"; f.has(key) && f.get_int(key).value_or(0) != 1) {
-    throw gguf_error("model '" + f.path() + "': metadata '" + key + "' must be 1 (softmax), the only gating spate runs");
+  // llama.cpp's numbering: 1 softmax, 2 sigmoid, 3 softmax over the chosen k (gpt-oss's, set by its architecture).
+  if (const std::string key = a + "expert_gating_func"; f.has(key)) {
+    const int64_t g = f.get_int(key).value_or(0);
+    if (g != 1 && g != 3) {
+      throw gguf_error("model '" + f.path() + "': metadata '" + key + "' must be 1 (softmax) or 3 (softmax over the top k)");
+    }
+    c.moe_gating = g == 3 ? expert_gating::softmax_topk : expert_gating::softmax_all;
   }
   if (const std::string key = a + "expert_shared_count"; f.get_int(key).value_or(0) != 0) {
     throw gguf_error("model '" + f.path() + "': metadata '" + key + "': shared experts are not supported");
@@ -118,11 +149,16 @@ model_config read_model_config(const gguf_file& f) {
   if (!(c.rms_eps > 0.0f && c.rms_eps < 1.0f)) throw gguf_error("model '" + f.path() + "': invalid layer_norm_rms_epsilon");
   c.rope_freq_base = static_cast<float>(f.get_float(a + "rope.freq_base").value_or(10000.0));
   if (!(c.rope_freq_base > 1.0f)) throw gguf_error("model '" + f.path() + "': invalid rope.freq_base");
-  if (const auto st = f.get_string(a + "rope.scaling.type"); st && *st != "none" && *st != "linear") {
-    throw gguf_error("model '" + f.path() + "': rope scaling type '" + *st + "' is not supported");
+  const auto scaling = f.get_string(a + "rope.scaling.type");
+  if (scaling && *scaling != "none" && *scaling != "linear" && *scaling != "yarn") {
+    throw gguf_error("model '" + f.path() + "': rope scaling type '" + *scaling + "' is not supported (none, yarn)");
   }
   if (auto fs = f.get_float(a + "rope.scaling.factor"); fs && *fs != 0.0 && *fs != 1.0) {
-    throw gguf_error("model '" + f.path() + "': rope scaling factor " + std::to_string(*fs) + " is not supported");
+    if (!scaling || *scaling != "yarn") {
+      throw gguf_error("model '" + f.path() + "': rope scaling factor " + std::to_string(*fs) + " is not supported");
+    }
+    if (!(*fs > 1.0 && *fs <= 1024.0)) throw gguf_error("model '" + f.path() + "': invalid YaRN rope.scaling.factor");
+    c.rope_yarn_factor = static_cast<float>(*fs);
   }
   if (const auto* toks = f.get_string_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int32_t>(toks->size());
   if (f.has(a + "vocab_size")) c.n_vocab = require_positive(f, a + "vocab_size", 1 << 22);

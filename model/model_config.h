@@ -6,12 +6,17 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "model/moe_routing.h"
 
 namespace spate {
 
 class gguf_file;
 
-enum class ffn_activation { silu, gelu_tanh };  // gate activation of the gated FFN
+// Gate activation of the gated FFN; swiglu_oai is gpt-oss's clamped SwiGLU:
+// x = min(gate, 7), y = clamp(up, -7, 7), x * sigmoid(1.702 x) * (y + 1).
+enum class ffn_activation { silu, gelu_tanh, swiglu_oai };
+inline constexpr float k_swiglu_oai_alpha = 1.702f, k_swiglu_oai_limit = 7.0f;  // gpt-oss's, as llama.cpp
+
 enum class qkv_bias_rule { forbidden, optional, required };  // Q/K/V bias tensors in the file
 
 struct model_config {
@@ -50,6 +55,18 @@ struct model_config {
   // the long factors apply when a sequence may exceed n_ctx_orig positions.
   float rope_attn_factor = 1.0f;
   int32_t n_ctx_orig = 0;         // rope.scaling.original_context_length, else n_ctx_train
+  // YaRN (rope.scaling.type yarn, gpt-oss): > 0 is the context extension
+  // factor; the angles blend interpolation and extrapolation per dimension
+  // (kernels::rope_angles_yarn) from n_ctx_orig and the two betas.
+  float rope_yarn_factor = 0.0f;
+  float rope_yarn_beta_fast = 32.0f, rope_yarn_beta_slow = 1.0f;
+  kernels::rope_yarn yarn, yarn_swa;  // from the above, at rope_freq_base and rope_freq_base_swa
+  // gpt-oss: a learned logit per query head joins each attention softmax
+  // (blk.N.attn_sinks), and the attention output projection has a bias.
+  bool attn_sinks = false;
+  // The tensor of the norm before the FFN: "ffn_norm", or gpt-oss's
+  // "post_attention_norm" (the same role under another name).
+  std::string ffn_norm_name = "ffn_norm";
   // Mixture of experts (qwen3moe; llama files with expert_count > 0): each
   // layer's FFN is n_expert gated FFNs of n_ff_exp, of which a router picks
   // n_expert_used per token (softmax over all experts, top-k, weights
@@ -58,6 +75,10 @@ struct model_config {
   int32_t n_expert_used = 0;
   int32_t n_ff_exp = 0;
   bool expert_weights_norm = true;
+  expert_gating moe_gating = expert_gating::softmax_all;
+  // gpt-oss: biases on the router (ffn_gate_inp.bias) and on every expert's
+  // gate, up and down (ffn_{gate,up,down}_exps.bias).
+  bool moe_biases = false;
   // {arch}.pooling_type as llama.cpp numbers it (0 none, 1 mean, 2 cls, 3 last); -1 when absent.
   int32_t gguf_pooling = -1;
 

@@ -46,6 +46,13 @@ std::vector<float> vec_tensor(const gguf_file& f, const std::string& name, int64
   return to_f32(t);
 }
 
+// An [n x m] tensor (n contiguous) as m rows of n f32: per-expert biases.
+std::vector<float> rows_tensor(const gguf_file& f, const std::string& name, int64_t n, int64_t m, size_t& used) {
+  const auto& t = need_tensor(f, name, {n, m});
+  used += t.n_bytes;
+  return to_f32(t);
+}
+
 // Rows [row0, row0 + n_out) of a [n_in x n_total] matrix: a part of a fused
 // tensor (phi3's QKV and gate|up); the part's bytes count once, with the first part.
 kernels::packed_weight mat_part(const gguf_file& f, const std::string& name, int64_t n_in, int64_t n_total, int64_t row0,
@@ -112,6 +119,12 @@ void load_ffn(const gguf_file& f, const model_config& c, const std::string& p, l
                        "ffn_gate_exps.weight'");
     }
     L.router = mat_tensor(f, p + "ffn_gate_inp.weight", c.n_embd, c.n_expert, level, used, owned);
+    if (c.moe_biases) {
+      L.router_bias = vec_tensor(f, p + "ffn_gate_inp.bias", c.n_expert, used);
+      L.exp_gate_bias = rows_tensor(f, p + "ffn_gate_exps.bias", c.n_ff_exp, c.n_expert, used);
+      L.exp_up_bias = rows_tensor(f, p + "ffn_up_exps.bias", c.n_ff_exp, c.n_expert, used);
+      L.exp_down_bias = rows_tensor(f, p + "ffn_down_exps.bias", c.n_embd, c.n_expert, used);
+    }
     L.exp_gate = expert_tensors(f, p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, level, used, owned);
     L.exp_up = expert_tensors(f, p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert, level, used, owned);
     L.exp_down = expert_tensors(f, p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert, level, used, owned);
@@ -182,6 +195,8 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       L.wv = mat_tensor(f, p + "attn_v.weight", c.n_embd, c.kv_dim(), level, used, owned);
     }
     L.wo = mat_tensor(f, p + "attn_output.weight", c.q_dim(), c.n_embd, level, used, owned);
+    if (f.find_tensor(p + "attn_output.bias")) L.bo = vec_tensor(f, p + "attn_output.bias", c.n_embd, used);
+    if (c.attn_sinks) L.attn_sinks = vec_tensor(f, p + "attn_sinks.weight", c.n_head, used);
     if (qkv_bias) {
       L.bq = vec_tensor(f, p + "attn_q.bias", c.q_dim(), used);
       L.bk = vec_tensor(f, p + "attn_k.bias", c.kv_dim(), used);
@@ -191,7 +206,7 @@ model_weights load_model_weights(const gguf_file& f, const model_config& c, kern
       L.q_norm = vec_tensor(f, p + "attn_q_norm.weight", c.head_dim, used);
       L.k_norm = vec_tensor(f, p + "attn_k_norm.weight", c.head_dim, used);
     }
-    L.ffn_norm = vec_tensor(f, p + "ffn_norm.weight", c.n_embd, used);
+    L.ffn_norm = vec_tensor(f, p + c.ffn_norm_name + ".weight", c.n_embd, used);
     load_ffn(f, c, p, L, level, used, owned);
     if (c.post_norms) {
       L.post_attn_norm = vec_tensor(f, p + "post_attention_norm.weight", c.n_embd, used);

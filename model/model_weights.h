@@ -22,6 +22,8 @@ struct layer_weights {
   std::vector<float> attn_norm;               // [n_embd]
   kernels::packed_weight wq, wk, wv, wo;      // q: [q_dim x n_embd], k/v: [kv_dim x n_embd], o: [n_embd x q_dim]
   std::vector<float> bq, bk, bv;              // when the file has them (cfg.qkv_bias: qwen2 always, llama maybe); else empty
+  std::vector<float> bo;                      // [n_embd] attn_output.bias when the file has it (gpt-oss); else empty
+  std::vector<float> attn_sinks;              // [n_head] when cfg.attn_sinks; else empty
   std::vector<float> q_norm, k_norm;          // [head_dim], when cfg.qk_norm; empty otherwise
   std::vector<float> post_attn_norm;          // [n_embd], when cfg.post_norms; empty otherwise
   std::vector<float> ffn_norm;                // [n_embd]
@@ -34,6 +36,10 @@ struct layer_weights {
   kernels::packed_weight router;                    // [n_expert x n_embd] (ffn_gate_inp)
   kernels::packed_weight_set exp_gate, exp_up;      // n_expert x [n_ff_exp x n_embd]
   kernels::packed_weight_set exp_down;              // n_expert x [n_embd x n_ff_exp]
+  // cfg.moe_biases (gpt-oss); else empty.
+  std::vector<float> router_bias;                   // [n_expert]
+  std::vector<float> exp_gate_bias, exp_up_bias;    // [n_expert x n_ff_exp], expert e's at e * n_ff_exp
+  std::vector<float> exp_down_bias;                 // [n_expert x n_embd]
 };
 
 struct model_weights {

@@ -54,7 +54,9 @@ void moe_ffn(const forward_step& s, residual r, const layer_weights& L) {
   detail::residual_norm pro{s, r, L.ffn_norm.data()};
   s.proj.project(s.xn, D, T, {{&L.router, ws.logits.data(), E}}, prologue_of(pro));
   s.pool.parallel_for(T, [&](int64_t t, int tid) {
-    route_row(ws.logits.data() + t * E, E, K, s.cfg.expert_weights_norm, ws.ids.data() + t * K,
+    float* logits = ws.logits.data() + t * E;
+    if (!L.router_bias.empty()) ops.add(logits, L.router_bias.data(), E);
+    route_row(logits, E, K, s.cfg.moe_gating, s.cfg.expert_weights_norm, ws.ids.data() + t * K,
               ws.weights.data() + t * K, ws.probs.data() + static_cast<size_t>(tid) * static_cast<size_t>(E));
   });
   group_by_expert(ws.ids.data(), T, K, E, ws.groups);
@@ -83,17 +85,34 @@ void moe_ffn(const forward_step& s, residual r, const layer_weights& L) {
     ws.jobs.push_back({&L.exp_down[static_cast<size_t>(e)], g.offset[static_cast<size_t>(e)], g.n_rows_of(e),
                        ws.out.data(), D});
   }
-  auto swiglu = [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a) ops.swiglu(ws.gate.data() + a * F, ws.up.data() + a * F, ws.gate.data() + a * F, F);
+  // Each assignment's [biases,] activation, fused into the down projection's quantize loop.
+  const bool biases = !L.exp_gate_bias.empty();
+  const bool oai = s.cfg.ffn_act == ffn_activation::swiglu_oai;
+  auto activate = [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      float* gate = ws.gate.data() + a * F;
+      float* up = ws.up.data() + a * F;
+      if (biases) {
+        const int64_t e = g.expert[static_cast<size_t>(a)];
+        ops.add(gate, L.exp_gate_bias.data() + e * F, F);
+        ops.add(up, L.exp_up_bias.data() + e * F, F);
+      }
+      if (oai) {
+        ops.swiglu_oai(gate, up, gate, F, k_swiglu_oai_alpha, k_swiglu_oai_limit);
+      } else {
+        ops.swiglu(gate, up, gate, F);
+      }
+    }
   };
-  s.proj.project_grouped(ws.gate.data(), F, n_assign, ws.jobs, prologue_of(swiglu));
+  s.proj.project_grouped(ws.gate.data(), F, n_assign, ws.jobs, prologue_of(activate));
 
   s.timeline.mark("moe_combine");
   s.pool.parallel_for(T, [&](int64_t t, int) {
     float* dst = s.tmp + t * D;
     for (int32_t j = 0; j < K; ++j) {
       const float w = ws.weights[static_cast<size_t>(t * K + j)];
-      const float* src = ws.out.data() + static_cast<int64_t>(g.index[static_cast<size_t>(t * K + j)]) * D;
+      float* src = ws.out.data() + static_cast<int64_t>(g.index[static_cast<size_t>(t * K + j)]) * D;
+      if (!L.exp_down_bias.empty()) ops.add(src, L.exp_down_bias.data() + static_cast<int64_t>(ws.ids[static_cast<size_t>(t * K + j)]) * D, D);
       if (j == 0) {
         for (int32_t d = 0; d < D; ++d) dst[d] = w * src[d];
       } else {

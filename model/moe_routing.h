@@ -17,12 +17,20 @@
 
 namespace spate {
 
-// probs = softmax(logits[0, n_expert)); ids[0, k) = the k most probable experts,
-// most probable first (ties: the lower id first); weights[j] = probs[ids[j]],
-// divided by their sum when renormalize (Qwen3-MoE, Mixtral).
+// How a router turns logits into the k experts' weights (as llama.cpp's
+// expert gating functions):
+//   softmax_all : softmax over all experts, top-k (Qwen3-MoE, Mixtral);
+//   softmax_topk: top-k logits, softmax over those k (gpt-oss).
+enum class expert_gating { softmax_all, softmax_topk };
+
+// ids[0, k) = the k experts of the highest logits, highest first (ties: the
+// lower id first). softmax_all: weights[j] = softmax(logits)[ids[j]], divided
+// by their sum when renormalize (Qwen3-MoE, Mixtral); softmax_topk: weights =
+// softmax of the k chosen logits (then renormalize, when asked, changes
+// nothing but rounding).
 // Preconditions: 1 <= k <= n_expert; logits finite or -inf; scratch holds n_expert floats.
-void route_row(const float* logits, int32_t n_expert, int32_t k, bool renormalize, int32_t* ids, float* weights,
-               float* scratch);
+void route_row(const float* logits, int32_t n_expert, int32_t k, expert_gating gating, bool renormalize, int32_t* ids,
+               float* weights, float* scratch);
 
 // A step's (token, slot) assignments grouped by expert. The grouped index a
 // runs over the n_rows * k assignments; expert e's rows are the grouped
@@ -32,6 +40,7 @@ struct expert_groups {
   std::vector<int32_t> row;     // [n_rows * k]: grouped index -> token row
   std::vector<int32_t> index;   // [n_rows * k]: token row * k + slot -> grouped index
   std::vector<int32_t> active;  // the experts with at least one row, ascending
+  std::vector<int32_t> expert;  // [n_rows * k]: grouped index -> its expert
   std::vector<int32_t> cursor;  // group_by_expert's fill position per expert
 
   int32_t n_rows_of(int32_t e) const { return offset[static_cast<size_t>(e) + 1] - offset[static_cast<size_t>(e)]; }

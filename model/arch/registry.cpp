@@ -10,6 +10,7 @@ namespace spate {
   X(qwen3)                     \
   X(qwen3moe)                  \
   X(gemma3)                    \
+  X(gpt_oss)                   \
   X(phi3)
 
 #define SPATE_DECLARE_ARCH(name) extern const arch_def arch_##name;

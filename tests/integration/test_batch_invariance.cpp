@@ -147,7 +147,7 @@ TEST_P(BatchInvariance, BlockSizeDoesNotChangeLogits) {
   for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "block size");
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance, ::testing::Values("default", "qwen3moe", "qwen3moe-mixed", "llama-moe"),
+INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance, ::testing::Values("default", "qwen3moe", "qwen3moe-mixed", "llama-moe", "gpt-oss"),
                          [](const auto& i) {
                            std::string n = i.param;
                            std::replace(n.begin(), n.end(), '-', '_');

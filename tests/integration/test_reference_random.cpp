@@ -6,7 +6,8 @@
 // experts: qwen3moe (Q8_0; and "qwen3moe-mixed", a Q4_K_M-like mix of weight
 // types per tensor and layer) and a Mixtral-style llama ("llama-moe"), whose
 // routers make top-k choices with wide gaps (make_random_models.py, Routing),
-// so that both engines pick the same experts.
+// so that both engines pick the same experts; and gpt-oss (biases, attention
+// sinks, alternating 16-position windows, YaRN, MXFP4 experts with biases).
 //
 // The models are written by tests/reference/make_random_models.py into
 // SPATE_RANDOM_MODELS_DIR (scripts/test.sh does it, checking each file's
@@ -107,18 +108,29 @@ std::vector<float> run(runner_env& env, const std::vector<int32_t>& tokens, bool
 TEST_P(ReferenceRandom, ConfigIsTheArchitecture) {
   const auto& c = model().config;
   EXPECT_EQ(c.arch, fixture_.arch);
-  EXPECT_EQ(c.qk_norm, fixture_.arch != "phi3" && fixture_.arch != "llama");
+  EXPECT_EQ(c.qk_norm, fixture_.arch != "phi3" && fixture_.arch != "llama" && fixture_.arch != "gpt-oss");
   // make_random_models.py's MoE shapes; qwen3moe's feed_forward_length (512) is
   // the dense size its converter copies, not the experts' (expert_feed_forward_length).
   struct moe_shape { int32_t n_expert, n_expert_used, n_ff_exp; };
   const auto moe = GetParam() == "qwen3moe"         ? moe_shape{16, 4, 128}
                    : GetParam() == "qwen3moe-mixed" ? moe_shape{16, 4, 256}
                    : GetParam() == "llama-moe"      ? moe_shape{8, 2, 256}
+                   : GetParam() == "gpt-oss"        ? moe_shape{8, 4, 128}
                                                     : moe_shape{0, 0, 0};
   EXPECT_EQ(c.n_expert, moe.n_expert);
   EXPECT_EQ(c.n_expert_used, moe.n_expert_used);
   EXPECT_EQ(c.n_ff_exp, moe.n_ff_exp);
-  if (c.is_moe()) {
+  if (GetParam() == "gpt-oss") {  // make_random_models.py's write_gpt_oss_model
+    EXPECT_FALSE(c.expert_weights_norm);
+    EXPECT_EQ(c.moe_gating, expert_gating::softmax_topk);
+    EXPECT_TRUE(c.moe_biases && c.attn_sinks);
+    EXPECT_EQ(c.ffn_act, ffn_activation::swiglu_oai);
+    EXPECT_EQ(c.n_swa, 16);
+    EXPECT_EQ(c.layer_swa, (std::vector<uint8_t>{1, 0, 1, 0, 1, 0}));
+    EXPECT_FLOAT_EQ(c.rope_yarn_factor, 32.0f);
+    EXPECT_EQ(c.n_ctx_orig, 4096);
+    EXPECT_FALSE(model().weights.layers[0].bo.empty());
+  } else if (c.is_moe()) {
     EXPECT_TRUE(c.expert_weights_norm);
     EXPECT_EQ(c.head_dim, 64);  // llama-moe has no key_length: n_embd / n_head
     EXPECT_EQ(c.rope, fixture_.arch == "llama" ? kernels::rope_mode::normal : kernels::rope_mode::neox);
@@ -261,7 +273,7 @@ TEST_P(ReferenceRandom, SlidingLayersNeverReadBehindTheirWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom,
-                         ::testing::Values("qwen3", "gemma3", "phi3", "qwen3moe", "qwen3moe-mixed", "llama-moe"),
+                         ::testing::Values("qwen3", "gemma3", "phi3", "qwen3moe", "qwen3moe-mixed", "llama-moe", "gpt-oss"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;  // a test name is [A-Za-z0-9_]
                            std::replace(n.begin(), n.end(), '-', '_');

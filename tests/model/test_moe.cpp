@@ -40,19 +40,34 @@ TEST(MoeRouting, SoftmaxTopKRenormalized) {
   for (float& v : p) v /= sum;
   int32_t ids[5];
   float w[5], scratch[5];
-  route_row(logits, 5, 3, false, ids, w, scratch);
+  route_row(logits, 5, 3, expert_gating::softmax_all, false, ids, w, scratch);
   EXPECT_EQ(ids[0], 1);  // a tie: the lower id first
   EXPECT_EQ(ids[1], 3);
   EXPECT_EQ(ids[2], 4);
   EXPECT_NEAR(w[0], p[1], 1e-6f);
   EXPECT_NEAR(w[2], p[4], 1e-6f);
-  route_row(logits, 5, 3, true, ids, w, scratch);
+  route_row(logits, 5, 3, expert_gating::softmax_all, true, ids, w, scratch);
   EXPECT_NEAR(w[0] + w[1] + w[2], 1.0f, 1e-6f);
   EXPECT_NEAR(w[2], p[4] / (p[1] + p[3] + p[4]), 1e-6f);
-  route_row(logits, 5, 5, true, ids, w, scratch);  // k == n_expert: every expert once
+  route_row(logits, 5, 5, expert_gating::softmax_all, true, ids, w, scratch);  // k == n_expert: every expert once
   std::vector<int32_t> all(ids, ids + 5);
   std::sort(all.begin(), all.end());
   EXPECT_EQ(all, (std::vector<int32_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(MoeRouting, SoftmaxOverTheTopKLogits) {  // gpt-oss's gating
+  const float logits[5] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  int32_t ids[5];
+  float w[5], scratch[5];
+  route_row(logits, 5, 3, expert_gating::softmax_topk, false, ids, w, scratch);
+  EXPECT_EQ((std::vector<int32_t>{ids[0], ids[1], ids[2]}), (std::vector<int32_t>{1, 3, 4}));
+  const double e1 = std::exp(2.0 - 2.0), e4 = std::exp(1.0 - 2.0), z = 2 * e1 + e4;
+  EXPECT_NEAR(w[0], e1 / z, 1e-6);
+  EXPECT_NEAR(w[1], e1 / z, 1e-6);
+  EXPECT_NEAR(w[2], e4 / z, 1e-6);
+  // Differs from softmax over all experts: the unchosen ones take no mass.
+  route_row(logits, 5, 3, expert_gating::softmax_all, false, ids, w, scratch);
+  EXPECT_LT(w[0] + w[1] + w[2], 0.99f);
 }
 
 TEST(MoeRouting, GroupByExpertCoversEveryAssignmentOnce) {
@@ -75,6 +90,7 @@ TEST(MoeRouting, GroupByExpertCoversEveryAssignmentOnce) {
     EXPECT_GE(a, g.offset[static_cast<size_t>(e)]);
     EXPECT_LT(a, g.offset[static_cast<size_t>(e) + 1]);
     EXPECT_EQ(g.row[static_cast<size_t>(a)], i / K);
+    EXPECT_EQ(g.expert[static_cast<size_t>(a)], e);
   }
   for (int32_t e = 0; e < E; ++e) {
     const bool used = std::find(ids.begin(), ids.end(), e) != ids.end();

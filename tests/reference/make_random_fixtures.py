@@ -128,7 +128,7 @@ def system_info() -> str:
 
 
 def entry(name: str, arch: str, path: Path) -> dict:
-    moe = rm.MOE_MODELS.get(name)
+    moe = rm.MOE_MODELS.get(name) or (rm.GPT_OSS if name == "gpt-oss" else None)
     r = reference(path, moe.n_expert_used if moe else 0)
     e = {"arch": arch, **({"name": name} if name != arch else {}), "file": path.name, "sha256": rm.sha256(path),
          "tool": tool(), "system_info": system_info()}

@@ -33,6 +33,11 @@ convert_hf_to_gguf writes them (F32 router `ffn_gate_inp` [n_embd -> n_expert],
                   key/value length keys (head size from n_embd / n_head),
                   experts Q4_0 (gate, up) and Q8_0 (down)
 
+and gpt-oss (issue 36): 8 experts, 4 used, expert FFN 128 in MXFP4 with
+biases, Q/K/V/O biases, attention sinks, a sliding window of 16 positions on
+the even layers, YaRN (factor 32 over 4096 positions), the pre-FFN norm named
+post_attention_norm.
+
 A model's name keys the fixture (its `name`, or its `arch` where the two are
 equal) and its file, random-NAME.gguf.
 
@@ -322,10 +327,88 @@ def write_moe_model(m: MoeModel, path: Path, vocab: dict):
     w.close()
 
 
+GPT_OSS = MoeModel("gpt-oss", 1009, n_expert=8, n_expert_used=4, n_ff_exp=128,
+                   types={"gate_exps": [Q.MXFP4], "up_exps": [Q.MXFP4], "down_exps": [Q.MXFP4]})
+GPT_OSS_WINDOW, GPT_OSS_YARN, GPT_OSS_ORIG_CTX = 16, 32.0, 4096
+
+
+def bias(rng, *shape, scale=0.1) -> np.ndarray:
+    return (scale * rng.standard_normal(shape)).astype(np.float32)
+
+
+def write_gpt_oss_model(path: Path, vocab: dict):
+    """gpt-oss as llama.cpp's converter writes it: Q/K/V/O biases, attention
+    sinks, sliding window on the even layers, YaRN, MXFP4 experts with biases,
+    the pre-FFN norm named post_attention_norm. Routing as write_moe_model's,
+    the router bias, the down biases and the output bias leaving it intact."""
+    m = GPT_OSS
+    rng = np.random.default_rng(m.seed)
+    n_vocab = len(vocab["tokens"])
+    w = gguf.GGUFWriter(str(path), m.arch)
+    w.add_name(f"spate random model {m.seed}")
+    w.add_context_length(2048)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(N_LAYER)
+    w.add_feed_forward_length(m.n_ff_exp)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD_KV)
+    w.add_key_length(HEAD_DIM)
+    w.add_value_length(HEAD_DIM)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(150000.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(GPT_OSS_YARN)
+    w.add_rope_scaling_orig_ctx_len(GPT_OSS_ORIG_CTX)
+    w.add_expert_count(m.n_expert)
+    w.add_expert_used_count(m.n_expert_used)
+    w.add_sliding_window(GPT_OSS_WINDOW)
+    w.add_expert_feed_forward_length(m.n_ff_exp)
+    add_vocab(w, vocab)
+
+    embd = (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float32)
+    embd[:, N_EMBD - m.n_expert:] = routing_code(rng, n_vocab, m)
+    add_typed(w, "token_embd.weight", embd, m.type_of("embd"))
+    w.add_tensor("output_norm.weight", norm_weight(rng, N_EMBD))
+    routing_rows = slice(N_EMBD - m.n_expert, N_EMBD)
+    for l in range(N_LAYER):
+        p = f"blk.{l}."
+        w.add_tensor(p + "attn_norm.weight", norm_weight(rng, N_EMBD))
+        add_typed(w, p + "attn_q.weight", matrix(rng, N_HEAD * HEAD_DIM, N_EMBD), m.type_of("attn_q", l))
+        w.add_tensor(p + "attn_q.bias", bias(rng, N_HEAD * HEAD_DIM))
+        add_typed(w, p + "attn_k.weight", matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD), m.type_of("attn_k", l))
+        w.add_tensor(p + "attn_k.bias", bias(rng, N_HEAD_KV * HEAD_DIM))
+        add_typed(w, p + "attn_v.weight", matrix(rng, N_HEAD_KV * HEAD_DIM, N_EMBD), m.type_of("attn_v", l))
+        w.add_tensor(p + "attn_v.bias", bias(rng, N_HEAD_KV * HEAD_DIM))
+        add_typed(w, p + "attn_output.weight", no_routing_writes(matrix(rng, N_EMBD, N_HEAD * HEAD_DIM), m),
+                  m.type_of("attn_output", l))
+        o_bias = bias(rng, N_EMBD)
+        o_bias[routing_rows] = 0.0
+        w.add_tensor(p + "attn_output.bias", o_bias)
+        w.add_tensor(p + "attn_sinks.weight", bias(rng, N_HEAD, scale=1.0))
+        w.add_tensor(p + "post_attention_norm.weight", norm_weight(rng, N_EMBD))
+        w.add_tensor(p + "ffn_gate_inp.weight", router(rng, m))
+        w.add_tensor(p + "ffn_gate_inp.bias", bias(rng, m.n_expert))
+        add_typed(w, p + "ffn_gate_exps.weight", experts(rng, m.n_expert, m.n_ff_exp, N_EMBD), m.type_of("gate_exps", l))
+        w.add_tensor(p + "ffn_gate_exps.bias", bias(rng, m.n_expert, m.n_ff_exp))
+        add_typed(w, p + "ffn_up_exps.weight", experts(rng, m.n_expert, m.n_ff_exp, N_EMBD), m.type_of("up_exps", l))
+        w.add_tensor(p + "ffn_up_exps.bias", bias(rng, m.n_expert, m.n_ff_exp))
+        add_typed(w, p + "ffn_down_exps.weight", no_routing_writes(experts(rng, m.n_expert, N_EMBD, m.n_ff_exp), m),
+                  m.type_of("down_exps", l))
+        down_bias = bias(rng, m.n_expert, N_EMBD)
+        down_bias[:, routing_rows] = 0.0
+        w.add_tensor(p + "ffn_down_exps.bias", down_bias)
+    add_typed(w, "output.weight", matrix(rng, n_vocab, N_EMBD) * 4.0, m.type_of("output"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 ARCHS = {"qwen3": 1003, "gemma3": 1004, "phi3": 1005}  # dense architecture -> seed
 # name -> (GGUF architecture, writer); every model the fixture has
 MODELS = {**{a: (a, lambda p, v, a=a, s=s: write_model(a, p, v, s)) for a, s in ARCHS.items()},
-          **{n: (m.arch, lambda p, v, m=m: write_moe_model(m, p, v)) for n, m in MOE_MODELS.items()}}
+          **{n: (m.arch, lambda p, v, m=m: write_moe_model(m, p, v)) for n, m in MOE_MODELS.items()},
+          "gpt-oss": ("gpt-oss", write_gpt_oss_model)}
 
 
 def sha256(path: Path) -> str:
