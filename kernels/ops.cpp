@@ -32,7 +32,7 @@ void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_
 
 const ops_table& ops_for(isa_level level) {
   switch (level) {
-    case isa_level::avx512: return detail::ops_avx512_table();  // avx2 ops + AVX-512 attention
+    case isa_level::avx512: return detail::ops_avx512_table();  // avx2 ops + AVX-512 attention, gated activations
     case isa_level::avx2: return detail::ops_avx2_table();
     case isa_level::scalar: break;
   }

@@ -2,8 +2,9 @@
 // activation, softmax, paged KV cache store and attention, residual add.
 //
 // Every op exists as a scalar reference (ops_ref.cpp) and an AVX2+FMA+F16C
-// version (ops_avx2.cpp); attention also has an AVX-512 version (ops_avx512.cpp),
-// which the avx512 level's table uses with the avx2 versions of the other ops.
+// version (ops_avx2.cpp); attention and the gated activations also have AVX-512
+// versions (ops_avx512.cpp), which the avx512 level's table uses with the avx2
+// versions of the other ops.
 // ops() returns the table for active_isa().
 //
 // Contracts shared by all ops:
@@ -48,6 +49,11 @@ struct ops_table {
   // out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated FFN), with
   // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as x / (1 + exp(-2 u)).
   void (*geglu)(const float* gate, const float* up, float* out, int64_t n);
+  // gpt-oss's clamped SwiGLU (ggml's swiglu_oai): with x = min(gate[i], limit) and
+  // y = clamp(up[i], -limit, limit), out[i] = x / (1 + exp(-alpha x)) * (y + 1). gpt-oss: alpha = 1.702,
+  // limit = 7. A NaN gate or up gives NaN (as ggml's std::min / std::clamp). out may be gate or up (the
+  // same pointer: the MoE block computes in place), but must not otherwise overlap them.
+  void (*swiglu_oai)(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit);
   // In-place numerically stable softmax over n floats (n >= 1).
   void (*softmax)(float* x, int64_t n);
   // Writes one token's K and V for kv head h (head_dim floats each) into slot `slot` of block `block`.
@@ -58,10 +64,15 @@ struct ops_table {
   // blocks holding only them) are never read. q: n_group * head_dim floats; out: n_group * head_dim floats.
   // Position p lives in block block_table[p / block_size], slot p % block_size. scale = 1/sqrt(head_dim)
   // normally. scratch: at least attention_scratch_floats(n_group, n_ctx) floats.
-  // Preconditions: 0 <= first < n_ctx, or n_ctx == 0, which writes zeros. out must not alias q or
+  // sinks: nullptr, or n_group floats, the attention-sink logit of each head of the group (gpt-oss; the
+  // caller offsets it to the group's first head). A sink s joins the softmax's denominator without a value
+  // row, and is NOT multiplied by scale (as llama.cpp): with m = max(max_p score_p, s) and
+  // w_p = exp(score_p - m), out = sum_p w_p v_p / (sum_p w_p + exp(s - m)). A sink of -inf equals none, and
+  // nullptr gives exactly the bits of a call without sinks. Sinks must not be +inf or NaN.
+  // Preconditions: 0 <= first < n_ctx, or n_ctx == 0, which writes zeros. out must not alias q, sinks or
   // scratch; concurrent calls need their own scratch.
   void (*attention)(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
-                    int32_t first, int32_t n_ctx, float scale, float* out, float* scratch);
+                    int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out, float* scratch);
   // y[i] += x[i] (residual add)
   void (*add)(float* y, const float* x, int64_t n);
 };
@@ -86,7 +97,8 @@ void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_
 int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx);
 
 const ops_table& ops();                       // for active_isa()
-// For tests and benchmarks; requires cpu_supports(level). avx512: the avx2 table with the AVX-512 attention.
+// For tests and benchmarks; requires cpu_supports(level). avx512: the avx2 table with the AVX-512
+// attention and gated activations.
 const ops_table& ops_for(isa_level level);
 
 }  // namespace spate::kernels

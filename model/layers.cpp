@@ -115,7 +115,7 @@ void attention(const forward_step& s, int32_t l, attention_options o) {
       const int32_t* bt = window(i, first, end);
       const int64_t t = i / n_kv;
       const int32_t h = static_cast<int32_t>(i % n_kv);
-      ops.attention(s.q + t * QD + h * n_group * HD, n_group, kv, h, bt, first, end, scale,
+      ops.attention(s.q + t * QD + h * n_group * HD, n_group, kv, h, bt, first, end, scale, nullptr,
                     s.attn + t * QD + h * n_group * HD, s.scratch + tid * s.scratch_per_thread);
     }
   });
