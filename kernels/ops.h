@@ -84,6 +84,39 @@ struct ops_table {
 // computes them once per token and step and reuses them in every layer.
 void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_sin);
 
+// YaRN context extension (gpt-oss), with ggml's parameters (ggml-cpu rope_yarn). Per rotated pair i, the
+// extrapolated angle theta_e = pos * freq_base^(-2i/n_rot) (rope_angles') and the interpolated one
+// theta_i = freq_scale * theta_e are mixed by a ramp over the pair index: r(i) = 1 - clamp((i - corr_low) /
+// max(0.001, corr_high - corr_low), 0, 1), mix = r * ext_factor, theta = theta_i (1 - mix) + theta_e mix. So
+// pairs i <= corr_low (high frequencies) keep theta_e (pure extrapolation), pairs i >= corr_high (low
+// frequencies) get theta_i (pure interpolation). cos and sin are multiplied by mscale = attn_factor, times
+// (1 + 0.1 ln(1/freq_scale)) when ext_factor != 0.
+struct rope_yarn {
+  float freq_scale = 1.0f;   // 1 / the context-extension factor
+  float ext_factor = 0.0f;   // weight of extrapolation on the ramp: 1 = YaRN, 0 = plain interpolation
+  float attn_factor = 1.0f;  // magnitude scale of cos and sin (see above)
+  float corr_low = 0.0f, corr_high = 0.0f;  // the ramp's ends, in pair indices (whole numbers)
+};
+
+// The YaRN parameters llama.cpp uses for a model with rope scaling type yarn, context-extension factor
+// `factor` (GGUF rope.scaling.factor), training context n_ctx_orig (rope.scaling.original_context_length)
+// and no rope.scaling.yarn_log_multiplier: freq_scale = 1/factor, ext_factor = 1, corr_low/high =
+// ggml_rope_yarn_corr_dims (the pair indices whose wavelength makes beta_fast / beta_slow turns over
+// n_ctx_orig, floor / ceil, clamped to [0, n_rot - 1]) and attn_factor = get_mscale(factor) / (1 + 0.1 ln
+// factor) with get_mscale(f) = 1 + 0.1 ln f for f > 1, else 1 (llama-context.cpp); so the magnitude scale
+// rope_angles_yarn applies is get_mscale(factor). All in float as llama.cpp computes them.
+// Preconditions: n_rot > 0 even, factor > 0, n_ctx_orig > 0, freq_base > 1.
+rope_yarn make_rope_yarn(int32_t n_rot, float factor, int32_t n_ctx_orig, float freq_base, float beta_fast = 32.0f,
+                         float beta_slow = 1.0f);
+
+// rope_angles with YaRN (see rope_yarn), same layout: cos_sin[i] = mscale cos(theta_i), cos_sin[n_rot/2 + i] =
+// mscale sin(theta_i), i < n_rot/2. theta is evaluated in double and rounded once, after the product with
+// mscale (a float computed as ggml does). ggml instead builds its angles in float by the recurrence
+// theta *= freq_base^(-2/n_rot) and mixes and takes cos/sin in float, so its values differ from these by
+// float roundings that grow with pos: ~1e-7 at pos 1, ~5e-5 at pos 4095 and ~3e-3 at pos 100000 (gpt-oss-20b's
+// shape, tests/reference/rope_yarn_values.py --ggml); these are the closer to the exact angles. Pure, thread-safe.
+void rope_angles_yarn(int32_t n_rot, int32_t pos, float freq_base, const rope_yarn& yarn, float* cos_sin);
+
 // Issues software prefetches (no effect on results) for the K and V rows that
 // attention(..., kv_head, block_table, first, n_ctx, ...) will read, up to the
 // first k_prefetch_kv_blocks blocks of the window. Meant for the NEXT attention
