@@ -32,7 +32,7 @@ void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_
 
 const ops_table& ops_for(isa_level level) {
   switch (level) {
-    case isa_level::avx512: return detail::ops_avx512_table();  // avx2 ops + AVX-512 attention
+    case isa_level::avx512: return detail::ops_avx512_table();  // avx2 ops + AVX-512 attention, gated activations
     case isa_level::avx2: return detail::ops_avx2_table();
     case isa_level::scalar: break;
   }
@@ -51,4 +51,51 @@ void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_
     cos_sin[half + i] = static_cast<float>(std::sin(theta));
   }
 }
+
+namespace {
+
+// ggml_rope_yarn_corr_dim (ggml.c), in float as there: the (fractional) pair index at which the rotation
+// frequency base^(-2i/n_dims) makes n_turns turns over n_ctx_orig positions.
+float yarn_corr_dim(int32_t n_dims, int32_t n_ctx_orig, float n_turns, float base) {
+  return static_cast<float>(n_dims) *
+         std::log(static_cast<float>(n_ctx_orig) / (n_turns * 2.0f * static_cast<float>(M_PI))) /
+         (2.0f * std::log(base));
+}
+
+// llama-context.cpp's get_mscale(scale, mscale = 1).
+float yarn_get_mscale(float scale) { return scale <= 1.0f ? 1.0f : 0.1f * std::log(scale) + 1.0f; }
+
+}  // namespace
+
+rope_yarn make_rope_yarn(int32_t n_rot, float factor, int32_t n_ctx_orig, float freq_base, float beta_fast,
+                         float beta_slow) {
+  rope_yarn y;
+  y.freq_scale = 1.0f / factor;  // GGUF's factor becomes freq_scale, and factor is taken back from it
+  y.ext_factor = 1.0f;
+  const float f = 1.0f / y.freq_scale;
+  y.attn_factor = yarn_get_mscale(f) * (1.0f / (1.0f + 0.1f * std::log(f)));
+  y.corr_low = std::max(0.0f, std::floor(yarn_corr_dim(n_rot, n_ctx_orig, beta_fast, freq_base)));
+  y.corr_high = std::min(static_cast<float>(n_rot - 1), std::ceil(yarn_corr_dim(n_rot, n_ctx_orig, beta_slow, freq_base)));
+  return y;
+}
+
+void rope_angles_yarn(int32_t n_rot, int32_t pos, float freq_base, const rope_yarn& yarn, float* cos_sin) {
+  const int32_t half = n_rot / 2;
+  const double base = static_cast<double>(freq_base);
+  float mscale = yarn.attn_factor;
+  if (yarn.ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / yarn.freq_scale);  // as ggml's rope_yarn
+  const double ms = mscale, fs = yarn.freq_scale, ext = yarn.ext_factor, low = yarn.corr_low;
+  const double width = std::max<double>(0.001f, static_cast<double>(yarn.corr_high) - low);  // ggml: MAX(0.001f, ..)
+  for (int32_t i = 0; i < half; ++i) {
+    const double extrap = static_cast<double>(pos) * std::pow(base, -2.0 * i / n_rot);
+    double theta = fs * extrap;
+    if (ext != 0.0) {
+      const double mix = (1.0 - std::min(1.0, std::max(0.0, (i - low) / width))) * ext;
+      theta = theta * (1.0 - mix) + extrap * mix;
+    }
+    cos_sin[i] = static_cast<float>(std::cos(theta) * ms);
+    cos_sin[half + i] = static_cast<float>(std::sin(theta) * ms);
+  }
+}
+
 }  // namespace spate::kernels

@@ -2,8 +2,9 @@
 // activation, softmax, paged KV cache store and attention, residual add.
 //
 // Every op exists as a scalar reference (ops_ref.cpp) and an AVX2+FMA+F16C
-// version (ops_avx2.cpp); attention also has an AVX-512 version (ops_avx512.cpp),
-// which the avx512 level's table uses with the avx2 versions of the other ops.
+// version (ops_avx2.cpp); attention and the gated activations also have AVX-512
+// versions (ops_avx512.cpp), which the avx512 level's table uses with the avx2
+// versions of the other ops.
 // ops() returns the table for active_isa().
 //
 // Contracts shared by all ops:
@@ -48,6 +49,11 @@ struct ops_table {
   // out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated FFN), with
   // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), computed as x / (1 + exp(-2 u)).
   void (*geglu)(const float* gate, const float* up, float* out, int64_t n);
+  // gpt-oss's clamped SwiGLU (ggml's swiglu_oai): with x = min(gate[i], limit) and
+  // y = clamp(up[i], -limit, limit), out[i] = x / (1 + exp(-alpha x)) * (y + 1). gpt-oss: alpha = 1.702,
+  // limit = 7. A NaN gate or up gives NaN (as ggml's std::min / std::clamp). out may be gate or up (the
+  // same pointer: the MoE block computes in place), but must not otherwise overlap them.
+  void (*swiglu_oai)(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit);
   // In-place numerically stable softmax over n floats (n >= 1).
   void (*softmax)(float* x, int64_t n);
   // Writes one token's K and V for kv head h (head_dim floats each) into slot `slot` of block `block`.
@@ -58,10 +64,15 @@ struct ops_table {
   // blocks holding only them) are never read. q: n_group * head_dim floats; out: n_group * head_dim floats.
   // Position p lives in block block_table[p / block_size], slot p % block_size. scale = 1/sqrt(head_dim)
   // normally. scratch: at least attention_scratch_floats(n_group, n_ctx) floats.
-  // Preconditions: 0 <= first < n_ctx, or n_ctx == 0, which writes zeros. out must not alias q or
+  // sinks: nullptr, or n_group floats, the attention-sink logit of each head of the group (gpt-oss; the
+  // caller offsets it to the group's first head). A sink s joins the softmax's denominator without a value
+  // row, and is NOT multiplied by scale (as llama.cpp): with m = max(max_p score_p, s) and
+  // w_p = exp(score_p - m), out = sum_p w_p v_p / (sum_p w_p + exp(s - m)). A sink of -inf equals none, and
+  // nullptr gives exactly the bits of a call without sinks. Sinks must not be +inf or NaN.
+  // Preconditions: 0 <= first < n_ctx, or n_ctx == 0, which writes zeros. out must not alias q, sinks or
   // scratch; concurrent calls need their own scratch.
   void (*attention)(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
-                    int32_t first, int32_t n_ctx, float scale, float* out, float* scratch);
+                    int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out, float* scratch);
   // y[i] += x[i] (residual add)
   void (*add)(float* y, const float* x, int64_t n);
 };
@@ -72,6 +83,39 @@ struct ops_table {
 // cos_sin[i] = cos(theta_i), cos_sin[n_rot/2 + i] = sin(theta_i). Pure, thread-safe. The forward pass
 // computes them once per token and step and reuses them in every layer.
 void rope_angles(int32_t n_rot, int32_t pos, float freq_base, const float* freq_factors, float* cos_sin);
+
+// YaRN context extension (gpt-oss), with ggml's parameters (ggml-cpu rope_yarn). Per rotated pair i, the
+// extrapolated angle theta_e = pos * freq_base^(-2i/n_rot) (rope_angles') and the interpolated one
+// theta_i = freq_scale * theta_e are mixed by a ramp over the pair index: r(i) = 1 - clamp((i - corr_low) /
+// max(0.001, corr_high - corr_low), 0, 1), mix = r * ext_factor, theta = theta_i (1 - mix) + theta_e mix. So
+// pairs i <= corr_low (high frequencies) keep theta_e (pure extrapolation), pairs i >= corr_high (low
+// frequencies) get theta_i (pure interpolation). cos and sin are multiplied by mscale = attn_factor, times
+// (1 + 0.1 ln(1/freq_scale)) when ext_factor != 0.
+struct rope_yarn {
+  float freq_scale = 1.0f;   // 1 / the context-extension factor
+  float ext_factor = 0.0f;   // weight of extrapolation on the ramp: 1 = YaRN, 0 = plain interpolation
+  float attn_factor = 1.0f;  // magnitude scale of cos and sin (see above)
+  float corr_low = 0.0f, corr_high = 0.0f;  // the ramp's ends, in pair indices (whole numbers)
+};
+
+// The YaRN parameters llama.cpp uses for a model with rope scaling type yarn, context-extension factor
+// `factor` (GGUF rope.scaling.factor), training context n_ctx_orig (rope.scaling.original_context_length)
+// and no rope.scaling.yarn_log_multiplier: freq_scale = 1/factor, ext_factor = 1, corr_low/high =
+// ggml_rope_yarn_corr_dims (the pair indices whose wavelength makes beta_fast / beta_slow turns over
+// n_ctx_orig, floor / ceil, clamped to [0, n_rot - 1]) and attn_factor = get_mscale(factor) / (1 + 0.1 ln
+// factor) with get_mscale(f) = 1 + 0.1 ln f for f > 1, else 1 (llama-context.cpp); so the magnitude scale
+// rope_angles_yarn applies is get_mscale(factor). All in float as llama.cpp computes them.
+// Preconditions: n_rot > 0 even, factor > 0, n_ctx_orig > 0, freq_base > 1.
+rope_yarn make_rope_yarn(int32_t n_rot, float factor, int32_t n_ctx_orig, float freq_base, float beta_fast = 32.0f,
+                         float beta_slow = 1.0f);
+
+// rope_angles with YaRN (see rope_yarn), same layout: cos_sin[i] = mscale cos(theta_i), cos_sin[n_rot/2 + i] =
+// mscale sin(theta_i), i < n_rot/2. theta is evaluated in double and rounded once, after the product with
+// mscale (a float computed as ggml does). ggml instead builds its angles in float by the recurrence
+// theta *= freq_base^(-2/n_rot) and mixes and takes cos/sin in float, so its values differ from these by
+// float roundings that grow with pos: ~1e-7 at pos 1, ~5e-5 at pos 4095 and ~3e-3 at pos 100000 (gpt-oss-20b's
+// shape, tests/reference/rope_yarn_values.py --ggml); these are the closer to the exact angles. Pure, thread-safe.
+void rope_angles_yarn(int32_t n_rot, int32_t pos, float freq_base, const rope_yarn& yarn, float* cos_sin);
 
 // Issues software prefetches (no effect on results) for the K and V rows that
 // attention(..., kv_head, block_table, first, n_ctx, ...) will read, up to the
@@ -86,7 +130,8 @@ void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_
 int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx);
 
 const ops_table& ops();                       // for active_isa()
-// For tests and benchmarks; requires cpu_supports(level). avx512: the avx2 table with the AVX-512 attention.
+// For tests and benchmarks; requires cpu_supports(level). avx512: the avx2 table with the AVX-512
+// attention and gated activations.
 const ops_table& ops_for(isa_level level);
 
 }  // namespace spate::kernels

@@ -119,7 +119,7 @@ void rope_avx2(float* x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const
   }
 }
 
-// ---------------------------------------------------------------- swiglu / add
+// ---------------------------------------------------------------- swiglu, swiglu_oai, geglu, add
 inline __m256 silu_mul(__m256 g, __m256 u) {
   const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), g));
   return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
@@ -131,6 +131,18 @@ void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
   if (i < n) {
     const __m256i m = tail_mask(n - i);
     _mm256_maskstore_ps(out + i, m, silu_mul(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
+  }
+}
+
+void swiglu_oai_avx2(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, swiglu_oai_lanes<lanes8>(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i), alpha, limit));
+  }
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 r = swiglu_oai_lanes<lanes8>(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m), alpha, limit);
+    _mm256_maskstore_ps(out + i, m, r);
   }
 }
 
@@ -217,7 +229,8 @@ void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t
 //  1. scores[g][p] = scale * q_g . k_p over the transposed K: 8 slots per
 //     vector, one FMA chain per score (scores_transposed, ops_simd_avx2.h);
 //     each K vector is loaded and converted once per tile of <= 3 heads.
-//  2. per head: max, w = exp(s - max) in place (padded lanes set to 0), sum.
+//  2. per head: max, w = exp(s - max) in place (padded lanes set to 0), sum;
+//     the head's sink, if any, joins the max and the sum.
 //  3. out_g = (sum_p w[g][p] v_p) / sum_g, computed per tile of <= 3 heads and
 //     32 dims so all accumulators stay in registers and each V element is
 //     loaded (and converted) once per head tile.
@@ -226,8 +239,9 @@ void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t
 struct avx2_attention {
   static constexpr int max_ht = lanes8::max_ht;
   // Pass 2: the 8-lane softmax_heads (ops_simd_avx2.h).
-  static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
-    detail::softmax_heads(scores, stride, n_group, n_ctx, inv);
+  static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, const float* sinks,
+                            float* inv) {
+    detail::softmax_heads(scores, stride, n_group, n_ctx, sinks, inv);
   }
 
   // Pass 1: scores_transposed (ops_simd_avx2.h) in 8-lane chunks.
@@ -295,19 +309,20 @@ struct avx2_attention {
 };
 
 void attention_avx2(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                    const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
+                    const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out,
+                    float* scratch) {
   if (n_ctx <= 0) {
     std::memset(out, 0, sizeof(float) * n_group * kv.head_dim);
     return;
   }
-  attention_passes<avx2_attention>(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, out, scratch);
+  attention_passes<avx2_attention>(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, sinks, out, scratch);
 }
 
 }  // namespace
 
 const ops_table& ops_avx2_table() {
-  static const ops_table table{rms_norm_avx2, rope_avx2,      swiglu_avx2, geglu_avx2, softmax_avx2,
-                               kv_store_avx2, attention_avx2, add_avx2};
+  static const ops_table table{rms_norm_avx2, rope_avx2,     swiglu_avx2,    geglu_avx2, swiglu_oai_avx2,
+                               softmax_avx2,  kv_store_avx2, attention_avx2, add_avx2};
   return table;
 }
 

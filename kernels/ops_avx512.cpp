@@ -1,5 +1,5 @@
 // AVX-512 attention (kernels/ops.h `attention`) and gated activations (swiglu,
-// geglu: the avx2 bits on 16 lanes) for the avx512 ISA level; the other ops of
+// geglu, swiglu_oai: the avx2 bits on 16 lanes) for the avx512 ISA level; the other ops of
 // that level are the avx2 ones. Compiled with -mavx512f (and the
 // avx2 flags); only called when cpu_supports(isa_level::avx512).
 //
@@ -15,7 +15,8 @@
 //      the avx2 kernel.
 //   2. per head: max, w = exp(s - max) in place, sum: softmax_heads16
 //      below, exp_lanes (ops_simd_avx2.h) on 16 lanes (same w bits as the
-//      avx2 kernel, sums in another order).
+//      avx2 kernel, sums in another order); the head's sink, if any, joins
+//      the max and the sum as at the avx2 level.
 //   3. out_g = (sum_p w[g][p] v_p) / sum_g: per tile of <= 4 heads and <= 64
 //      dims, one FMA chain per (head, 16 dims) over p in order.
 //
@@ -65,6 +66,8 @@ struct lanes16 {
   static reg max(reg a, reg b) { return _mm512_max_ps(a, b); }
   static reg min(reg a, reg b) { return _mm512_min_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm512_mul_ps(a, b); }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm512_div_ps(a, b); }
   static reg fnma(reg a, reg b, reg c) { return _mm512_fnmadd_ps(a, b, c); }
   static reg round(reg a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static ireg to_int(reg a) { return _mm512_cvtps_epi32(a); }
@@ -91,8 +94,9 @@ inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n
 // Pass 2 on 16 lanes (the contract of softmax_heads in ops_simd_avx2.h): per
 // head, max, w = exp(s - max) in place (zeros up to round_up(n_ctx, 8)) and
 // inv = 1 / sum(w), the sum in a fixed order (two 16-lane accumulators, then
-// _mm512_reduce_add_ps).
-inline void softmax_heads16(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
+// _mm512_reduce_add_ps, then the sink's term if any).
+inline void softmax_heads16(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, const float* sinks,
+                            float* inv) {
   const int64_t n = n_ctx;
   const int64_t padded = attention_scores_stride(n_ctx);  // round_up(n_ctx, 8) <= stride
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -106,7 +110,8 @@ inline void softmax_heads16(float* scores, int64_t stride, int32_t n_group, int3
     }
     for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
     if (i < n) m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(ninf, first_lanes(n - i), x + i));
-    const __m512 mv = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(m0, m1)));
+    const float mx = max_with_sink(sinks, g, _mm512_reduce_max_ps(_mm512_max_ps(m0, m1)));
+    const __m512 mv = _mm512_set1_ps(mx);
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     i = 0;
     for (; i + 32 <= n; i += 32) {
@@ -128,7 +133,7 @@ inline void softmax_heads16(float* scores, int64_t stride, int32_t n_group, int3
       _mm512_mask_storeu_ps(x + i, first_lanes(std::min<int64_t>(16, padded - i)), e);
       s1 = _mm512_add_ps(s1, e);
     }
-    inv[g] = 1.0f / _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    inv[g] = 1.0f / sum_with_sink(sinks, g, mx, _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
   }
 }
 
@@ -137,8 +142,9 @@ struct avx512_attention {
   // Heads per tile of the V pass: 4 x 4 accumulators of 16 dims (a GQA group
   // of 4, as Gemma 3 270M and the 1B shape have, converts each V vector once).
   static constexpr int max_ht = lanes16::max_ht;
-  static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
-    softmax_heads16(scores, stride, n_group, n_ctx, inv);
+  static void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, const float* sinks,
+                            float* inv) {
+    softmax_heads16(scores, stride, n_group, n_ctx, sinks, inv);
   }
 
   // Pass 1: scores_transposed (ops_simd_avx2.h), 16-lane chunks, then 8.
@@ -219,13 +225,23 @@ void geglu_avx512(const float* gate, const float* up, float* out, int64_t n) {
   gated16<gelu_mul16>(gate, up, out, n, ops_avx2_table().geglu);
 }
 
+// swiglu_oai_lanes (ops_simd_avx2.h) on 16 lanes: the avx2 level's bits.
+void swiglu_oai_avx512(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(out + i, swiglu_oai_lanes<lanes16>(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i), alpha, limit));
+  }
+  if (i < n) ops_avx2_table().swiglu_oai(gate + i, up + i, out + i, n - i, alpha, limit);
+}
+
 void attention_avx512(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
+                      const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks,
+                      float* out, float* scratch) {
   if (n_ctx <= 0 || kv.head_dim % 16 != 0) {
-    ops_avx2_table().attention(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, out, scratch);
+    ops_avx2_table().attention(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, sinks, out, scratch);
     return;
   }
-  attention_passes<avx512_attention>(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, out, scratch);
+  attention_passes<avx512_attention>(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, sinks, out, scratch);
 }
 
 }  // namespace
@@ -236,6 +252,7 @@ const ops_table& ops_avx512_table() {
     t.attention = attention_avx512;
     t.swiglu = swiglu_avx512;
     t.geglu = geglu_avx512;
+    t.swiglu_oai = swiglu_oai_avx512;
     return t;
   }();
   return table;

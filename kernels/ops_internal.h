@@ -11,7 +11,7 @@ namespace spate::kernels::detail {
 
 const ops_table& ops_ref_table();
 const ops_table& ops_avx2_table();  // only call when cpu_supports(isa_level::avx2)
-// The avx2 table with the AVX-512 attention (ops_avx512.cpp); only call when
+// The avx2 table with the AVX-512 attention and gated activations (ops_avx512.cpp); only call when
 // cpu_supports(isa_level::avx512).
 const ops_table& ops_avx512_table();
 

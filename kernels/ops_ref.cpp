@@ -1,6 +1,7 @@
 // Scalar reference implementations of the ops in kernels/ops.h.
 // Plain float arithmetic, sequential reductions; the baseline every faster
 // version is tested against and the path used when SPATE_FORCE_REFERENCE is set.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -53,6 +54,15 @@ void swiglu_ref(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// ggml's swiglu_oai: std::min / std::clamp keep a NaN operand.
+void swiglu_oai_ref(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = std::min(gate[i], limit);
+    const float y = std::clamp(up[i], -limit, limit);
+    out[i] = x / (1.0f + std::exp(alpha * -x)) * (y + 1.0f);
+  }
+}
+
 void softmax_ref(float* x, int64_t n) {
   float mx = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i]);
@@ -90,7 +100,8 @@ inline float kv_elem(const paged_kv_view& kv, const void* pool, int64_t at) {
 }
 
 void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                   const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
+                   const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out,
+                   float* scratch) {
   const int32_t hd = kv.head_dim, bs = kv.block_size;
   if (n_ctx <= 0) {
     std::memset(out, 0, sizeof(float) * n_group * hd);
@@ -108,11 +119,13 @@ void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int
       sc[p] = dot * scale;
       mx = std::fmax(mx, sc[p]);
     }
+    if (sinks) mx = std::fmax(mx, sinks[g]);  // the sink joins the max and the sum, not the values
     float sum = 0.0f;
     for (int32_t p = first; p < n_ctx; ++p) {
       sc[p] = std::exp(sc[p] - mx);
       sum += sc[p];
     }
+    if (sinks) sum += std::exp(sinks[g] - mx);
     float* og = out + static_cast<int64_t>(g) * hd;
     for (int32_t d = 0; d < hd; ++d) og[d] = 0.0f;
     for (int32_t p = first; p < n_ctx; ++p) {
@@ -133,8 +146,8 @@ void add_ref(float* y, const float* x, int64_t n) {
 namespace detail {
 
 const ops_table& ops_ref_table() {
-  static const ops_table table{rms_norm_ref, rope_ref,      swiglu_ref, geglu_ref, softmax_ref,
-                               kv_store_ref, attention_ref, add_ref};
+  static const ops_table table{rms_norm_ref, rope_ref,      swiglu_ref,    geglu_ref, swiglu_oai_ref,
+                               softmax_ref,  kv_store_ref, attention_ref, add_ref};
   return table;
 }
 

@@ -97,6 +97,8 @@ struct lanes8 {
   static reg max(reg a, reg b) { return _mm256_max_ps(a, b); }
   static reg min(reg a, reg b) { return _mm256_min_ps(a, b); }
   static reg mul(reg a, reg b) { return _mm256_mul_ps(a, b); }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
+  static reg div(reg a, reg b) { return _mm256_div_ps(a, b); }
   static reg fnma(reg a, reg b, reg c) { return _mm256_fnmadd_ps(a, b, c); }
   static reg round(reg a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   static ireg to_int(reg a) { return _mm256_cvtps_epi32(a); }
@@ -148,6 +150,21 @@ inline typename V::reg exp_lanes(typename V::reg x) {
 
 inline __m256 exp_ps(__m256 x) { return exp_lanes<lanes8>(x); }
 
+// ops_table::swiglu_oai on the lanes of V (lanes8, or lanes16 in ops_avx512.cpp): the
+// reference's operations in its order, exp by exp_lanes and a true division, so each
+// lane is the same bits at every width. min(a, b) / max(a, b) return b when either is
+// NaN: min(lim, g) is std::min(g, lim) and min(lim, max(-lim, u)) std::clamp(u, -lim, lim),
+// a NaN included. exp's argument -alpha * x is the same product as alpha * -x.
+template <class V>
+inline typename V::reg swiglu_oai_lanes(typename V::reg g, typename V::reg u, float alpha, float limit) {
+  using reg = typename V::reg;
+  const reg lim = V::set1(limit), one = V::set1(1.0f);
+  const reg x = V::min(lim, g);
+  const reg y = V::min(lim, V::max(V::set1(-limit), u));
+  const reg e = exp_lanes<V>(V::mul(V::set1(-alpha), x));
+  return V::mul(V::div(x, V::add(one, e)), V::add(y, one));
+}
+
 // Max of x[0..n), n >= 1.
 inline float max_of(const float* x, int64_t n) {
   const __m256 ninf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -198,14 +215,27 @@ inline float exp_shift_sum(float* x, int64_t n, float mx, bool pad_to_8) {
   return hsum(_mm256_add_ps(s0, s1));
 }
 
+// exp(x) of one float by exp_lanes: the same bits as any lane of exp_ps / exp_lanes<lanes16>.
+inline float exp1(float x) { return _mm_cvtss_f32(_mm256_castps256_ps128(exp_ps(_mm256_set1_ps(x)))); }
+
+// Attention sinks (ops_table::attention) in the softmax passes: head g's max
+// becomes max(mx, sink) and its sum gains exp(sink - max), added last. Without
+// sinks (nullptr) both return their argument unchanged, so those bits are the
+// same as without this step.
+inline float max_with_sink(const float* sinks, int32_t g, float mx) { return sinks ? std::fmax(mx, sinks[g]) : mx; }
+inline float sum_with_sink(const float* sinks, int32_t g, float mx, float sum) {
+  return sinks ? sum + exp1(sinks[g] - mx) : sum;
+}
+
 // Pass 2 of the attention kernels: for each head g < n_group, the n_ctx scores
 // at scores + g * stride become w = exp(s - max) (zeroed up to round_up(n_ctx, 8),
-// which stride must cover) and inv[g] = 1 / sum(w). n_ctx >= 1.
-inline void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, float* inv) {
+// which stride must cover) and inv[g] = 1 / sum(w), max and sum including head
+// g's sink when sinks is not null (max_with_sink, sum_with_sink). n_ctx >= 1.
+inline void softmax_heads(float* scores, int64_t stride, int32_t n_group, int32_t n_ctx, const float* sinks, float* inv) {
   for (int32_t g = 0; g < n_group; ++g) {
     float* sg = scores + g * stride;
-    const float mx = max_of(sg, n_ctx);
-    inv[g] = 1.0f / exp_shift_sum(sg, n_ctx, mx, true);
+    const float mx = max_with_sink(sinks, g, max_of(sg, n_ctx));
+    inv[g] = 1.0f / sum_with_sink(sinks, g, mx, exp_shift_sum(sg, n_ctx, mx, true));
   }
 }
 
@@ -359,8 +389,9 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
 //   1. K::scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride)
 //      writes the scaled scores of head g at scratch + g * stride (junk allowed
 //      past n_ctx up to round_up(n_ctx, 8)): scores_transposed above;
-//   2. K::softmax_heads(scratch, stride, n_group, n_ctx, inv) turns them into
-//      weights w and inv = 1 / sum(w) (softmax_heads above, or a wider one);
+//   2. K::softmax_heads(scratch, stride, n_group, n_ctx, sinks, inv) turns them
+//      into weights w and inv = 1 / sum(w), with the heads' sinks if not null
+//      (softmax_heads above, or a wider one);
 //   3. K::v_heads<HT, F16>(w, stride, kv, kv_head, block_table, n_ctx, inv, out)
 //      writes out = (sum_p w[p] v_p) * inv for each head tile of
 //      for_head_tiles<K::max_ht>.
@@ -368,7 +399,8 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
 // those of ops_table::attention.
 template <class K>
 void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
-                      const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, float* out, float* scratch) {
+                      const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out,
+                      float* scratch) {
   // A window [first, n_ctx): start at first's block; the positions of that
   // block before first get a score of -inf, hence a weight of exactly 0.
   const int32_t first_block = first / kv.block_size;
@@ -383,7 +415,7 @@ void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, 
       for (int32_t p = 0; p < n_masked; ++p) scratch[g * stride + p] = -std::numeric_limits<float>::infinity();
     }
     head_floats inv(n_group);
-    K::softmax_heads(scratch, stride, n_group, n_ctx, inv.data());
+    K::softmax_heads(scratch, stride, n_group, n_ctx, sinks, inv.data());
     for_head_tiles<K::max_ht>(n_group, [&]<int HT>(int32_t g) {
       K::template v_heads<HT, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv.data() + g,
                                    out + static_cast<int64_t>(g) * hd);

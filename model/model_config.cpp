@@ -26,8 +26,10 @@ void read_yarn(const gguf_file& f, model_config& c) {
     throw bad("metadata '" + a + "yarn_ext_factor' other than 1 is not supported");
   }
   auto params = [&](float base) {
-    return kernels::make_rope_yarn(c.n_rot, c.rope_yarn_factor, c.n_ctx_orig, base, c.rope_yarn_beta_fast,
-                                   c.rope_yarn_beta_slow, c.rope_attn_factor);
+    kernels::rope_yarn y = kernels::make_rope_yarn(c.n_rot, c.rope_yarn_factor, c.n_ctx_orig, base,
+                                                   c.rope_yarn_beta_fast, c.rope_yarn_beta_slow);
+    y.attn_factor *= c.rope_attn_factor;  // llama.cpp multiplies rope.scaling.attn_factor in
+    return y;
   };
   c.yarn = params(c.rope_freq_base);
   c.yarn_swa = params(c.rope_freq_base_swa);

@@ -63,7 +63,7 @@ void bm_attention(benchmark::State& state) {
   const ops_table& t = ops_for(isa);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (auto _ : state) {
-    t.attention(q.data(), n_group, kv, 1, table.data(), 0, n_ctx, scale, out.data(), scratch.data());
+    t.attention(q.data(), n_group, kv, 1, table.data(), 0, n_ctx, scale, nullptr, out.data(), scratch.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

@@ -2,7 +2,9 @@
 // each SIMD level's ops against the scalar reference, every level against
 // direct double-precision formulas, batch invariance and alignment
 // independence at every level; the AVX2 exp and the scalar f16 conversions of
-// kernels/fp16.h against F16C. Levels the CPU lacks are skipped.
+// kernels/fp16.h against F16C. Levels the CPU lacks are skipped. The KV cache
+// and attention tests are in test_ops_attention.cpp, YaRN's rotary angles in
+// test_rope_yarn.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "isa_test_util.h"
@@ -19,73 +22,23 @@
 #include "kernels/isa.h"
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
+#include "ops_test_util.h"
 
 namespace spate::kernels {
 namespace {
 
 using namespace spate::kernels::test;
 
-const ops_table& ref() { return ops_for(isa_level::scalar); }
-
-// Suites of the SIMD levels (ops of level() against the scalar reference) and of every level.
-class OpsSimd : public isa_test {
- protected:
-  const ops_table& simd() const { return ops_for(level()); }
-};
-class OpsLevel : public isa_test {
- protected:
-  const ops_table& ops_at() const { return ops_for(level()); }
-};
+// The suites of ops_test_util.h, for the tests of every test_ops*.cpp file.
 INSTANTIATE_TEST_SUITE_P(Levels, OpsSimd, ::testing::ValuesIn(k_simd_levels), level_label);
 INSTANTIATE_TEST_SUITE_P(Levels, OpsLevel, ::testing::ValuesIn(k_all_levels), level_label);
-
-std::vector<float> random_vec(std::mt19937& rng, int64_t n, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-// ||a - b|| / ||b||, in double.
-double norm_err(const float* a, const float* b, int64_t n) {
-  double num = 0.0, den = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    num += d * d;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
-double norm_err(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  return norm_err(a.data(), b.data(), static_cast<int64_t>(a.size()));
-}
-double norm_err(const std::vector<float>& a, const std::vector<double>& b) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
-}
-
-std::vector<int64_t> tail_sizes() {
-  std::vector<int64_t> ns;
-  for (int64_t n = 1; n <= 67; ++n) ns.push_back(n);
-  for (int64_t n : {127, 128, 129, 1000, 2048, 4096, 5003}) ns.push_back(n);
-  return ns;
-}
-
-bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // ------------------------------------------------------------------ dispatch
 
 TEST(KernelOps, DispatchFollowsActiveIsa) {
   EXPECT_EQ(&ops(), &ops_for(active_isa()));
   EXPECT_EQ(&ops_for(isa_level::scalar), &detail::ops_ref_table());
-  // The avx512 level runs the avx2 ops except for its own attention.
+  // The avx512 level runs the avx2 ops except for its own attention and gated activations.
   if (cpu_supports(isa_level::avx512)) {
     const ops_table& a512 = ops_for(isa_level::avx512);
     const ops_table& a2 = detail::ops_avx2_table();
@@ -93,6 +46,7 @@ TEST(KernelOps, DispatchFollowsActiveIsa) {
     EXPECT_EQ(a512.rms_norm, a2.rms_norm);
     EXPECT_EQ(a512.kv_store, a2.kv_store);
     EXPECT_NE(a512.attention, a2.attention);
+    EXPECT_NE(a512.swiglu_oai, a2.swiglu_oai);
   }
   EXPECT_EQ(attention_scratch_floats(3, 1), attention_scratch_floats(3, 8));
   EXPECT_GE(attention_scratch_floats(3, 9), 3 * 9);
@@ -258,6 +212,72 @@ TEST(KernelOps, GegluRefMatchesTanhFormula) {
   }
 }
 
+// ------------------------------------------------------------------ swiglu_oai (gpt-oss)
+
+constexpr float k_oai_alpha = 1.702f, k_oai_limit = 7.0f;
+
+// Against the reference (the swiglu tolerance) over odd tails, with gate and
+// up beyond +-limit; in place (out = gate or out = up) gives the same bits.
+TEST_P(OpsSimd, SwigluOaiMatchesRef) {
+  std::mt19937 rng(16);
+  for (int64_t n : tail_sizes()) {
+    const auto g = random_vec(rng, n, -12.0f, 12.0f);
+    const auto u = random_vec(rng, n, -10.0f, 10.0f);
+    std::vector<float> yr(n), ya(n);
+    ref().swiglu_oai(g.data(), u.data(), yr.data(), n, k_oai_alpha, k_oai_limit);
+    simd().swiglu_oai(g.data(), u.data(), ya.data(), n, k_oai_alpha, k_oai_limit);
+    EXPECT_LT(norm_err(ya, yr), 1e-6) << "n=" << n;
+    for (const ops_table* t : {&ref(), &simd()}) {
+      const std::vector<float>& want = t == &ref() ? yr : ya;
+      auto gi = g, ui = u;
+      t->swiglu_oai(gi.data(), u.data(), gi.data(), n, k_oai_alpha, k_oai_limit);
+      t->swiglu_oai(g.data(), ui.data(), ui.data(), n, k_oai_alpha, k_oai_limit);
+      EXPECT_TRUE(bits_equal(gi, want)) << "n=" << n;
+      EXPECT_TRUE(bits_equal(ui, want)) << "n=" << n;
+    }
+  }
+  // Extremes: clamped gates and ups, saturating exp, NaN in gate or up stays NaN (as ggml's std::min / clamp).
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> g{-1e30f, -200.0f, -60.0f, -40.0f, -7.5f, -0.0f, 0.0f, 6.99f, 7.0f, 7.01f, 8.0f, 1e30f, inf,
+                             nan,    1.0f,    1.0f,   1.0f,   1.0f,  1.0f,  -2.0f, 3.0f};
+  const std::vector<float> u{1.5f, 1.5f, 1.5f, 1.5f, 1.5f, 1.5f, 1.5f, -1.0f, 0.0f, 2.0f, 1.5f, 1.5f, 1.5f,
+                             1.5f, -inf, inf,  -8.0f, 8.0f, nan,   -7.0f, 7.0f};
+  const auto n = static_cast<int64_t>(g.size());
+  std::vector<float> yr(g.size()), ya(g.size());
+  ref().swiglu_oai(g.data(), u.data(), yr.data(), n, k_oai_alpha, k_oai_limit);
+  simd().swiglu_oai(g.data(), u.data(), ya.data(), n, k_oai_alpha, k_oai_limit);
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(g[i]) || std::isnan(u[i])) {
+      EXPECT_TRUE(std::isnan(yr[i]) && std::isnan(ya[i])) << i;
+      continue;
+    }
+    EXPECT_FALSE(std::isnan(ya[i])) << g[i];
+    EXPECT_NEAR(ya[i], yr[i], std::fabs(yr[i]) * 1e-6f + 1e-30f) << g[i] << " " << u[i];
+  }
+}
+
+// The reference against the formula in double: x = min(g, limit), y = clamp(u, -limit, limit),
+// x * sigmoid(alpha x) * (y + 1); other alpha and limit values too.
+TEST(KernelOps, SwigluOaiRefMatchesFormula) {
+  std::mt19937 rng(17);
+  const auto g = random_vec(rng, 2001, -15.0f, 15.0f);
+  const auto u = random_vec(rng, 2001, -15.0f, 15.0f);
+  for (auto [alpha, limit] : {std::pair{k_oai_alpha, k_oai_limit}, std::pair{1.0f, 3.0f}, std::pair{2.5f, 100.0f}}) {
+    std::vector<float> y(g.size());
+    ref().swiglu_oai(g.data(), u.data(), y.data(), static_cast<int64_t>(g.size()), alpha, limit);
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double x = std::min<double>(g[i], limit), yy = std::clamp<double>(u[i], -limit, limit);
+      const double want = x / (1.0 + std::exp(-static_cast<double>(alpha) * x)) * (yy + 1.0);
+      EXPECT_NEAR(y[i], want, 1e-6 * std::fabs(want) + 1e-6) << g[i] << " " << u[i];
+    }
+  }
+  // Known values at gpt-oss's constants: x = 7 (clamped from 9), y = -7 (clamped from -9): 7 sigma(11.914) * -6.
+  const float g1 = 9.0f, u1 = -9.0f;
+  float y1 = 0.0f;
+  ref().swiglu_oai(&g1, &u1, &y1, 1, k_oai_alpha, k_oai_limit);
+  EXPECT_NEAR(y1, -42.0 / (1.0 + std::exp(-11.914)), 1e-5);
+}
+
 TEST_P(OpsSimd, AddMatchesRefExactly) {
   std::mt19937 rng(5);
   for (int64_t n : tail_sizes()) {
@@ -413,193 +433,6 @@ TEST(KernelOps, F32ToFp16MatchesF16cAtRoundingBoundaries) {
   EXPECT_EQ(bad, 0u);
 }
 
-// ------------------------------------------------------------------ paged KV cache, attention
-
-// A paged cache for one layer with a random (non-contiguous, permuted) block table.
-struct paged_cache {
-  paged_kv_view view;
-  std::vector<float> kf, vf;
-  std::vector<uint16_t> kh, vh;
-  std::vector<int32_t> table;
-
-  paged_cache(kv_dtype dt, int32_t block_size, int32_t n_kv_heads, int32_t head_dim, int32_t n_ctx, uint32_t seed) {
-    const int32_t n_used = (n_ctx + block_size - 1) / block_size;
-    const int32_t n_blocks = 2 * n_used + 3;
-    const size_t elems = static_cast<size_t>(n_blocks) * n_kv_heads * block_size * head_dim;
-    std::mt19937 rng(seed);
-    view.dtype = dt;
-    view.block_size = block_size;
-    view.n_kv_heads = n_kv_heads;
-    view.head_dim = head_dim;
-    if (dt == kv_dtype::f32) {
-      // Poison unused slots so a read outside [0, n_ctx) shows up.
-      kf.assign(elems, std::numeric_limits<float>::quiet_NaN());
-      vf.assign(elems, std::numeric_limits<float>::quiet_NaN());
-      view.k = kf.data();
-      view.v = vf.data();
-    } else {
-      kh.assign(elems, 0x7e00u);
-      vh.assign(elems, 0x7e00u);
-      view.k = kh.data();
-      view.v = vh.data();
-    }
-    std::vector<int32_t> perm(n_blocks);
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng);
-    table.assign(perm.begin(), perm.begin() + n_used);
-  }
-
-  // Fills positions [0, n_ctx) of every kv head with random K/V through kv_store.
-  void fill(const ops_table& t, int32_t n_ctx, uint32_t seed, float k_range = 1.0f, int32_t from = 0) {
-    std::mt19937 rng(seed);
-    for (int32_t p = from; p < n_ctx; ++p)
-      for (int32_t h = 0; h < view.n_kv_heads; ++h) {
-        const auto k = random_vec(rng, view.head_dim, -k_range, k_range);
-        const auto v = random_vec(rng, view.head_dim);
-        t.kv_store(view, table[p / view.block_size], p % view.block_size, h, k.data(), v.data());
-      }
-  }
-
-  float elem(bool is_k, int32_t p, int32_t h, int32_t d) const {
-    const int32_t block = table[p / view.block_size], slot = p % view.block_size;
-    const int64_t at = is_k ? detail::kv_k_index(view, block, h, slot, d) : detail::kv_v_row_index(view, block, h, slot) + d;
-    if (view.dtype == kv_dtype::f32) return (is_k ? kf : vf)[at];
-    return fp16_to_f32((is_k ? kh : vh)[at]);
-  }
-};
-
-TEST_P(OpsSimd, KvStoreMatchesRefBitwise) {
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
-    for (int32_t hd : {1, 7, 8, 13, 64, 128}) {
-      paged_cache a(dt, 16, 3, hd, 37, 11), b(dt, 16, 3, hd, 37, 11);
-      a.fill(ref(), 37, 12, 70000.0f);  // includes values that overflow to inf in f16
-      b.fill(simd(), 37, 12, 70000.0f);
-      if (dt == kv_dtype::f32) {
-        EXPECT_EQ(0, std::memcmp(a.kf.data(), b.kf.data(), a.kf.size() * 4));
-        EXPECT_EQ(0, std::memcmp(a.vf.data(), b.vf.data(), a.vf.size() * 4));
-      } else {
-        EXPECT_EQ(a.kh, b.kh) << "hd=" << hd;
-        EXPECT_EQ(a.vh, b.vh) << "hd=" << hd;
-      }
-    }
-  }
-}
-
-struct attn_case {
-  int32_t n_group, head_dim, n_ctx, block_size;
-};
-
-std::vector<attn_case> attn_cases() {
-  std::vector<attn_case> cs;
-  for (int32_t n_ctx = 1; n_ctx <= 67; n_ctx += 3) cs.push_back({3, 64, n_ctx, 16});
-  for (int32_t n_ctx : {1, 15, 16, 17, 100, 512, 1000}) {
-    cs.push_back({1, 64, n_ctx, 16});
-    cs.push_back({3, 64, n_ctx, 16});
-    cs.push_back({4, 128, n_ctx, 16});
-    cs.push_back({5, 80, n_ctx, 7});    // odd head count, odd block size, 80 = 2*32 + 16
-    cs.push_back({8, 12, n_ctx, 32});   // head_dim % 8 != 0
-    cs.push_back({2, 3, n_ctx, 1});     // tiny head, one slot per block
-  }
-  return cs;
-}
-
-// Naive dense attention in double on the values actually stored in the cache.
-std::vector<double> attention_double(const paged_cache& c, const std::vector<float>& q, int32_t n_group, int32_t kv_head,
-                                     int32_t n_ctx, double scale, int32_t first = 0) {
-  const int32_t hd = c.view.head_dim;
-  std::vector<double> out(static_cast<size_t>(n_group) * hd, 0.0);
-  for (int32_t g = 0; g < n_group; ++g) {
-    std::vector<double> s(n_ctx, -std::numeric_limits<double>::infinity());
-    for (int32_t p = first; p < n_ctx; ++p) {
-      double dot = 0.0;
-      for (int32_t d = 0; d < hd; ++d) dot += static_cast<double>(q[g * hd + d]) * c.elem(true, p, kv_head, d);
-      s[p] = dot * scale;
-    }
-    const double mx = *std::max_element(s.begin(), s.end());
-    double sum = 0.0;
-    for (auto& v : s) sum += (v = std::exp(v - mx));
-    for (int32_t p = first; p < n_ctx; ++p)
-      for (int32_t d = 0; d < hd; ++d) out[g * hd + d] += s[p] / sum * c.elem(false, p, kv_head, d);
-  }
-  return out;
-}
-
-// out of one attention call of table t (fresh scratch).
-std::vector<float> run_attention(const ops_table& t, const paged_cache& c, const std::vector<float>& q,
-                                 const attn_case& ac, int32_t kv_head, float scale) {
-  std::vector<float> scratch(attention_scratch_floats(ac.n_group, ac.n_ctx));
-  std::vector<float> out(static_cast<size_t>(ac.n_group) * ac.head_dim);
-  t.attention(q.data(), ac.n_group, c.view, kv_head, c.table.data(), 0, ac.n_ctx, scale, out.data(), scratch.data());
-  return out;
-}
-
-// Every level against naive double attention; the SIMD levels also against the
-// reference, and avx512 also against avx2.
-TEST_P(OpsLevel, AttentionMatchesDoubleAndRef) {
-  const int32_t n_kv_heads = 3;
-  uint32_t seed = 100;
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
-    for (const attn_case& ac : attn_cases()) {
-      ++seed;
-      paged_cache c(dt, ac.block_size, n_kv_heads, ac.head_dim, ac.n_ctx, seed);
-      // Large-ish K so the softmax is peaked for some heads and flat for others.
-      c.fill(ref(), ac.n_ctx, seed + 1000, 2.0f);
-      std::mt19937 rng(seed);
-      const auto q = random_vec(rng, static_cast<int64_t>(ac.n_group) * ac.head_dim, -2.0f, 2.0f);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(ac.head_dim));
-      const int32_t kv_head = static_cast<int32_t>(seed % n_kv_heads);
-      const auto want = attention_double(c, q, ac.n_group, kv_head, ac.n_ctx, scale);
-      const std::string what = "dtype=" + std::to_string(int(dt)) + " g=" + std::to_string(ac.n_group) +
-                               " hd=" + std::to_string(ac.head_dim) + " n_ctx=" + std::to_string(ac.n_ctx) +
-                               " bs=" + std::to_string(ac.block_size);
-      const auto out = run_attention(ops_at(), c, q, ac, kv_head, scale);
-      EXPECT_LT(norm_err(out, want), 2e-6) << what;
-      if (level() == isa_level::scalar) continue;
-      EXPECT_LT(norm_err(out, run_attention(ref(), c, q, ac, kv_head, scale)), 3e-6) << what;
-      if (level() != isa_level::avx512) continue;
-      EXPECT_LT(norm_err(out, run_attention(ops_for(isa_level::avx2), c, q, ac, kv_head, scale)), 3e-6) << what;
-    }
-  }
-}
-
-// A sliding window [first, n_ctx): the blocks wholly before it stay
-// NaN-poisoned (never written), so any read of them would show; the window's
-// first block is written whole, as the engine's cache is.
-TEST_P(OpsLevel, AttentionWindowReadsOnlyItsBlocks) {
-  uint32_t seed = 700;
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
-    for (const attn_case& ac : {attn_case{3, 64, 100, 16}, attn_case{1, 80, 530, 16}, attn_case{4, 12, 67, 7},
-                                attn_case{2, 3, 40, 1}}) {
-      for (int32_t window : {1, 5, 16, 17, 33, 512}) {
-        if (window > ac.n_ctx) continue;
-        ++seed;
-        const int32_t first = ac.n_ctx - window;
-        paged_cache c(dt, ac.block_size, 2, ac.head_dim, ac.n_ctx, seed);
-        c.fill(ref(), ac.n_ctx, seed + 1, 2.0f, first / ac.block_size * ac.block_size);
-        std::mt19937 rng(seed);
-        const auto q = random_vec(rng, static_cast<int64_t>(ac.n_group) * ac.head_dim, -2.0f, 2.0f);
-        const float scale = 1.0f / std::sqrt(static_cast<float>(ac.head_dim));
-        const auto want = attention_double(c, q, ac.n_group, 1, ac.n_ctx, scale, first);
-        std::vector<float> scratch(attention_scratch_floats(ac.n_group, ac.n_ctx));
-        std::vector<float> out(static_cast<size_t>(ac.n_group) * ac.head_dim);
-        // The runner's prefetch of the same window reads only the window's table
-        // entries (ASan builds check the table bounds) and changes nothing.
-        prefetch_kv(c.view, 1, c.table.data(), first, ac.n_ctx);
-        ops_at().attention(q.data(), ac.n_group, c.view, 1, c.table.data(), first, ac.n_ctx, scale, out.data(), scratch.data());
-        EXPECT_LT(norm_err(out, want), 2e-6) << "dtype=" << int(dt) << " hd=" << ac.head_dim << " n_ctx=" << ac.n_ctx
-                                             << " window=" << window;
-      }
-    }
-  }
-}
-
-TEST_P(OpsLevel, AttentionEmptyContextWritesZeros) {
-  paged_cache c(kv_dtype::f16, 16, 1, 64, 1, 1);
-  std::vector<float> q(2 * 64, 1.0f), out(2 * 64, 5.0f), scratch(attention_scratch_floats(2, 0));
-  ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0, 0.125f, out.data(), scratch.data());
-  for (float v : out) ASSERT_EQ(v, 0.0f);
-}
-
 // ------------------------------------------------------------------ batch invariance
 
 // The same values at a different address (misaligned by `shift` floats) give the same bits.
@@ -630,53 +463,6 @@ TEST_P(OpsLevel, ResultsIndependentOfBufferAlignment) {
         EXPECT_TRUE(bits_equal(soft, base_soft)) << "n=" << n << " shift=" << shift;
         EXPECT_TRUE(bits_equal(swi, base_swi)) << "n=" << n << " shift=" << shift;
       }
-    }
-  }
-}
-
-// Attention depends only on the logical K/V contents: a different physical
-// block placement, other block sizes (multiples of the 16- and 8-lane score
-// chunks, and sizes whose leftover slots go one by one), q at another
-// address, and dirty scratch all give identical bits.
-TEST_P(OpsLevel, AttentionIndependentOfPhysicalLayout) {
-  const ops_table& t = ops_at();
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
-    const int32_t n_group = 3, hd = 64, n_ctx = 77;
-    paged_cache a(dt, 16, 2, hd, n_ctx, 1), b(dt, 16, 2, hd, n_ctx, 2), c(dt, 8, 2, hd, n_ctx, 3);
-    a.fill(t, n_ctx, 42);
-    b.fill(t, n_ctx, 42);
-    c.fill(t, n_ctx, 42);
-    ASSERT_NE(a.table, b.table);
-    std::mt19937 rng(5);
-    const auto q = random_vec(rng, n_group * hd);
-    std::vector<float> qshift(q.size() + 3);
-    std::copy(q.begin(), q.end(), qshift.begin() + 3);
-    std::vector<float> s1(attention_scratch_floats(n_group, n_ctx), 0.0f), s2(s1.size(), 1e30f);
-    std::vector<float> oa(n_group * hd), ob(oa.size()), oc(oa.size());
-    t.attention(q.data(), n_group, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, oa.data(), s1.data());
-    t.attention(qshift.data() + 3, n_group, b.view, 1, b.table.data(), 0, n_ctx, 0.125f, ob.data(), s2.data());
-    t.attention(q.data(), n_group, c.view, 1, c.table.data(), 0, n_ctx, 0.125f, oc.data(), s2.data());
-    EXPECT_TRUE(bits_equal(oa, ob));
-    EXPECT_TRUE(bits_equal(oa, oc));
-    for (int32_t bs : {1, 7, 13, 24, 33, 40, 64, 100}) {
-      paged_cache d(dt, bs, 2, hd, n_ctx, 10 + bs);
-      d.fill(t, n_ctx, 42);
-      std::vector<float> od(oa.size());
-      t.attention(q.data(), n_group, d.view, 1, d.table.data(), 0, n_ctx, 0.125f, od.data(), s2.data());
-      EXPECT_TRUE(bits_equal(oa, od)) << "block_size=" << bs;
-    }
-    // Each head's result does not depend on which other heads share the call
-    // (head tiles of 4, 3, 2 and 1 at the different levels).
-    std::vector<float> o1(hd);
-    t.attention(q.data() + hd, 1, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o1.data(), s1.data());
-    EXPECT_TRUE(bits_equal(o1, std::vector<float>(oa.begin() + hd, oa.begin() + 2 * hd)));
-    const int32_t n_wide = 7;  // 4 + 3 heads at the avx512 level, 3 + 3 + 1 at avx2
-    const auto q7 = random_vec(rng, n_wide * hd);
-    std::vector<float> o7(n_wide * hd), s7(attention_scratch_floats(n_wide, n_ctx));
-    t.attention(q7.data(), n_wide, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o7.data(), s7.data());
-    for (int32_t h = 0; h < n_wide; ++h) {
-      t.attention(q7.data() + h * hd, 1, a.view, 1, a.table.data(), 0, n_ctx, 0.125f, o1.data(), s1.data());
-      EXPECT_TRUE(bits_equal(o1, std::vector<float>(o7.begin() + h * hd, o7.begin() + (h + 1) * hd))) << "head " << h;
     }
   }
 }

@@ -1,5 +1,5 @@
 // Tests for the avx512 level's own element-wise ops (kernels/ops_avx512.cpp):
-// swiglu and geglu run the avx2 sequence on 16 lanes, so their outputs must be
+// swiglu, geglu and swiglu_oai run the avx2 sequence on 16 lanes, so their outputs must be
 // the avx2 level's bits for every length (16-lane body, avx2 tail) and for
 // saturating gates. Skipped on CPUs without AVX-512.
 #include <gtest/gtest.h>
@@ -44,6 +44,23 @@ TEST(OpsAvx512, GatedActivationsAreTheAvx2Bits) {
   std::vector<float> u(g.size(), 1.5f);
   expect_same_bits(w.swiglu, n.swiglu, g, u);
   expect_same_bits(w.geglu, n.geglu, g, u);
+}
+
+// swiglu_oai: the avx2 bits for every length and for gates and ups beyond +-limit, in the 16-lane body.
+TEST(OpsAvx512, SwigluOaiIsTheAvx2Bits) {
+  if (!cpu_supports(isa_level::avx512)) GTEST_SKIP() << "CPU lacks AVX-512";
+  const ops_table& w = ops_for(isa_level::avx512);
+  const ops_table& n = ops_for(isa_level::avx2);
+  std::mt19937 rng(22);
+  std::uniform_real_distribution<float> dist(-60.0f, 12.0f);
+  for (int64_t len : {1, 7, 15, 16, 17, 31, 33, 576, 2880 + 5}) {
+    std::vector<float> g(static_cast<size_t>(len)), u(g.size()), yw(g.size()), yn(g.size());
+    for (auto& v : g) v = dist(rng);
+    for (auto& v : u) v = dist(rng) + 24.0f;  // [-36, 36]
+    w.swiglu_oai(g.data(), u.data(), yw.data(), len, 1.702f, 7.0f);
+    n.swiglu_oai(g.data(), u.data(), yn.data(), len, 1.702f, 7.0f);
+    EXPECT_EQ(std::memcmp(yw.data(), yn.data(), g.size() * sizeof(float)), 0) << "n=" << len;
+  }
 }
 
 }  // namespace
