@@ -161,8 +161,9 @@ error_opt parse_messages(const json::value* v, std::string_view param, json::arr
       msg[k] = kv.value();
     }
     // vLLM clients send earlier reasoning back as "reasoning"; templates read reasoning_content.
-    if (const json::value* r = msg.if_contains("reasoning"); r && r->is_string() && !msg.contains("reasoning_content")) {
-      msg["reasoning_content"] = *r;
+    // (Read from the request's message: inserting into msg may move msg's values.)
+    if (const json::value* r = m.if_contains("reasoning"); r && r->is_string() && !msg.contains("reasoning_content")) {
+      msg["reasoning_content"] = r->get_string();
     }
     if (has_tool_calls) msg["tool_calls"] = std::move(tool_calls);
     out.emplace_back(std::move(msg));
