@@ -63,6 +63,7 @@ void collect(const tool_stream_events& events, streamed& s, tool_call& cur, int&
         if (e.complete) s.out.calls.push_back(cur);
         else ++s.incomplete;
         break;
+      default: ADD_FAILURE() << "a tool-call stream emits no reasoning"; break;
     }
   }
 }
