@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "jinja/chat_template.h"
 #include "protocol/constraint_compiler.h"
 #include "protocol/harmony_constraint.h"
@@ -184,6 +186,19 @@ void harmony_messages(json::array& messages) {
   }
 }
 
+// gpt-oss's template writes every function's description ("// " +
+// description), which Jinja2 refuses when it is missing or null: an empty one.
+void harmony_tools(json::object& extra) {
+  json::value* tools = extra.if_contains("tools");
+  if (!tools || !tools->is_array()) return;
+  for (json::value& t : tools->as_array()) {
+    json::value* fn = t.is_object() ? t.as_object().if_contains("function") : nullptr;
+    if (!fn || !fn->is_object()) continue;
+    const json::value* d = fn->as_object().if_contains("description");
+    if (!d || d->is_null()) fn->as_object()["description"] = "";
+  }
+}
+
 // The harmony constraint (harmony_constraint.h): the request's grammar (in
 // out.params.constraint) for the final message; with tools in the openai
 // format, each function's parameters for its calls' arguments.
@@ -212,7 +227,8 @@ std::optional<api::api_error> constrain_harmony(const api::served_model& m, cons
       c.calls.emplace_back(name, std::move(args));
     }
   }
-  if (!c.answer && c.calls.empty()) return std::nullopt;
+  const bool grammars = std::any_of(c.calls.begin(), c.calls.end(), [](const auto& fn) { return fn.second != nullptr; });
+  if (!c.answer && !c.call_required && !grammars) return std::nullopt;
   if (!m.harmony_tokens) return bad("constrained decoding of harmony output needs the model's harmony tokens", "messages");
   out.params.constraint = api::make_harmony_constraint(std::move(c), *out.harmony, m.harmony_tokens);
   return std::nullopt;
@@ -252,6 +268,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     chat_template_options o;
     o.add_generation_prompt = r.add_generation_prompt;
     o.extra_context = r.template_extra;
+    if (harmony) harmony_tools(o.extra_context);
     try {
       out.prompt_text = m.tmpl->render(messages, o);
       if (r.continue_final_message) {
