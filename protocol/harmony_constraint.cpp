@@ -190,6 +190,7 @@ class harmony_spec final : public constraint_spec {
  public:
   harmony_spec(harmony_constraints c, harmony_options start, std::shared_ptr<const harmony_vocab> vocab)
       : c_(std::move(c)), start_(std::move(start)), vocab_(std::move(vocab)) {
+    start_.calls = !c_.calls.empty();  // as the output parser reads them (output_parser.h)
     rules_.no_final = c_.call_required;
     if (!c_.calls.empty() && c_.calls.size() <= k_max_recipients) {
       for (const auto& [name, spec] : c_.calls) rules_.recipients.push_back("functions." + name);

@@ -69,7 +69,8 @@ struct harmony_constraints {
   bool call_required = false;
 };
 
-// The constraint of one request whose output is harmony read with start.
+// The constraint of one request whose output is harmony read with start
+// (messages to functions.NAME are calls when c.calls is not empty).
 std::shared_ptr<const constraint_spec> make_harmony_constraint(harmony_constraints c, harmony_options start,
                                                                std::shared_ptr<const harmony_vocab> vocab);
 

@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "jinja/chat_template.h"
+#include "protocol/constraint_compiler.h"
 #include "protocol/generation.h"
 #include "protocol/generation_format.h"
 #include "protocol/harmony.h"
+#include "protocol/harmony_constraint.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate {
@@ -377,6 +379,30 @@ TEST(HarmonyPrepare, ContinueFinalMessageStartsInItsText) {
   EXPECT_EQ(g.harmony->open_header, std::optional<std::string>("assistant<|channel|>final"));
   api::tool_call_ids ids(1);
   EXPECT_EQ(api::parse_output(g.output(), " there!", ids, false).content, " there!");
+}
+
+TEST(HarmonyPrepare, StructuredOutputsAndToolsBecomeAHarmonyConstraint) {
+  gpt_oss h;
+  SPATE_NEED_TEMPLATE(h);
+  api::constraint_compiler cc(tiny_tokenizer());
+  h.m.constraints = &cc;
+  h.m.harmony_tokens = std::make_shared<const api::harmony_vocab>(tiny_tokenizer());
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  prepared_generation g;
+  ASSERT_FALSE(prepare(h.m, api::endpoint::chat_completions, "{" + msgs + R"(,"guided_choice":["a","b"]})", g));
+  ASSERT_NE(g.params.constraint, nullptr);
+  EXPECT_TRUE(g.params.constraint->start()->can_end()) << "the analysis comes first, unconstrained";
+  g = {};
+  ASSERT_FALSE(prepare(h.m, api::endpoint::chat_completions, "{" + msgs + "," + k_tools + R"(,"tool_choice":"required"})", g));
+  ASSERT_NE(g.params.constraint, nullptr);
+  EXPECT_FALSE(g.params.constraint->start()->can_end()) << "a call is required";
+  g = {};
+  ASSERT_FALSE(prepare(h.m, api::endpoint::chat_completions, "{" + msgs + "," + k_tools + "}", g));
+  ASSERT_NE(g.params.constraint, nullptr) << "the arguments follow their schemas";
+  EXPECT_TRUE(g.params.constraint->start()->can_end());
+  g = {};
+  ASSERT_FALSE(prepare(h.m, api::endpoint::chat_completions, "{" + msgs + "}", g));
+  EXPECT_EQ(g.params.constraint, nullptr);
 }
 
 }  // namespace
