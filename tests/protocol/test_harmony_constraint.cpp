@@ -13,34 +13,25 @@
 
 #include "protocol/constraint_compiler.h"
 #include "protocol/openai_request.h"
+#include "format_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate::api {
 namespace {
 
+using test::choice_of;
+
 // <unk> <s> </s>, a..z, a few words, then harmony's markers (control tokens,
 // as in gpt-oss's GGUF; the tokenizer makes the structure ones text).
 const tokenizer& harmony_tokenizer() {
   static const tokenizer tok([] {
-    vocab_spec s;
-    s.model = "llama";
-    s.add_space_prefix = false;
-    s.tokens = {"<unk>", "<s>", "</s>"};
-    s.token_types = {2, 3, 3};
-    for (char c = 'a'; c <= 'z'; ++c) s.tokens.emplace_back(1, c);
-    for (const char* t : {"yes", "no", "{", "}", "final", "analysis", "commentary", "assistant", "to=", "functions.", "json",
-                          "\xe2\x96\x81", ".", "="}) {
-      s.tokens.emplace_back(t);
-    }
-    s.token_types.resize(s.tokens.size(), 1);
+    vocab_spec s = test::letters_vocab(
+        {"yes", "no", "{", "}", "final", "analysis", "commentary", "assistant", "to=", "functions.", "json", "\xe2\x96\x81", ".", "="});
     for (const char* t : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|return|>", "<|call|>"}) {
       s.tokens.emplace_back(t);
       s.token_types.push_back(3);
     }
     s.scores.assign(s.tokens.size(), 0.0f);
-    s.unk_id = 0;
-    s.bos_id = 1;
-    s.eos_id = 2;
     return s;
   }());
   return tok;
@@ -68,16 +59,7 @@ void accept(token_constraint& c, const std::vector<std::string>& pieces) {
   }
 }
 
-std::shared_ptr<const constraint_spec> choice_of(constraint_compiler& cc, std::vector<std::string> choices) {
-  output_constraint oc;
-  oc.type = output_constraint::kind::choice;
-  oc.choices = std::move(choices);
-  oc.param = "guided_choice";
-  std::optional<api_error> err;
-  auto spec = cc.compile(oc, err);
-  EXPECT_FALSE(err.has_value());
-  return spec;
-}
+
 
 std::shared_ptr<const harmony_vocab> vocab() {
   static const auto v = std::make_shared<const harmony_vocab>(harmony_tokenizer());

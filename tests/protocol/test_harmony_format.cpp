@@ -20,6 +20,7 @@
 #include "protocol/generation_format.h"
 #include "protocol/harmony.h"
 #include "protocol/harmony_constraint.h"
+#include "format_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate {
@@ -27,98 +28,18 @@ namespace {
 
 namespace json = boost::json;
 
-const tokenizer& tiny_tokenizer() {
-  static const tokenizer tok([] {
-    vocab_spec s;
-    s.model = "llama";
-    s.tokens = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "b", "c"};
-    s.scores = {0, 0, 0, -1, -2, -3};
-    s.token_types = {2, 3, 3, 1, 1, 1};
-    s.unk_id = 0;
-    s.bos_id = 1;
-    s.eos_id = 2;
-    return s;
-  }());
-  return tok;
-}
-
-engine_event tokens(std::string text) {
-  engine_event e;
-  e.type = engine_event::kind::tokens;
-  e.token_ids = {4};
-  e.text = std::move(text);
-  return e;
-}
-
-engine_event finished(int32_t completion, finish_reason why) {
-  engine_event e;
-  e.type = engine_event::kind::finished;
-  e.reason = why;
-  e.usage = {3, completion, 0};
-  return e;
-}
-
-struct run {
-  api::served_model m;
-  api::parsed_request r;
-  prepared_generation g;
-  std::unique_ptr<generation_formatter> f;
-  stream_events events;
-};
+using run = test::format_run;
+using test::feed;
+using test::tiny_tokenizer;
+using test::streamed_message;
+using test::types_of;
 
 // A request whose output is harmony (analysis as reasoning; calls when the request has tools).
 std::unique_ptr<run> start(api::endpoint kind, const std::string& body) {
-  auto x = std::make_unique<run>();
-  x->m.tok = &tiny_tokenizer();
-  x->m.n_vocab = 6;
-  x->m.max_model_len = 64;
-  x->m.name = "tiny";
-  EXPECT_FALSE(api::parse_request(kind, body, x->r));
-  x->g.prompt = {1, 3};
-  x->g.harmony = api::harmony_options{};
-  if (x->r.tool_use.active()) x->g.tool_format = api::tool_call_format::openai;
-  x->f = make_formatter(x->m, x->r, x->g, [](const char* p) { return std::string(p) + "-1"; }, 1700000000);
-  x->events = x->f->begin();
-  return x;
-}
-
-stream_events feed(run& x, const std::vector<std::string>& pieces, finish_reason why = finish_reason::stop) {
-  for (const auto& p : pieces) {
-    auto ev = x.f->on_event(0, tokens(p));
-    x.events.insert(x.events.end(), ev.begin(), ev.end());
-  }
-  auto ev = x.f->on_event(0, finished(static_cast<int32_t>(pieces.size()), why));
-  x.events.insert(x.events.end(), ev.begin(), ev.end());
-  auto end = x.f->end();
-  x.events.insert(x.events.end(), end.begin(), end.end());
-  return x.events;
-}
-
-// The chat message the streamed deltas add up to.
-json::object streamed_message(const stream_events& evs) {
-  std::optional<std::string> reasoning;
-  std::string content;
-  json::array calls;
-  for (const auto& e : evs) {
-    if (e.data == "[DONE]") continue;
-    const json::object o = json::parse(e.data).as_object();
-    const json::object& d = o.at("choices").at(0).at("delta").as_object();
-    if (const auto* r = d.if_contains("reasoning_content")) reasoning = reasoning.value_or("") + std::string(r->as_string());
-    if (const auto* c = d.if_contains("content"); c && c->is_string()) content += c->as_string();
-    if (const auto* t = d.if_contains("tool_calls")) {
-      const json::object& call = t->at(0).as_object();
-      const auto i = static_cast<size_t>(call.at("index").as_int64());
-      if (i == calls.size()) {
-        calls.push_back(json::object{{"id", call.at("id")}, {"type", "function"},
-                                     {"function", json::object{{"name", call.at("function").at("name")}, {"arguments", ""}}}});
-      }
-      json::string& args = calls.at(i).at("function").at("arguments").as_string();
-      args += call.at("function").at("arguments").as_string();
-    }
-  }
-  json::object m{{"reasoning_content", reasoning ? json::value(*reasoning) : json::value(nullptr)}, {"content", content}};
-  if (!calls.empty()) m["tool_calls"] = std::move(calls);
-  return m;
+  return test::start_run(kind, body, [](run& x) {
+    x.g.harmony = api::harmony_options{};
+    if (x.r.tool_use.active()) x.g.tool_format = api::tool_call_format::openai;
+  });
 }
 
 const std::string k_tools = R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},)"
@@ -182,12 +103,6 @@ TEST(HarmonyChat, StreamedEqualsNonStreamedAtEveryCut) {
       }
     }
   }
-}
-
-std::vector<std::string> types_of(const stream_events& evs) {
-  std::vector<std::string> t;
-  for (const auto& e : evs) t.push_back(e.type);
-  return t;
 }
 
 TEST(HarmonyResponses, ReasoningItemThenFunctionCallInOrder) {
