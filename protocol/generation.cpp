@@ -234,6 +234,45 @@ std::optional<api::api_error> constrain_harmony(const api::served_model& m, cons
   return std::nullopt;
 }
 
+// Chat and responses: the prompt from the chat template, its tokens, and
+// where the output starts for the reasoning parser (out.reasoning) or the
+// harmony parser (out.harmony).
+std::optional<api::api_error> render_chat(const api::served_model& m, const api::parsed_request& r, const json::array& messages,
+                                          bool harmony, prepared_generation& out) {
+  if (!m.tmpl) {
+    return bad(m.tmpl_error.empty() ? "this model has no chat template; pass --chat-template FILE or use /v1/completions"
+                                      : "the chat template could not be parsed: " + m.tmpl_error,
+               "messages", "chat_template_missing");
+  }
+  chat_template_options o;
+  o.add_generation_prompt = r.add_generation_prompt;
+  o.extra_context = r.template_extra;
+  if (harmony) harmony_tools(o.extra_context);
+  try {
+    out.prompt_text = m.tmpl->render(messages, o);
+    if (r.continue_final_message) {
+      if (auto e = cut_after_final_message(messages, out.prompt_text)) return e;
+    }
+  } catch (const chat_template_error& e) {
+    return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
+  } catch (const std::exception& e) {
+    return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
+  }
+  out.prompt = m.tok->encode(out.prompt_text, /*add_special=*/false, /*parse_special=*/true);
+  if (harmony) {
+    api::harmony_options h;
+    h.reasoning = m.reasoning == api::reasoning_parser::openai_gptoss;
+    h.open_header = api::harmony_open_header(out.prompt_text);
+    out.harmony = std::move(h);
+  } else if (m.reasoning != api::reasoning_parser::none) {
+    std::string continued;
+    if (r.continue_final_message) continued = std::string(messages.back().as_object().at("content").as_string());
+    out.reasoning = api::reasoning_start_of(m.reasoning, out.prompt_text, r.template_extra,
+                                            r.continue_final_message ? &continued : nullptr);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
@@ -259,38 +298,8 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
       out.prompt_text = r.prompt_text.value_or("");
       out.prompt = encode_prompt(tok, out.prompt_text);
     }
-  } else {
-    if (!m.tmpl) {
-      return bad(m.tmpl_error.empty() ? "this model has no chat template; pass --chat-template FILE or use /v1/completions"
-                                        : "the chat template could not be parsed: " + m.tmpl_error,
-                 "messages", "chat_template_missing");
-    }
-    chat_template_options o;
-    o.add_generation_prompt = r.add_generation_prompt;
-    o.extra_context = r.template_extra;
-    if (harmony) harmony_tools(o.extra_context);
-    try {
-      out.prompt_text = m.tmpl->render(messages, o);
-      if (r.continue_final_message) {
-        if (auto e = cut_after_final_message(messages, out.prompt_text)) return e;
-      }
-    } catch (const chat_template_error& e) {
-      return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
-    } catch (const std::exception& e) {
-      return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
-    }
-    out.prompt = tok.encode(out.prompt_text, /*add_special=*/false, /*parse_special=*/true);
-    if (harmony) {
-      api::harmony_options h;
-      h.reasoning = m.reasoning == api::reasoning_parser::openai_gptoss;
-      h.open_header = api::harmony_open_header(out.prompt_text);
-      out.harmony = std::move(h);
-    } else if (m.reasoning != api::reasoning_parser::none) {
-      std::string continued;
-      if (r.continue_final_message) continued = std::string(messages.back().as_object().at("content").as_string());
-      out.reasoning = api::reasoning_start_of(m.reasoning, out.prompt_text, r.template_extra,
-                                              r.continue_final_message ? &continued : nullptr);
-    }
+  } else if (auto e = render_chat(m, r, messages, harmony, out)) {
+    return e;
   }
   if (r.thinking_token_budget && out.harmony) {
     return bad("'thinking_token_budget' is not supported with harmony output (--reasoning-parser openai_gptoss)", "thinking_token_budget");
