@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,33 @@ TEST(HarmonyParse, StreamedEqualsWholeAtEveryCut) {
         expect_parse(stream(c.format, {c.text.substr(0, i), c.text.substr(i, j - i), c.text.substr(j)}), c, where);
         if (HasFailure()) return;
       }
+    }
+  }
+}
+
+// Random soups of markers, marker fragments, words and whitespace: never a
+// crash, and the stream cut anywhere gives the whole parse.
+TEST(HarmonyParse, RandomOutputsStreamLikeTheWhole) {
+  static const std::vector<std::string> k_bits = {
+      "<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|call|>", "<|return|>", "<|", "|>", "<",
+      "assistant", "analysis", "final", "commentary", " to=functions.f", " to=browser.x", "json", " ", "\n", "{\"a\": 1}",
+      "text", "\xc3\xa9", "user"};
+  std::mt19937 rng(1234);
+  for (int iter = 0; iter < 400; ++iter) {
+    std::string text;
+    const size_t n = rng() % 24;
+    for (size_t k = 0; k < n; ++k) text += k_bits[rng() % k_bits.size()];
+    for (const bool cut : {false, true}) {
+      const output_format f = harmony_format(iter % 3 != 0, iter % 2 == 0);
+      const parsed_output whole = parse(f, text, cut);
+      const size_t i = text.empty() ? 0 : rng() % (text.size() + 1);
+      const size_t j = i + (text.size() == i ? 0 : rng() % (text.size() - i + 1));
+      const parsed_output s = stream(f, {text.substr(0, i), text.substr(i, j - i), text.substr(j)}, cut);
+      ASSERT_EQ(s.has_reasoning, whole.has_reasoning) << text;
+      ASSERT_EQ(s.reasoning, whole.reasoning) << text;
+      ASSERT_EQ(s.content, whole.content) << text;
+      ASSERT_EQ(s.calls.size(), whole.calls.size()) << text;
+      for (size_t c = 0; c < s.calls.size(); ++c) ASSERT_EQ(s.calls[c].arguments, whole.calls[c].arguments) << text;
     }
   }
 }
