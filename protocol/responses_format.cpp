@@ -191,7 +191,9 @@ void responses_formatter::on_call_event(const api::output_event& ev, stream_even
   if (ev.type == kind::call_begin) {
     const int64_t index = n_items_++;
     calls_.push_back({"fc_" + ev.id.substr(ev.id.find('_') + 1), ev.id, ev.name, "", false, true, index});
-    if (stream_) out.push_back(make("response.output_item.added", json::object{{"output_index", index}, {"item", call_item(calls_.back())}}));
+    if (stream_) {
+      out.push_back(make("response.output_item.added", json::object{{"output_index", index}, {"item", call_item(calls_.back())}}));
+    }
     return;
   }
   function_call& c = calls_.at(static_cast<size_t>(ev.index));
