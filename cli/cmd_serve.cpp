@@ -29,6 +29,7 @@
 #include "model/kv_cache.h"
 #include "model/model_loader.h"
 #include "protocol/constraint_compiler.h"
+#include "protocol/harmony_constraint.h"
 #include "protocol/reasoning_constraint.h"
 #include "server/http_listener.h"
 #include "server/metrics.h"
@@ -304,8 +305,8 @@ api::tool_call_format tool_format_of(const serve_options& so, const chat_templat
 }
 
 // --reasoning-parser, else the one the chat template calls for; logs which. The
-// tokens the constraints need come with it (null for none). Throws when the
-// flag names a parser the model's vocabulary cannot serve.
+// tokens the think-tag constraints need come with it (null otherwise). Throws
+// when the flag names a parser the model's vocabulary cannot serve.
 api::reasoning_parser reasoning_parser_of(const serve_options& so, const chat_template* tmpl, const tokenizer& tok,
                                           std::shared_ptr<const api::reasoning_vocab>& vocab) {
   std::string why = "--reasoning-parser";
@@ -317,7 +318,7 @@ api::reasoning_parser reasoning_parser_of(const serve_options& so, const chat_te
   } else {
     why = "the model has no chat template";
   }
-  if (p != api::reasoning_parser::none) {
+  if (p == api::reasoning_parser::qwen3 || p == api::reasoning_parser::deepseek_r1) {
     vocab = std::make_shared<const api::reasoning_vocab>(tok);
     if (!vocab->tags_are_text()) {
       const std::string msg = "<think> or </think> is a control token of this model: its text never reaches the output";
@@ -329,10 +330,26 @@ api::reasoning_parser reasoning_parser_of(const serve_options& so, const chat_te
   }
   if (p == api::reasoning_parser::none) {
     spdlog::info("Reasoning: not split (no reasoning parser: {})", why);
+  } else if (p == api::reasoning_parser::openai_gptoss) {
+    spdlog::info("Reasoning: openai_gptoss parser, reasoning_content from harmony's analysis channel ({})", why);
   } else {
     spdlog::info("Reasoning: {} parser, reasoning_content split from <think>...</think> ({})", api::reasoning_parser_name(p), why);
   }
   return p;
+}
+
+// The tokens harmony output needs (harmony_constraint.h), when the model may
+// write it: null otherwise. Throws when a flag asks for harmony and the
+// vocabulary cannot serve it (its markers never reach the output text).
+std::shared_ptr<const api::harmony_vocab> harmony_vocab_of(const serve_options& so, api::reasoning_parser reasoning,
+                                                           api::tool_call_format tools, const tokenizer& tok) {
+  if (reasoning != api::reasoning_parser::openai_gptoss && tools != api::tool_call_format::openai) return nullptr;
+  auto vocab = std::make_shared<const api::harmony_vocab>(tok);
+  if (vocab->markers_are_text()) return vocab;
+  const std::string msg = "harmony's <|start|>, <|channel|>, <|message|> and <|end|> are not tokens whose text reaches the output";
+  if (!so.reasoning_parser.empty() || !so.tool_call_parser.empty()) throw std::runtime_error(msg);
+  spdlog::warn("Harmony: {}; reasoning and tool calls will not be parsed well", msg);
+  return vocab;
 }
 
 // --pooling, else the GGUF's pooling_type, else last (as vLLM pools decoder-only models).
@@ -373,7 +390,8 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, serve_inputs
   std::shared_ptr<const api::reasoning_vocab> reasoning_tokens;
   const api::reasoning_parser reasoning = reasoning_parser_of(so, in.tmpl.get(), *in.model->tok, reasoning_tokens);
   api::served_model sm{in.model->tok.get(), in.model->config.n_vocab, in.max_model_len, in.served_name, in.tmpl.get(),
-                       in.tmpl_error, &constraints, tool_format, in.model->config.n_embd, pooling, reasoning, reasoning_tokens};
+                       in.tmpl_error, &constraints, tool_format, in.model->config.n_embd, pooling, reasoning, reasoning_tokens,
+                       harmony_vocab_of(so, reasoning, tool_format, *in.model->tok)};
   server_context ctx{std::move(sm), &eng, metrics, so, static_cast<int64_t>(std::time(nullptr))};
   ctx.set_api_keys(in.api_keys);
   if (in.api_keys.empty()) {

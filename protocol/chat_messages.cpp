@@ -1,5 +1,6 @@
 // Chat request parts (request_errors.h): messages, content parts,
-// chat_template_kwargs and the reasoning fields.
+// chat_template_kwargs and the reasoning fields (the reasoning effort of the
+// Responses API too).
 #include "protocol/request_errors.h"
 
 #include <algorithm>
@@ -205,6 +206,39 @@ error_opt parse_reasoning_fields(const field_getter& get, parsed_request& out) {
     if (st != json_int_status::ok || n < 0 || n > std::numeric_limits<int32_t>::max())
       return bad("thinking_token_budget", "thinking_token_budget must be in [0, 2147483647], got " + describe_json(*v));
     out.thinking_token_budget = static_cast<int32_t>(n);
+  }
+  if (const json::value* v = get("reasoning_effort")) return parse_reasoning_effort(*v, "reasoning_effort", out);
+  return std::nullopt;
+}
+
+error_opt parse_reasoning_effort(const json::value& v, const std::string& param, parsed_request& out) {
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_string()) return type_error(param, "a string", v);
+  const std::string_view effort = v.get_string();
+  if (effort != "low" && effort != "medium" && effort != "high")
+    return bad(param, "'" + param + "' must be \"low\", \"medium\" or \"high\", got " + describe_json(v));
+  out.reasoning_effort = std::string(effort);
+  if (!out.template_extra.contains("reasoning_effort")) out.template_extra["reasoning_effort"] = v;
+  return std::nullopt;
+}
+
+// The Responses API's reasoning object: effort as chat's reasoning_effort;
+// summary (and the older generate_summary) accepted and ignored: no
+// summaries are written.
+error_opt parse_responses_reasoning(const json::value* v, parsed_request& out) {
+  if (!v) return std::nullopt;
+  if (!v->is_object()) return type_error("reasoning", "an object", *v);
+  const json::object& r = v->get_object();
+  if (const json::value* effort = r.if_contains("effort")) {
+    if (auto e = parse_reasoning_effort(*effort, "reasoning.effort", out)) return e;
+  }
+  for (const std::string key : {"summary", "generate_summary"}) {
+    const json::value* s = r.if_contains(key);
+    if (!s || s->is_null()) continue;
+    const std::string param = "reasoning." + key;
+    if (!s->is_string()) return type_error(param, "a string", *s);
+    if (s->get_string() != "auto" && s->get_string() != "concise" && s->get_string() != "detailed")
+      return bad(param, "'" + param + "' must be \"auto\", \"concise\" or \"detailed\", got " + describe_json(*s));
   }
   return std::nullopt;
 }

@@ -18,13 +18,10 @@ completions_formatter::completions_formatter(const api::served_model& m, const a
       id_(std::move(id)),
       created_(created),
       choices_(static_cast<size_t>(std::max(1, g.n_choices()))) {
-  if (chat_ && r.stream && g.tool_format) {
+  if (chat_ && r.stream && g.output().parses()) {
     for (size_t i = 0; i < choices_.size(); ++i) {
-      choices_[i].tools = std::make_unique<api::tool_call_stream>(*g.tool_format, call_id_seed(static_cast<int32_t>(i)));
+      choices_[i].parser = std::make_unique<api::output_parser>(g.output(), api::tool_call_ids(call_id_seed(static_cast<int32_t>(i))));
     }
-  }
-  if (chat_ && r.stream && g.reasoning) {
-    for (auto& c : choices_) c.reasoning = std::make_unique<api::reasoning_splitter>(*g.reasoning);
   }
 }
 
@@ -45,22 +42,13 @@ stream_event completions_formatter::delta_chunk(int32_t index, json::object delt
   return {"", json::serialize(o)};
 }
 
-void completions_formatter::stream_chat_text(int32_t index, choice& c, std::string_view reasoning, std::string_view content,
-                                             json::value logprobs, stream_events& out) const {
-  if (!req_.include_reasoning) reasoning = {};
-  if (c.tools) {
-    stream_tool_events(index, c, c.tools->feed(content), std::move(logprobs), reasoning, out);
-  } else if (!content.empty() || !reasoning.empty() || !logprobs.is_null()) {
-    out.push_back(chunk(index, content, "", false, std::move(logprobs), reasoning));
-  }
-}
-
-void completions_formatter::stream_tool_events(int32_t index, choice& c, const api::tool_stream_events& evs,
-                                               json::value logprobs, std::string_view reasoning, stream_events& out) const {
-  using kind = api::tool_stream_event::kind;
-  std::string content;
+void completions_formatter::stream_output(int32_t index, choice& c, const api::output_events& evs, json::value logprobs,
+                                          stream_events& out) const {
+  using kind = api::output_event::kind;
+  std::string reasoning, content;
   for (const auto& ev : evs) {
     if (ev.type == kind::content) content += ev.text;
+    if (ev.type == kind::reasoning && req_.include_reasoning) reasoning += ev.text;
   }
   if (!content.empty() || !reasoning.empty() || !logprobs.is_null()) {
     out.push_back(chunk(index, content, "", false, std::move(logprobs), reasoning));
@@ -84,24 +72,21 @@ void completions_formatter::stream_tool_events(int32_t index, choice& c, const a
 json::object completions_formatter::message_of(int32_t index, const choice_accumulator& c, std::string& finish) const {
   json::object m;
   m["role"] = "assistant";
-  std::string split_content;
-  std::string_view text = c.text;
-  if (gen_.reasoning) {
-    bool has_reasoning = false;
-    api::reasoning_split s = api::split_reasoning(*gen_.reasoning, c.text, &has_reasoning);
-    if (req_.include_reasoning) {  // llama-server's name, and vLLM's current one (the same text)
-      m["reasoning_content"] = has_reasoning ? json::value(s.reasoning) : json::value(nullptr);
-      m["reasoning"] = m["reasoning_content"];
-    }
-    split_content = std::move(s.content);
-    text = split_content;
-  }
-  if (!gen_.tool_format) {
-    m["content"] = text;
+  const api::output_format fmt = gen_.output();
+  if (!fmt.parses()) {
+    m["content"] = c.text;
     return m;
   }
   api::tool_call_ids ids(call_id_seed(index));
-  const api::parsed_tool_output parsed = api::parse_tool_calls(*gen_.tool_format, text, ids, c.reason == finish_reason::length);
+  const api::parsed_output parsed = api::parse_output(fmt, c.text, ids, c.reason == finish_reason::length);
+  if (fmt.splits_reasoning() && req_.include_reasoning) {  // llama-server's name, and vLLM's current one (the same text)
+    m["reasoning_content"] = parsed.has_reasoning ? json::value(parsed.reasoning) : json::value(nullptr);
+    m["reasoning"] = m["reasoning_content"];
+  }
+  if (!gen_.tool_format) {
+    m["content"] = parsed.content;
+    return m;
+  }
   const bool blank = parsed.content.find_first_not_of(" \t\r\n") == std::string::npos;
   m["content"] = blank && !parsed.calls.empty() ? json::value(nullptr) : json::value(parsed.content);
   if (parsed.calls.empty()) return m;
@@ -175,23 +160,21 @@ stream_events completions_formatter::on_event(int32_t index, const engine_event&
   if (!req_.stream) return out;
   if (e.type == engine_event::kind::tokens && chat_) {
     json::value lp = want_logprobs_ && !e.logprobs.empty() ? logprobs_json(c.text_offset, e.logprobs) : json::value(nullptr);
-    api::reasoning_split split;
-    if (c.reasoning) c.reasoning->feed(e.text, &split);
-    stream_chat_text(index, c, split.reasoning, c.reasoning ? std::string_view(split.content) : std::string_view(e.text), std::move(lp),
-                     out);
+    api::output_events evs;
+    if (c.parser) {
+      evs = c.parser->feed(e.text);
+    } else if (!e.text.empty()) {
+      evs.emplace_back().text = e.text;  // content
+    }
+    stream_output(index, c, evs, std::move(lp), out);
   } else if (e.type == engine_event::kind::tokens) {
     if (!e.text.empty() || (want_logprobs_ && !e.logprobs.empty())) {
       out.push_back(chunk(index, e.text, "", false, logprobs_json(c.text_offset, e.logprobs)));
     }
   } else if (e.type == engine_event::kind::finished) {
-    if (c.reasoning) {  // what was held back: an incomplete tag is text
-      api::reasoning_split tail;
-      c.reasoning->finish(&tail);
-      stream_chat_text(index, c, tail.reasoning, tail.content, nullptr, out);
-    }
     std::string finish = openai_finish_reason(e.reason);
-    if (c.tools) {
-      stream_tool_events(index, c, c.tools->finish(e.reason == finish_reason::length), nullptr, {}, out);
+    if (c.parser) {  // what was held back: an incomplete tag is text, open calls end
+      stream_output(index, c, c.parser->finish(e.reason == finish_reason::length), nullptr, out);
       if (c.called && e.reason == finish_reason::stop) finish = "tool_calls";
     }
     out.push_back(chunk(index, "", finish, false));
@@ -231,7 +214,7 @@ std::string completions_formatter::finish_reason_text() const {
   if (first_error()) return "error";
   const choice& c = choices_.front();
   std::string finish = openai_finish_reason(c.acc.reason);
-  if (c.tools) {
+  if (c.parser) {
     if (c.called && c.acc.reason == finish_reason::stop) finish = "tool_calls";
   } else if (chat_ && gen_.tool_format && c.acc.done) {
     message_of(0, c.acc, finish);  // what the answer said

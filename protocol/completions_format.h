@@ -17,14 +17,17 @@
 //   model stopped; streamed as delta.tool_calls [{"index","id","type",
 //   "function":{"name","arguments":""}}] then {"index","function":{"arguments":
 //   piece}} deltas, as OpenAI streams them.
-// Reasoning (chat with a reasoning parser, prepared_generation::reasoning
-//   set): the output is split as reasoning.h says; message.reasoning_content
-//   and message.reasoning (llama-server's and vLLM's current name, the same
-//   text) hold the reasoning (null when the output had none) and content the
-//   rest, which alone is parsed for tool calls. Streamed as
-//   delta.reasoning_content and delta.reasoning pieces (in the same chunk as content when a tokens event carries both);
-//   a partial tag is held back until it resolves, the rest at the end.
-//   include_reasoning false leaves the reasoning out (no field at all).
+// Reasoning (chat with a reasoning parser: prepared_generation::reasoning or
+//   harmony set): the output is split as output_parser.h says (think tags,
+//   or harmony's channels); message.reasoning_content and message.reasoning
+//   (llama-server's and vLLM's current name, the same text) hold the
+//   reasoning (null when the output had none; harmony's analysis messages
+//   concatenated) and content the rest, which alone is parsed for tool calls
+//   (harmony's calls are its messages to functions.NAME). Streamed as
+//   delta.reasoning_content and delta.reasoning pieces (in the same chunk as
+//   content when a tokens event carries both); a partial tag or marker is
+//   held back until it resolves, the rest at the end. include_reasoning
+//   false leaves the reasoning out (no field at all).
 //
 // Not thread-safe; one per request.
 #pragma once
@@ -34,8 +37,7 @@
 #include <vector>
 
 #include "protocol/generation_format.h"
-#include "protocol/reasoning.h"
-#include "protocol/tool_calls.h"
+#include "protocol/output_parser.h"
 
 namespace spate {
 
@@ -57,9 +59,8 @@ class completions_formatter final : public generation_formatter {
   struct choice {
     choice_accumulator acc;
     int64_t text_offset = 0;  // completions logprobs: running offset of the streamed text
-    std::unique_ptr<api::tool_call_stream> tools;  // streaming chat with tool use: the call parser
-    bool called = false;                            // a complete tool call was streamed
-    std::unique_ptr<api::reasoning_splitter> reasoning;  // streaming chat with a reasoning parser
+    std::unique_ptr<api::output_parser> parser;  // streaming chat with reasoning or tool use
+    bool called = false;                         // a complete tool call was streamed
   };
 
   // logprobs JSON of lps (null when not requested); completions advance text_offset.
@@ -72,13 +73,9 @@ class completions_formatter final : public generation_formatter {
   // A chat chunk with the given delta object.
   stream_event delta_chunk(int32_t index, boost::json::object delta, const std::string& finish,
                            boost::json::value logprobs = nullptr) const;
-  // Streaming with tool use: the chunks of one tokens event (content, then call deltas).
-  void stream_tool_events(int32_t index, choice& c, const api::tool_stream_events& evs, boost::json::value logprobs,
-                          std::string_view reasoning, stream_events& out) const;
-  // Streaming chat: the chunks of a piece of output already split into
-  // reasoning and content (tool calls parsed from the content).
-  void stream_chat_text(int32_t index, choice& c, std::string_view reasoning, std::string_view content, boost::json::value logprobs,
-                        stream_events& out) const;
+  // Streaming chat: the chunks of a piece of parsed output: one with its
+  // reasoning and content (and the logprobs), then the call deltas.
+  void stream_output(int32_t index, choice& c, const api::output_events& evs, boost::json::value logprobs, stream_events& out) const;
   // The seed of choice index's tool call ids.
   uint64_t call_id_seed(int32_t index) const;
   // Non-streaming chat message of a finished choice (content and tool_calls).

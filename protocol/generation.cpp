@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "jinja/chat_template.h"
 #include "protocol/constraint_compiler.h"
+#include "protocol/harmony_constraint.h"
 #include "protocol/reasoning_constraint.h"
 #include "protocol/tool_calls.h"
 #include "protocol/tool_grammar.h"
@@ -166,16 +169,128 @@ static std::optional<api::api_error> prepare_more_prompts(const api::served_mode
   return std::nullopt;
 }
 
+namespace {
+
+// Earlier assistant turns for a harmony template, as llama.cpp passes them:
+// the reasoning (reasoning_content, or vLLM's reasoning, which parsing
+// copied there) becomes "thinking", the field gpt-oss's template reads; with
+// tool calls the content then goes (the template takes the analysis before a
+// call from one or the other, and refuses both).
+void harmony_messages(json::array& messages) {
+  for (json::value& v : messages) {
+    json::object& msg = v.as_object();
+    const json::value* reasoning = msg.if_contains("reasoning_content");
+    if (msg.at("role") != "assistant" || !reasoning || !reasoning->is_string() || msg.contains("thinking")) continue;
+    msg["thinking"] = *reasoning;
+    if (msg.contains("tool_calls")) msg.erase("content");
+  }
+}
+
+// gpt-oss's template writes every function's description ("// " +
+// description), which Jinja2 refuses when it is missing or null: an empty one.
+void harmony_tools(json::object& extra) {
+  json::value* tools = extra.if_contains("tools");
+  if (!tools || !tools->is_array()) return;
+  for (json::value& t : tools->as_array()) {
+    json::value* fn = t.is_object() ? t.as_object().if_contains("function") : nullptr;
+    if (!fn || !fn->is_object()) continue;
+    const json::value* d = fn->as_object().if_contains("description");
+    if (!d || d->is_null()) fn->as_object()["description"] = "";
+  }
+}
+
+// The harmony constraint (harmony_constraint.h): the request's grammar (in
+// out.params.constraint) for the final message; with tools in the openai
+// format, each function's parameters for its calls' arguments.
+std::optional<api::api_error> constrain_harmony(const api::served_model& m, const api::parsed_request& r, bool calls,
+                                                prepared_generation& out) {
+  api::harmony_constraints c;
+  c.answer = std::move(out.params.constraint);
+  const api::tool_request& t = r.tool_use;
+  if (calls) {
+    c.call_required = t.mode == api::tool_request::choice::required || t.mode == api::tool_request::choice::named;
+    for (const json::value& tool : t.tools) {
+      const json::object& fn = tool.at("function").as_object();
+      const std::string name(fn.at("name").as_string());
+      if (t.mode == api::tool_request::choice::named && name != t.name) continue;
+      std::shared_ptr<const constraint_spec> args;
+      if (m.constraints) {
+        api::output_constraint schema;
+        schema.type = api::output_constraint::kind::json_schema;
+        const json::value* params = fn.if_contains("parameters");
+        schema.schema = params && !params->is_null() ? *params : json::value(json::object{{"type", "object"}});
+        schema.param = "tools";
+        std::optional<api::api_error> err;
+        args = m.constraints->compile(schema, err);
+        if (err) return err;
+      }
+      c.calls.emplace_back(name, std::move(args));
+    }
+  }
+  const bool grammars = std::any_of(c.calls.begin(), c.calls.end(), [](const auto& fn) { return fn.second != nullptr; });
+  if (!c.answer && !c.call_required && !grammars) return std::nullopt;
+  if (!m.harmony_tokens) return bad("constrained decoding of harmony output needs the model's harmony tokens", "messages");
+  out.params.constraint = api::make_harmony_constraint(std::move(c), *out.harmony, m.harmony_tokens);
+  return std::nullopt;
+}
+
+// Chat and responses: the prompt from the chat template, its tokens, and
+// where the output starts for the reasoning parser (out.reasoning) or the
+// harmony parser (out.harmony).
+std::optional<api::api_error> render_chat(const api::served_model& m, const api::parsed_request& r, const json::array& messages,
+                                          bool harmony, prepared_generation& out) {
+  if (!m.tmpl) {
+    return bad(m.tmpl_error.empty() ? "this model has no chat template; pass --chat-template FILE or use /v1/completions"
+                                      : "the chat template could not be parsed: " + m.tmpl_error,
+               "messages", "chat_template_missing");
+  }
+  chat_template_options o;
+  o.add_generation_prompt = r.add_generation_prompt;
+  o.extra_context = r.template_extra;
+  if (harmony) harmony_tools(o.extra_context);
+  try {
+    out.prompt_text = m.tmpl->render(messages, o);
+    if (r.continue_final_message) {
+      if (auto e = cut_after_final_message(messages, out.prompt_text)) return e;
+    }
+  } catch (const chat_template_error& e) {
+    return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
+  } catch (const std::exception& e) {
+    return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
+  }
+  out.prompt = m.tok->encode(out.prompt_text, /*add_special=*/false, /*parse_special=*/true);
+  if (harmony) {
+    api::harmony_options h;
+    h.reasoning = m.reasoning == api::reasoning_parser::openai_gptoss;
+    h.open_header = api::harmony_open_header(out.prompt_text);
+    out.harmony = std::move(h);
+  } else if (m.reasoning != api::reasoning_parser::none) {
+    std::string continued;
+    if (r.continue_final_message) continued = std::string(messages.back().as_object().at("content").as_string());
+    out.reasoning = api::reasoning_start_of(m.reasoning, out.prompt_text, r.template_extra,
+                                            r.continue_final_message ? &continued : nullptr);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
   const tokenizer& tok = *m.tok;
-  json::array tool_messages;  // the messages, adjusted for tool use
+  const bool harmony = r.kind != api::endpoint::completions && m.harmony_output(r.tool_use.active());
+  const bool harmony_calls = harmony && r.tool_use.active() && m.tool_format == api::tool_call_format::openai;
+  json::array adjusted;  // the messages, adjusted for tool use or harmony
   api::output_constraint constraint = r.constraint;
+  if (r.tool_use.active() || harmony) adjusted = r.messages;
+  if (harmony) harmony_messages(adjusted);
   if (r.tool_use.active()) {
-    tool_messages = r.messages;
-    if (auto e = prepare_tool_use(m, r, tool_messages, constraint)) return e;
+    // Harmony calls get their grammars from the harmony constraint instead.
+    if (!harmony_calls) {
+      if (auto e = prepare_tool_use(m, r, adjusted, constraint)) return e;
+    }
     out.tool_format = m.tool_format;
   }
-  const json::array& messages = r.tool_use.active() ? tool_messages : r.messages;
+  const json::array& messages = r.tool_use.active() || harmony ? adjusted : r.messages;
   if (r.kind == api::endpoint::completions) {
     if (r.prompt_ids) {
       out.prompt = *r.prompt_ids;
@@ -183,32 +298,11 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
       out.prompt_text = r.prompt_text.value_or("");
       out.prompt = encode_prompt(tok, out.prompt_text);
     }
-  } else {
-    if (!m.tmpl) {
-      return bad(m.tmpl_error.empty() ? "this model has no chat template; pass --chat-template FILE or use /v1/completions"
-                                        : "the chat template could not be parsed: " + m.tmpl_error,
-                 "messages", "chat_template_missing");
-    }
-    chat_template_options o;
-    o.add_generation_prompt = r.add_generation_prompt;
-    o.extra_context = r.template_extra;
-    try {
-      out.prompt_text = m.tmpl->render(messages, o);
-      if (r.continue_final_message) {
-        if (auto e = cut_after_final_message(messages, out.prompt_text)) return e;
-      }
-    } catch (const chat_template_error& e) {
-      return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
-    } catch (const std::exception& e) {
-      return bad(std::string("chat template error: ") + e.what(), "messages", "chat_template_error");
-    }
-    out.prompt = tok.encode(out.prompt_text, /*add_special=*/false, /*parse_special=*/true);
-    if (m.reasoning != api::reasoning_parser::none) {
-      std::string continued;
-      if (r.continue_final_message) continued = std::string(messages.back().as_object().at("content").as_string());
-      out.reasoning = api::reasoning_start_of(m.reasoning, out.prompt_text, r.template_extra,
-                                              r.continue_final_message ? &continued : nullptr);
-    }
+  } else if (auto e = render_chat(m, r, messages, harmony, out)) {
+    return e;
+  }
+  if (r.thinking_token_budget && out.harmony) {
+    return bad("'thinking_token_budget' is not supported with harmony output (--reasoning-parser openai_gptoss)", "thinking_token_budget");
   }
   if (r.thinking_token_budget && !out.reasoning) {
     return bad("'thinking_token_budget' needs a reasoning parser; this server has none (--reasoning-parser)", "thinking_token_budget");
@@ -227,6 +321,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     out.params.constraint = m.constraints->compile(constraint, err);
     if (err) return err;
   }
+  if (out.harmony) return constrain_harmony(m, r, harmony_calls, out);
   // The grammar waits for the end of the reasoning; the budget ends it.
   if (out.reasoning && *out.reasoning != api::reasoning_start::content && (out.params.constraint || r.thinking_token_budget)) {
     out.params.constraint = api::make_reasoning_constraint(std::move(out.params.constraint), *out.reasoning, m.reasoning_tokens,

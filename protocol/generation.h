@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "protocol/openai_request.h"
+#include "protocol/output_parser.h"
 #include "protocol/served_model.h"
 
 namespace spate {
@@ -48,9 +49,16 @@ struct prepared_generation {
   }
   // Set when the request may call tools: the format to parse the output in.
   std::optional<api::tool_call_format> tool_format;
-  // Chat and responses with a reasoning parser: where the output starts
-  // (reasoning.h); the formatters split reasoning from content with it.
+  // Chat and responses with a think-tag reasoning parser: where the output
+  // starts (reasoning.h); the formatters split reasoning from content with it.
   std::optional<api::reasoning_start> reasoning;
+  // Chat and responses whose output is harmony (harmony.h): the reasoning
+  // parser is openai_gptoss, or the request uses tools in the openai format.
+  // reasoning is then unset.
+  std::optional<api::harmony_options> harmony;
+
+  // How the formatters parse the output (output_parser.h).
+  api::output_format output() const { return {reasoning, harmony, tool_format}; }
 };
 
 // The prompt and length checks every front end shares (the server through
@@ -92,8 +100,12 @@ std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text);
 // context (400 context_length_exceeded). With a reasoning parser (chat and
 // responses) sets out.reasoning, and a structured output, tool grammar or
 // thinking_token_budget becomes a reasoning constraint
-// (reasoning_constraint.h): the grammar applies after the reasoning. Returns
-// the error or nullopt.
+// (reasoning_constraint.h): the grammar applies after the reasoning. Harmony
+// output (out.harmony) instead gets a harmony constraint
+// (harmony_constraint.h): a structured output applies to the final message,
+// tool grammars to the calls' arguments; earlier reasoning in the messages
+// (reasoning_content) goes to the template as "thinking". Returns the error
+// or nullopt.
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out);
 
 // continue_final_message (vLLM's): cuts the rendered prompt right after the

@@ -40,9 +40,9 @@ std::unique_ptr<generation_formatter> make_formatter(const api::served_model& m,
   if (r.kind == api::endpoint::responses) {
     std::string response_id = make_id("resp");
     std::string message_id = make_id("msg");
-    std::string reasoning_id = g.reasoning ? make_id("rs") : "";
-    return std::make_unique<responses_formatter>(std::move(response_id), std::move(message_id), m.name, created, r, g.tool_format,
-                                                 g.reasoning, std::move(reasoning_id));
+    std::string reasoning_id = g.output().splits_reasoning() ? make_id("rs") : "";
+    return std::make_unique<responses_formatter>(std::move(response_id), std::move(message_id), m.name, created, r, g.output(),
+                                                 std::move(reasoning_id));
   }
   return std::make_unique<completions_formatter>(m, r, g, make_id(r.kind == api::endpoint::chat_completions ? "chatcmpl" : "cmpl"),
                                                  created);

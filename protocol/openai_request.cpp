@@ -439,6 +439,8 @@ error_opt parse_responses(fields& f, const json::object& o, parsed_request& out)
     }
   }
 
+  if (auto e = parse_responses_reasoning(f.get("reasoning"), out)) return e;
+
   if (const json::value* ins = f.get("instructions")) {
     if (!ins->is_string()) return type_error("instructions", "a string", *ins);
     if (!ins->get_string().empty()) out.messages.emplace_back(json::object{{"role", "system"}, {"content", ins->get_string()}});

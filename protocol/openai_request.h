@@ -125,8 +125,13 @@ struct parsed_request {
   // has a reasoning parser; false drops it from the response.
   bool include_reasoning = true;
   // chat (vLLM's thinking_token_budget): at most this many tokens of
-  // reasoning, then "</think>" is forced; needs a reasoning parser.
+  // reasoning, then "</think>" is forced; needs a think-tag reasoning parser.
   std::optional<int32_t> thinking_token_budget;
+  // chat's reasoning_effort, the Responses API's reasoning.effort: "low",
+  // "medium" or "high", also set as the template variable reasoning_effort
+  // (gpt-oss's template writes it into its system message; templates that do
+  // not read it ignore it, as in vLLM).
+  std::optional<std::string> reasoning_effort;
   // Top-level keys that were ignored, in body order (the server logs them at debug).
   std::vector<std::string> unknown_fields;
 };

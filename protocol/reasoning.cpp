@@ -21,6 +21,7 @@ std::optional<reasoning_parser> reasoning_parser_from_name(std::string_view name
   if (name == "none") return reasoning_parser::none;
   if (name == "qwen3") return reasoning_parser::qwen3;
   if (name == "deepseek_r1") return reasoning_parser::deepseek_r1;
+  if (name == "openai_gptoss") return reasoning_parser::openai_gptoss;
   return std::nullopt;
 }
 
@@ -28,6 +29,7 @@ const char* reasoning_parser_name(reasoning_parser p) {
   switch (p) {
     case reasoning_parser::qwen3: return "qwen3";
     case reasoning_parser::deepseek_r1: return "deepseek_r1";
+    case reasoning_parser::openai_gptoss: return "openai_gptoss";
     case reasoning_parser::none: break;
   }
   return "none";
@@ -37,6 +39,10 @@ reasoning_parser detect_reasoning_parser(const chat_template& tmpl, std::string*
   const auto say = [reason](const char* why) {
     if (reason) *reason = why;
   };
+  if (tmpl.source().find("<|channel|>") != std::string::npos) {
+    say("the chat template writes harmony channels (<|channel|>)");
+    return reasoning_parser::openai_gptoss;
+  }
   if (tmpl.source().find(k_think_open) == std::string::npos) {
     say("the chat template does not write <think>");
     return reasoning_parser::none;

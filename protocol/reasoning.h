@@ -11,7 +11,10 @@
 //                think block open; otherwise the output is content. As
 //                vLLM's qwen3: chat_template_kwargs {"enable_thinking":
 //                false} makes the whole output content.
-// Both: a prompt that ends (but for whitespace) with "<think>" starts the
+//   openai_gptoss  harmony (gpt-oss): the analysis channel is the reasoning;
+//                read by the harmony parser (harmony.h), not by the splitter
+//                below, which serves the two think-tag parsers.
+// Both think-tag parsers: a prompt that ends (but for whitespace) with "<think>" starts the
 // output inside the reasoning; one that ends with "</think>" (Qwen3's
 // enable_thinking=false writes "<think>\n\n</think>\n\n") starts it in the
 // content. With continue_final_message the final assistant message decides:
@@ -44,22 +47,23 @@ class chat_template;
 
 namespace spate::api {
 
-enum class reasoning_parser { none, qwen3, deepseek_r1 };
+enum class reasoning_parser { none, qwen3, deepseek_r1, openai_gptoss };
 
-// "none", "qwen3", "deepseek_r1" (case-sensitive), else nullopt.
+// "none", "qwen3", "deepseek_r1", "openai_gptoss" (case-sensitive), else nullopt.
 std::optional<reasoning_parser> reasoning_parser_from_name(std::string_view name);
 const char* reasoning_parser_name(reasoning_parser p);
-// The names --reasoning-parser takes, for error messages: "qwen3, deepseek_r1, none".
-inline constexpr std::string_view k_reasoning_parser_names = "qwen3, deepseek_r1, none";
+// The names --reasoning-parser takes, for error messages.
+inline constexpr std::string_view k_reasoning_parser_names = "qwen3, deepseek_r1, openai_gptoss, none";
 
 inline constexpr std::string_view k_think_open = "<think>";
 inline constexpr std::string_view k_think_close = "</think>";
 inline constexpr size_t k_max_lead_in_whitespace = 64;
 
-// The parser a chat template calls for: none when its source does not contain
-// "<think>"; else deepseek_r1 when its generation prompt (rendered for one
-// user message) ends with "<think>", qwen3 otherwise (also when it does not
-// render). reason: a few words for the start-up log.
+// The parser a chat template calls for: openai_gptoss when its source contains
+// "<|channel|>" (harmony); else none when it does not contain "<think>"; else
+// deepseek_r1 when its generation prompt (rendered for one user message) ends
+// with "<think>", qwen3 otherwise (also when it does not render). reason: a
+// few words for the start-up log.
 reasoning_parser detect_reasoning_parser(const chat_template& tmpl, std::string* reason = nullptr);
 
 // Where the output of one request starts.
@@ -69,7 +73,7 @@ enum class reasoning_start {
   optional,   // reasoning only if the output starts with "<think>"
 };
 
-// The start for parser p (not none) given the rendered prompt, the template
+// The start for parser p (qwen3 or deepseek_r1) given the rendered prompt, the template
 // variables (enable_thinking) and, with continue_final_message, the text of
 // the final assistant message (else nullptr).
 reasoning_start reasoning_start_of(reasoning_parser p, std::string_view prompt_text, const boost::json::object& template_extra,

@@ -51,8 +51,20 @@ inline constexpr size_t k_max_template_kwargs_bytes = 64u << 10;
 // reads (enable_thinking: a boolean).
 std::optional<api_error> check_template_kwargs(const boost::json::object& kw);
 
-// Chat's reasoning fields (vLLM's): include_reasoning (a boolean) and
-// thinking_token_budget (an integer >= 0).
+// Chat's reasoning fields (vLLM's): include_reasoning (a boolean),
+// thinking_token_budget (an integer >= 0) and reasoning_effort (see
+// parse_reasoning_effort).
 std::optional<api_error> parse_reasoning_fields(const field_getter& get, parsed_request& out);
+
+// A reasoning effort (chat's reasoning_effort, the Responses API's
+// reasoning.effort; param names it): null, or "low", "medium" or "high",
+// which goes to out.reasoning_effort and to the template as the variable
+// reasoning_effort (unless chat_template_kwargs set that variable).
+std::optional<api_error> parse_reasoning_effort(const boost::json::value& v, const std::string& param, parsed_request& out);
+
+// The Responses API's reasoning object (v: null when absent): effort as
+// above; summary and generate_summary ("auto", "concise", "detailed")
+// accepted and ignored, as no summaries are written.
+std::optional<api_error> parse_responses_reasoning(const boost::json::value* v, parsed_request& out);
 
 }  // namespace spate::api

@@ -21,7 +21,7 @@ struct refused_field {
   std::string_view why;  // appended to "'key' is not supported"
 };
 
-constexpr std::array<refused_field, 28> k_refused = {{
+constexpr std::array<refused_field, 26> k_refused = {{
     {"echo", chat, off::is_false, ": chat responses never repeat the prompt"},
     {"best_of", cmpl | chat, off::is_one, "; use n for several samples (best_of must be null, 1 or equal to n)"},
     {"use_beam_search", cmpl | chat, off::is_false, ": beam search is not implemented"},
@@ -44,8 +44,6 @@ constexpr std::array<refused_field, 28> k_refused = {{
     {"modalities", chat, off::text_only, ": this server writes text only"},
     {"prediction", chat, off::null_only, ": predicted outputs are not implemented"},
     {"web_search_options", chat, off::null_only, ""},
-    {"reasoning_effort", chat, off::null_only, ": the reasoning effort cannot be set (see thinking_token_budget)"},
-    {"reasoning", resp, off::null_only, ": the reasoning effort and summaries cannot be set"},
     {"include", resp, off::empty, ""},
     {"max_tool_calls", resp, off::null_only, ""},
     {"conversation", resp, off::null_only, ": this server does not store conversations; send the whole input"},

@@ -1,5 +1,7 @@
 #include "protocol/responses_format.h"
 
+#include <algorithm>
+
 namespace spate {
 
 namespace json = boost::json;
@@ -43,16 +45,16 @@ bool blank(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::s
 }  // namespace
 
 responses_formatter::responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                                         const api::parsed_request& req, std::optional<api::tool_call_format> tool_format,
-                                         std::optional<api::reasoning_start> reasoning, std::string reasoning_id)
+                                         const api::parsed_request& req, const api::output_format& output, std::string reasoning_id)
     : id_(std::move(response_id)), msg_id_(std::move(message_id)), model_(std::move(model)), created_at_(created_at), stream_(req.stream),
-      tool_format_(tool_format), reasoning_id_(std::move(reasoning_id)) {
-  if (reasoning) splitter_ = std::make_unique<api::reasoning_splitter>(*reasoning);
-  if (tool_format_ && stream_) tools_ = std::make_unique<api::tool_call_stream>(*tool_format_, std::hash<std::string>{}(id_));
+      tool_use_(output.tools.has_value()), reasoning_id_(std::move(reasoning_id)) {
+  if (output.parses()) parser_ = std::make_unique<api::output_parser>(output, api::tool_call_ids(std::hash<std::string>{}(id_)));
   tools_echo_ = responses_tools(req.tool_use);
   tool_choice_echo_ = tool_choice_json(req.tool_use);
   parallel_echo_ = req.tool_use.parallel;
   format_echo_ = format_json(req.constraint);
+  reasoning_echo_ = json::object{{"effort", req.reasoning_effort ? json::value(*req.reasoning_effort) : json::value(nullptr)},
+                                 {"summary", nullptr}};
   instructions_ = nullptr;
   max_output_tokens_ = req.params.max_tokens ? json::value(*req.params.max_tokens) : json::value(nullptr);
   temperature_ = static_cast<double>(req.params.temperature);
@@ -80,23 +82,40 @@ json::object responses_formatter::message_item(bool done) const {
   return m;
 }
 
-json::object responses_formatter::reasoning_item(bool done) const {
+json::object responses_formatter::reasoning_item(const reasoning_part& p, bool done) const {
   json::object r;
-  r["id"] = reasoning_id_;
+  r["id"] = p.id;
   r["type"] = "reasoning";
   r["summary"] = json::array();
   json::array content;
-  if (done) content.push_back(json::object{{"type", "reasoning_text"}, {"text", reasoning_text_}});
+  if (done) content.push_back(json::object{{"type", "reasoning_text"}, {"text", p.text}});
   r["content"] = std::move(content);
   r["encrypted_content"] = nullptr;
-  // Cut by max_output_tokens before "</think>": incomplete, as the response.
-  const bool ended = splitter_ && splitter_->current() == api::reasoning_splitter::state::content;
-  r["status"] = !done ? "in_progress" : (ended || status_ == "in_progress") ? "completed" : status_;
+  // Cut by max_output_tokens before its end marker: incomplete, as the response.
+  r["status"] = !done ? "in_progress" : (p.complete || status_ == "in_progress") ? "completed" : status_;
   return r;
 }
 
-json::object responses_formatter::reasoning_address() const {
-  return json::object{{"item_id", reasoning_id_}, {"output_index", 0}, {"content_index", 0}};
+json::object responses_formatter::reasoning_address(const reasoning_part& p) const {
+  return json::object{{"item_id", p.id}, {"output_index", p.output_index}, {"content_index", 0}};
+}
+
+json::array responses_formatter::output_items() const {
+  json::array output;
+  if (!stream_) {
+    for (const auto& p : reasoning_) output.push_back(reasoning_item(p, true));
+    if (!blank(text_) || calls_.empty()) output.push_back(message_item(true));
+    for (const auto& c : calls_) output.push_back(call_item(c));
+    return output;
+  }
+  // In output_index order, as the items were added.
+  std::vector<std::pair<int64_t, json::object>> items;
+  for (const auto& p : reasoning_) items.emplace_back(p.output_index, reasoning_item(p, true));
+  if (msg_index_ >= 0) items.emplace_back(msg_index_, message_item(true));
+  for (const auto& c : calls_) items.emplace_back(c.output_index, call_item(c));
+  std::sort(items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [index, item] : items) output.push_back(std::move(item));
+  return output;
 }
 
 json::object responses_formatter::response_object() const {
@@ -107,19 +126,7 @@ json::object responses_formatter::response_object() const {
   r["status"] = status_;
   r["model"] = model_;
   json::array output;
-  if (status_ != "in_progress" && error_.empty()) {
-    if (splitter_ && splitter_->has_reasoning()) output.push_back(reasoning_item(true));
-    if (stream_) {
-      // In output_index order: the message item (if it opened) among the calls.
-      for (size_t i = 0; i <= calls_.size(); ++i) {
-        if (msg_index_ == first_index() + static_cast<int64_t>(i)) output.push_back(message_item(true));
-        if (i < calls_.size()) output.push_back(call_item(calls_[i]));
-      }
-    } else {
-      if (!blank(text_) || calls_.empty()) output.push_back(message_item(true));
-      for (const auto& c : calls_) output.push_back(call_item(c));
-    }
-  }
+  if (status_ != "in_progress" && error_.empty()) output = output_items();
   r["output"] = std::move(output);
   r["output_text"] = text_;
   if (error_.empty()) {
@@ -146,6 +153,7 @@ json::object responses_formatter::response_object() const {
   r["tool_choice"] = tool_choice_echo_;
   r["tools"] = tools_echo_;
   r["text"] = json::object{{"format", format_echo_}};
+  r["reasoning"] = reasoning_echo_;
   r["truncation"] = "disabled";
   if (has_usage_) {
     json::object u;
@@ -178,41 +186,77 @@ json::object responses_formatter::call_item(const function_call& c) const {
                       {"arguments", c.arguments}, {"status", !c.done ? "in_progress" : c.complete ? "completed" : "incomplete"}};
 }
 
-void responses_formatter::on_tool_events(const api::tool_stream_events& evs, stream_events& out) {
-  using kind = api::tool_stream_event::kind;
-  for (const auto& ev : evs) {
-    if (ev.type == kind::content) {
-      stream_text(ev.text, out);
-      continue;
-    }
-    if (ev.type == kind::call_begin) {
-      const int64_t index = first_index() + static_cast<int64_t>(calls_.size()) + (msg_index_ >= 0 ? 1 : 0);
-      calls_.push_back({"fc_" + ev.id.substr(ev.id.find('_') + 1), ev.id, ev.name, "", false, true, index});
+void responses_formatter::on_call_event(const api::output_event& ev, stream_events& out) {
+  using kind = api::output_event::kind;
+  if (ev.type == kind::call_begin) {
+    const int64_t index = n_items_++;
+    calls_.push_back({"fc_" + ev.id.substr(ev.id.find('_') + 1), ev.id, ev.name, "", false, true, index});
+    if (stream_) {
       out.push_back(make("response.output_item.added", json::object{{"output_index", index}, {"item", call_item(calls_.back())}}));
-      continue;
     }
-    function_call& c = calls_.at(static_cast<size_t>(ev.index));
-    const int64_t output_index = c.output_index;
-    if (ev.type == kind::arguments) {
-      c.arguments += ev.text;
-      out.push_back(make("response.function_call_arguments.delta",
-                         json::object{{"item_id", c.item_id}, {"output_index", output_index}, {"delta", ev.text}}));
-      continue;
-    }
-    c.done = true;  // call_end
-    c.complete = ev.complete;
-    out.push_back(make("response.function_call_arguments.done",
-                       json::object{{"item_id", c.item_id}, {"output_index", output_index}, {"arguments", c.arguments}}));
-    out.push_back(make("response.output_item.done", json::object{{"output_index", output_index}, {"item", call_item(c)}}));
+    return;
   }
+  function_call& c = calls_.at(static_cast<size_t>(ev.index));
+  if (ev.type == kind::arguments) {
+    c.arguments += ev.text;
+    if (stream_) {
+      out.push_back(make("response.function_call_arguments.delta",
+                         json::object{{"item_id", c.item_id}, {"output_index", c.output_index}, {"delta", ev.text}}));
+    }
+    return;
+  }
+  c.done = true;  // call_end
+  c.complete = ev.complete;
+  if (!stream_) return;
+  out.push_back(make("response.function_call_arguments.done",
+                     json::object{{"item_id", c.item_id}, {"output_index", c.output_index}, {"arguments", c.arguments}}));
+  out.push_back(make("response.output_item.done", json::object{{"output_index", c.output_index}, {"item", call_item(c)}}));
 }
 
-void responses_formatter::parse_calls(bool cut) {
-  api::tool_call_ids ids(std::hash<std::string>{}(id_));
-  api::parsed_tool_output parsed = api::parse_tool_calls(*tool_format_, text_, ids, cut);
-  text_ = std::move(parsed.content);
-  for (auto& c : parsed.calls) {
-    calls_.push_back({"fc_" + c.id.substr(c.id.find('_') + 1), c.id, std::move(c.name), std::move(c.arguments), true, c.complete});
+void responses_formatter::on_reasoning_event(const api::output_event& ev, stream_events& out) {
+  using kind = api::output_event::kind;
+  if (ev.type == kind::reasoning_begin) {
+    const size_t k = reasoning_.size();
+    reasoning_.push_back({k == 0 ? reasoning_id_ : reasoning_id_ + "_" + std::to_string(k + 1), "", false, false, n_items_++});
+    if (!stream_) return;
+    out.push_back(make("response.output_item.added",
+                       json::object{{"output_index", reasoning_.back().output_index}, {"item", reasoning_item(reasoning_.back(), false)}}));
+    json::object a = reasoning_address(reasoning_.back());
+    a["part"] = json::object{{"type", "reasoning_text"}, {"text", ""}};
+    out.push_back(make("response.content_part.added", std::move(a)));
+    return;
+  }
+  reasoning_part& p = reasoning_.back();
+  if (ev.type == kind::reasoning) {
+    p.text += ev.text;
+    if (!stream_) return;
+    json::object d = reasoning_address(p);
+    d["delta"] = ev.text;
+    out.push_back(make("response.reasoning_text.delta", std::move(d)));
+    return;
+  }
+  p.done = true;  // reasoning_end
+  p.complete = ev.complete;
+  if (!stream_) return;
+  json::object done = reasoning_address(p);
+  done["text"] = p.text;
+  out.push_back(make("response.reasoning_text.done", std::move(done)));
+  json::object part = reasoning_address(p);
+  part["part"] = json::object{{"type", "reasoning_text"}, {"text", p.text}};
+  out.push_back(make("response.content_part.done", std::move(part)));
+  out.push_back(make("response.output_item.done", json::object{{"output_index", p.output_index}, {"item", reasoning_item(p, true)}}));
+}
+
+void responses_formatter::on_output(api::output_events evs, stream_events& out) {
+  using kind = api::output_event::kind;
+  for (const auto& ev : evs) {
+    switch (ev.type) {
+      case kind::content: on_content(ev.text, out); break;
+      case kind::reasoning_begin:
+      case kind::reasoning:
+      case kind::reasoning_end: on_reasoning_event(ev, out); break;
+      default: on_call_event(ev, out); break;
+    }
   }
 }
 
@@ -235,7 +279,7 @@ stream_events responses_formatter::begin() {
 }
 
 void responses_formatter::open_message(stream_events& out) {
-  msg_index_ = first_index() + static_cast<int64_t>(calls_.size());
+  msg_index_ = n_items_++;
   json::object c;
   c["output_index"] = msg_index_;
   c["item"] = message_item(false);
@@ -249,7 +293,7 @@ void responses_formatter::stream_text(std::string_view text, stream_events& out)
   if (msg_index_ < 0) {
     held_.append(text);
     // Whitespace alone opens no message item while calls may come (tool use).
-    if (held_.empty() || (tools_ && blank(held_))) return;
+    if (held_.empty() || (tool_use_ && blank(held_))) return;
     open_message(out);
     out.push_back(delta(held_));
     held_.clear();
@@ -312,69 +356,40 @@ stream_events responses_formatter::fail(std::string_view message) {
 }
 
 void responses_formatter::on_content(std::string_view text, stream_events& out) {
-  if (tools_) {
-    on_tool_events(tools_->feed(text), out);
-  } else if (stream_) {
+  if (stream_) {
     stream_text(text, out);
-  } else if (!text.empty()) {
-    delta(text);
+  } else {
+    text_.append(text);
   }
-}
-
-void responses_formatter::on_reasoning(std::string_view text, bool end, stream_events& out) {
-  if (!splitter_->has_reasoning()) return;
-  reasoning_text_.append(text);
-  if (!stream_ || reasoning_closed_) return;
-  if (!reasoning_open_) {
-    reasoning_open_ = true;
-    out.push_back(make("response.output_item.added", json::object{{"output_index", 0}, {"item", reasoning_item(false)}}));
-    json::object a = reasoning_address();
-    a["part"] = json::object{{"type", "reasoning_text"}, {"text", ""}};
-    out.push_back(make("response.content_part.added", std::move(a)));
-  }
-  if (!text.empty()) {
-    json::object d = reasoning_address();
-    d["delta"] = text;
-    out.push_back(make("response.reasoning_text.delta", std::move(d)));
-  }
-  if (!end && splitter_->current() != api::reasoning_splitter::state::content) return;
-  reasoning_closed_ = true;
-  json::object done = reasoning_address();
-  done["text"] = reasoning_text_;
-  out.push_back(make("response.reasoning_text.done", std::move(done)));
-  json::object part = reasoning_address();
-  part["part"] = json::object{{"type", "reasoning_text"}, {"text", reasoning_text_}};
-  out.push_back(make("response.content_part.done", std::move(part)));
-  out.push_back(make("response.output_item.done", json::object{{"output_index", 0}, {"item", reasoning_item(true)}}));
 }
 
 stream_events responses_formatter::on_event(int32_t /*choice: always 0*/, const engine_event& e) {
   stream_events out;
   if (done_) return out;
   switch (e.type) {
-    case engine_event::kind::tokens:
+    case engine_event::kind::tokens: {
       n_tokens_ += static_cast<int32_t>(e.token_ids.size());
-      if (splitter_) {
-        const bool in_content = splitter_->current() == api::reasoning_splitter::state::content;
-        api::reasoning_split split;
-        splitter_->feed(e.text, &split);
-        if (!in_content && splitter_->has_reasoning()) n_reasoning_tokens_ += static_cast<int32_t>(e.token_ids.size());
-        on_reasoning(split.reasoning, false, out);
-        on_content(split.content, out);
-      } else {
+      if (!parser_) {
         on_content(e.text, out);
+        break;
       }
+      const bool was_reasoning = parser_->in_reasoning();
+      api::output_events evs = parser_->feed(e.text);
+      const bool reasoned = std::any_of(evs.begin(), evs.end(), [](const api::output_event& ev) {
+        return ev.type == api::output_event::kind::reasoning_begin || ev.type == api::output_event::kind::reasoning ||
+               ev.type == api::output_event::kind::reasoning_end;
+      });
+      if (was_reasoning || reasoned) n_reasoning_tokens_ += static_cast<int32_t>(e.token_ids.size());
+      on_output(std::move(evs), out);
       break;
+    }
     case engine_event::kind::finished: {
       done_ = true;
-      if (splitter_) {
-        api::reasoning_split tail;
-        splitter_->finish(&tail);
-        on_reasoning(tail.reasoning, true, out);
-        on_content(tail.content, out);
+      const bool cut = e.reason == finish_reason::length;
+      if (parser_) on_output(parser_->finish(cut), out);
+      if (!stream_ && !cut) {  // a call that broke off is content (its text came as such), unless the limit cut it
+        std::erase_if(calls_, [](const function_call& c) { return !c.complete; });
       }
-      if (tools_) on_tool_events(tools_->finish(e.reason == finish_reason::length), out);
-      if (tool_format_ && !stream_) parse_calls(e.reason == finish_reason::length);
       stream_events fin = finish(e.reason, e.usage);
       out.insert(out.end(), std::make_move_iterator(fin.begin()), std::make_move_iterator(fin.end()));
       break;

@@ -29,18 +29,22 @@
 // non-streaming shape: the same items, the message first unless its first
 // text came after a call.
 //
-// Reasoning (a reasoning parser: prepared_generation::reasoning): the output
-// is split as reasoning.h says. The reasoning is a "reasoning" output item
-// {"id","type","summary":[],"content":[{"type":"reasoning_text","text"}],
-// "encrypted_content":null,"status"} before every other item (output_index
-// 0), there whenever the output has a reasoning part (even an empty one).
-// Streamed as OpenAI streams reasoning text: response.output_item.added,
-// response.content_part.added (part {"type":"reasoning_text","text":""}),
-// response.reasoning_text.delta*, then at "</think>" (or at the end)
-// response.reasoning_text.done, response.content_part.done and
-// response.output_item.done; the message and calls follow, parsed from the
+// Reasoning (a reasoning parser: think tags or harmony, output_parser.h):
+// each reasoning part is a "reasoning" output item {"id","type","summary":[],
+// "content":[{"type":"reasoning_text","text"}],"encrypted_content":null,
+// "status"}, there whenever the output has the part (even an empty one).
+// Think tags give one part, before every other item (output_index 0);
+// harmony one per analysis message, in output order (the first item's id is
+// reasoning_id, later ones add "_2", "_3"...). Non-streaming, the reasoning
+// items come first. Streamed as OpenAI streams reasoning text:
+// response.output_item.added, response.content_part.added (part
+// {"type":"reasoning_text","text":""}), response.reasoning_text.delta*, then
+// at the part's end ("</think>", harmony's "<|end|>", or the end of the
+// output) response.reasoning_text.done, response.content_part.done and
+// response.output_item.done; the message and calls are parsed from the
 // content alone. usage.output_tokens_details.reasoning_tokens counts the
-// tokens of the engine steps that produced reasoning (a step counts whole).
+// tokens of the engine steps that produced reasoning or began inside it (a
+// step counts whole).
 //
 // An engine error without a message fails the response with "internal error".
 //
@@ -56,19 +60,17 @@
 #include "engine/engine_api.h"
 #include "protocol/generation_format.h"
 #include "protocol/openai_request.h"
-#include "protocol/reasoning.h"
-#include "protocol/tool_calls.h"
+#include "protocol/output_parser.h"
 
 namespace spate {
 
 class responses_formatter final : public generation_formatter {
  public:
   // created_at: Unix seconds. Reads req's sampling fields and stream flag only (not kept).
-  // reasoning: where the output starts when the server has a reasoning parser
-  // (reasoning_id: the reasoning item's id).
+  // output: how the output is parsed (reasoning, harmony, tool use);
+  // reasoning_id: the first reasoning item's id.
   responses_formatter(std::string response_id, std::string message_id, std::string model, int64_t created_at,
-                      const api::parsed_request& req, std::optional<api::tool_call_format> tool_format = std::nullopt,
-                      std::optional<api::reasoning_start> reasoning = std::nullopt, std::string reasoning_id = "");
+                      const api::parsed_request& req, const api::output_format& output = {}, std::string reasoning_id = "");
 
   // response.created, response.in_progress (streaming only).
   stream_events begin() override;
@@ -108,19 +110,23 @@ class responses_formatter final : public generation_formatter {
     bool complete = true;  // false: cut by max_output_tokens (status "incomplete")
     int64_t output_index = 0;  // streaming: its place among the output items
   };
+  struct reasoning_part {
+    std::string id, text;
+    bool done = false;
+    bool complete = false;     // ended by its end marker (not by the end of the output)
+    int64_t output_index = 0;  // streaming: its place among the output items
+  };
   boost::json::object call_item(const function_call& c) const;
-  // Streaming with tool use: the events of parsed output (text deltas, calls).
-  void on_tool_events(const api::tool_stream_events& evs, stream_events& out);
-  // Non-streaming with tool use: splits the text into content and calls.
-  void parse_calls(bool cut);
-  // Content text of a tokens event (or the held-back end): streamed, or kept.
+  boost::json::object reasoning_item(const reasoning_part& r, bool done) const;
+  boost::json::object reasoning_address(const reasoning_part& r) const;
+  // The output items of the finished response.
+  boost::json::array output_items() const;
+  // Parsed output (output_parser.h): text, reasoning and calls, streamed or kept.
+  void on_output(api::output_events evs, stream_events& out);
+  void on_call_event(const api::output_event& ev, stream_events& out);
+  void on_reasoning_event(const api::output_event& ev, stream_events& out);
+  // Content text: streamed, or kept.
   void on_content(std::string_view text, stream_events& out);
-  // Reasoning text split off the output; end: the output is over.
-  void on_reasoning(std::string_view text, bool end, stream_events& out);
-  boost::json::object reasoning_item(bool done) const;
-  boost::json::object reasoning_address() const;
-  // The output index of the first item after the reasoning item.
-  int64_t first_index() const { return reasoning_open_ ? 1 : 0; }
 
   std::string id_, msg_id_, model_;
   int64_t created_at_;
@@ -138,16 +144,14 @@ class responses_formatter final : public generation_formatter {
   int64_t seq_ = 0;
   int64_t msg_index_ = -1;  // streaming: the message item's output_index once opened, else -1
   std::string held_;        // streaming: content not yet sent (whitespace before the message item opens)
-  std::unique_ptr<api::tool_call_stream> tools_;  // streaming with tool use
-  std::optional<api::tool_call_format> tool_format_;
+  int64_t n_items_ = 0;     // streaming: output items added so far (the next output_index)
+  std::unique_ptr<api::output_parser> parser_;  // reasoning or tool use
+  bool tool_use_ = false;
   std::vector<function_call> calls_;
-  boost::json::value tools_echo_ = boost::json::array(), tool_choice_echo_ = "auto", format_echo_;
+  boost::json::value tools_echo_ = boost::json::array(), tool_choice_echo_ = "auto", format_echo_, reasoning_echo_;
   bool parallel_echo_ = true;
-  std::unique_ptr<api::reasoning_splitter> splitter_;  // with a reasoning parser
   std::string reasoning_id_;
-  std::string reasoning_text_;
-  bool reasoning_open_ = false;    // streaming: the reasoning item was added (output_index 0)
-  bool reasoning_closed_ = false;  // streaming: ... and is done
+  std::vector<reasoning_part> reasoning_;
   int32_t n_reasoning_tokens_ = 0;
 };
 

@@ -22,6 +22,7 @@ namespace api {
 
 class constraint_compiler;
 class reasoning_vocab;
+class harmony_vocab;
 
 struct served_model {
   const tokenizer* tok = nullptr;       // never null once serving
@@ -35,7 +36,14 @@ struct served_model {
   int32_t n_embd = 0;                   // embedding width (/v1/embeddings)
   pooling_type pooling = pooling_type::none;  // /v1/embeddings; none: refused
   reasoning_parser reasoning = reasoning_parser::none;  // --reasoning-parser (or detected): how chat output splits
-  std::shared_ptr<const reasoning_vocab> reasoning_tokens = nullptr;  // set whenever reasoning is not none
+  std::shared_ptr<const reasoning_vocab> reasoning_tokens = nullptr;  // set whenever reasoning is qwen3 or deepseek_r1
+  // Set whenever the output may be harmony (reasoning openai_gptoss, or tool_format openai).
+  std::shared_ptr<const harmony_vocab> harmony_tokens = nullptr;
+
+  // Whether chat / responses outputs of a request are harmony (harmony.h).
+  bool harmony_output(bool uses_tools) const {
+    return reasoning == reasoning_parser::openai_gptoss || (uses_tools && tool_format == tool_call_format::openai);
+  }
 };
 
 }  // namespace api

@@ -1,17 +1,20 @@
 // Tool-call formats: names, detection from a chat template, call syntax for
 // grammars, call ids, the generic format's system prompt, and the whole-output
-// parse (which runs the stream parser of tool_calls_stream.cpp).
+// parse (which runs the stream parser of tool_calls_stream.cpp through
+// output_parser.h).
 #include "protocol/tool_calls.h"
 
 #include <array>
 #include <utility>
+
+#include "protocol/output_parser.h"
 
 namespace spate::api {
 
 namespace json = boost::json;
 
 std::optional<tool_call_format> tool_call_format_from_name(std::string_view name) {
-  static constexpr std::array<std::pair<std::string_view, tool_call_format>, 10> k_names{{
+  static constexpr std::array<std::pair<std::string_view, tool_call_format>, 11> k_names{{
       {"hermes", tool_call_format::hermes},
       {"qwen", tool_call_format::hermes},
       {"qwen2_5", tool_call_format::hermes},
@@ -22,6 +25,7 @@ std::optional<tool_call_format> tool_call_format_from_name(std::string_view name
       {"mistral", tool_call_format::mistral},
       {"generic", tool_call_format::generic},
       {"json", tool_call_format::generic},
+      {"openai", tool_call_format::openai},
   }};
   for (const auto& [n, f] : k_names)
     if (n == name) return f;
@@ -34,12 +38,14 @@ const char* tool_call_format_name(tool_call_format f) {
     case tool_call_format::hermes: return "hermes";
     case tool_call_format::llama3_json: return "llama3_json";
     case tool_call_format::mistral: return "mistral";
+    case tool_call_format::openai: return "openai";
   }
   return "generic";
 }
 
 tool_call_format detect_tool_call_format(std::string_view src) {
   const auto has = [&](std::string_view s) { return src.find(s) != std::string_view::npos; };
+  if (has("<|channel|>")) return tool_call_format::openai;
   if (has("<tool_call>")) return tool_call_format::hermes;
   if (has("[TOOL_CALLS]")) return tool_call_format::mistral;
   if (has("<|start_header_id|>") && has("\"parameters\"") && (has("Environment: ipython") || has("<|python_tag|>")))
@@ -71,6 +77,7 @@ tool_call_syntax syntax_of(tool_call_format f) {
       s.list_sep = ", ";
       s.list_close = "]}";
       break;
+    case tool_call_format::openai: break;  // harmony: no list syntax (harmony.h)
   }
   return s;
 }
@@ -149,25 +156,10 @@ void add_system_prompt(json::array& messages, std::string_view prompt) {
 }
 
 parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids, bool cut) {
-  tool_call_stream s(f, ids);
-  tool_stream_events events = s.feed(text);
-  for (auto& e : s.finish(cut)) events.push_back(std::move(e));
-  ids = s.ids();
-  parsed_tool_output out;
-  tool_call current;
-  for (auto& e : events) {
-    switch (e.type) {
-      case tool_stream_event::kind::content: out.content += e.text; break;
-      case tool_stream_event::kind::call_begin: current = tool_call{std::move(e.id), std::move(e.name), {}}; break;
-      case tool_stream_event::kind::arguments: current.arguments += e.text; break;
-      case tool_stream_event::kind::call_end:
-        current.complete = e.complete;
-        if (e.complete || cut) out.calls.push_back(std::move(current));
-        current = tool_call{};
-        break;
-    }
-  }
-  return out;
+  output_format of;
+  of.tools = f;
+  parsed_output p = parse_output(of, text, ids, cut);
+  return parsed_tool_output{std::move(p.content), std::move(p.calls)};
 }
 
 }  // namespace spate::api

@@ -18,6 +18,11 @@
 //                JSON value there, a response format's answer, is the
 //                content as written); anything else is plain content. The tools are described to the model
 //                by generic_tool_system_prompt().
+//   openai       OpenAI's harmony format (gpt-oss): a message to
+//                functions.NAME, "<|channel|>commentary to=functions.NAME
+//                <|constrain|>json<|message|>{...}". The harmony parser
+//                (harmony.h) reads these calls along with the channels;
+//                tool_call_stream treats this format's output as plain content.
 //
 // A call object is {"name": STRING, ARGS_KEY: OBJECT-or-STRING} where
 // ARGS_KEY is "arguments" (or "parameters"); the keys "id" and "type" may
@@ -55,19 +60,22 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/output_events.h"
+
 namespace spate::api {
 
-enum class tool_call_format { generic, hermes, llama3_json, mistral };
+enum class tool_call_format { generic, hermes, llama3_json, mistral, openai };
 
 // vLLM's --tool-call-parser names: "hermes" (aliases "qwen", "qwen2_5"),
 // "llama3_json" (aliases "llama3", "llama3_1", "llama4_json"), "mistral",
-// "generic" (alias "json"). Case-sensitive; nullopt for anything else.
+// "generic" (alias "json"), "openai". Case-sensitive; nullopt for anything else.
 std::optional<tool_call_format> tool_call_format_from_name(std::string_view name);
-// The canonical name ("hermes", "llama3_json", "mistral", "generic").
+// The canonical name ("hermes", "llama3_json", "mistral", "generic", "openai").
 const char* tool_call_format_name(tool_call_format f);
 
 // The format a chat template makes its model write, from the template source:
-//   hermes       if it mentions "<tool_call>" (Hermes 2 Pro/3, Qwen 2.5);
+//   openai       if it mentions "<|channel|>" (harmony: gpt-oss);
+//   hermes       else if it mentions "<tool_call>" (Hermes 2 Pro/3, Qwen 2.5);
 //   mistral      else if it mentions "[TOOL_CALLS]" (Mistral Nemo...);
 //   llama3_json  else if it mentions "<|start_header_id|>", "\"parameters\""
 //                and either "Environment: ipython" or "<|python_tag|>"
@@ -127,26 +135,14 @@ class tool_call_ids {
 // written so far (as OpenAI returns a call cut by max_tokens).
 parsed_tool_output parse_tool_calls(tool_call_format f, std::string_view text, tool_call_ids& ids, bool cut = false);
 
-struct tool_stream_event {
-  enum class kind {
-    content,    // text: a content delta
-    call_begin, // index, id, name: a call starts (its arguments follow)
-    arguments,  // index, text: a piece of the call's arguments JSON
-    call_end,   // index, complete
-  };
-  kind type = kind::content;
-  int32_t index = -1;  // call_*: the call's number in this output, from 0
-  std::string text;
-  std::string id;
-  std::string name;
-  // call_end: false when the call broke off after its arguments started (bad
-  // JSON, the output ended, or the call grew past k_max_call_bytes). The
-  // stream then also emits the call's whole raw text as content, which is
-  // what parse_tool_calls returns for it: a client sees a partial call and
-  // the text.
-  bool complete = true;
-};
-using tool_stream_events = std::vector<tool_stream_event>;
+// The events of a tool-call stream: content, call_begin, arguments and
+// call_end only (output_events.h). call_end's complete is false when the call
+// broke off after its arguments started (bad JSON, the output ended, or the
+// call grew past k_max_call_bytes). The stream then also emits the call's
+// whole raw text as content, which is what parse_tool_calls returns for it: a
+// client sees a partial call and the text.
+using tool_stream_event = output_event;
+using tool_stream_events = output_events;
 
 // The longest call (its raw text, from its opening marker) a stream follows;
 // a longer one ends with complete = false and the rest is content.

@@ -253,59 +253,62 @@ size_t incomplete_utf8_tail(const std::string& s) {
   return 0;
 }
 
-void tool_event_sink::append(kind k, int32_t index, std::string_view text) {
+void output_event_sink::append(kind k, int32_t index, std::string_view text) {
   if (!out_.empty() && out_.back().type == k && out_.back().index == index) {
     out_.back().text += text;
     return;
   }
-  tool_stream_event e;
+  output_event e;
   e.type = k;
   e.index = index;
   e.text = text;
   out_.push_back(std::move(e));
 }
 
-void tool_event_sink::flush_carry() {
+void output_event_sink::flush_carry() {
   if (carry_.empty()) return;
   std::string c = std::move(carry_);
   carry_.clear();
   append(carry_kind_, carry_index_, c);
 }
 
-void tool_event_sink::content(std::string_view text) {
+void output_event_sink::text(kind k, int32_t index, std::string_view text) {
   if (text.empty()) return;
   flush_carry();
-  append(kind::content, -1, text);
+  append(k, index, text);
 }
 
-void tool_event_sink::arguments(int32_t index, std::string_view text) {
-  if (text.empty()) return;
-  flush_carry();
-  append(kind::arguments, index, text);
-}
+void output_event_sink::content(std::string_view t) { text(kind::content, -1, t); }
 
-void tool_event_sink::begin(int32_t index, std::string id, std::string name) {
-  flush_carry();
-  tool_stream_event e;
-  e.type = kind::call_begin;
-  e.index = index;
-  e.id = std::move(id);
-  e.name = std::move(name);
-  out_.push_back(std::move(e));
-}
+void output_event_sink::arguments(int32_t index, std::string_view t) { text(kind::arguments, index, t); }
 
-void tool_event_sink::end(int32_t index, bool complete) {
+void output_event_sink::push(kind k, int32_t index, bool complete) {
   flush_carry();
-  tool_stream_event e;
-  e.type = kind::call_end;
+  output_event e;
+  e.type = k;
   e.index = index;
   e.complete = complete;
   out_.push_back(std::move(e));
 }
 
-tool_stream_events tool_event_sink::take(bool final) {
+void output_event_sink::begin(int32_t index, std::string id, std::string name) {
+  push(kind::call_begin, index);
+  out_.back().id = std::move(id);
+  out_.back().name = std::move(name);
+}
+
+void output_event_sink::end(int32_t index, bool complete) { push(kind::call_end, index, complete); }
+
+void output_event_sink::reasoning_begin() { push(kind::reasoning_begin); }
+
+void output_event_sink::reasoning(std::string_view t) { text(kind::reasoning, -1, t); }
+
+void output_event_sink::reasoning_end(bool complete) { push(kind::reasoning_end, -1, complete); }
+
+output_events output_event_sink::take(bool final) {
   if (final) flush_carry();
-  if (!final && !out_.empty() && (out_.back().type == kind::content || out_.back().type == kind::arguments)) {
+  if (!final && !out_.empty() &&
+      (out_.back().type == kind::content || out_.back().type == kind::arguments || out_.back().type == kind::reasoning)) {
     auto& e = out_.back();
     if (const size_t n = incomplete_utf8_tail(e.text)) {
       carry_ = e.text.substr(e.text.size() - n);
@@ -315,7 +318,7 @@ tool_stream_events tool_event_sink::take(bool final) {
       if (e.text.empty()) out_.pop_back();
     }
   }
-  tool_stream_events r = std::move(out_);
+  output_events r = std::move(out_);
   out_.clear();
   return r;
 }

@@ -1,5 +1,6 @@
-// Internal to the tool-call parsers (protocol/tool_calls*.cpp): byte-at-a-time
-// JSON checkers and the stream's event collector. Not a public API.
+// Internal to the output parsers (protocol/tool_calls*.cpp, harmony*.cpp,
+// output_parser.cpp): byte-at-a-time JSON checkers and the event collector.
+// Not a public API.
 //
 // Thread-safety: each object is used by one thread at a time.
 #pragma once
@@ -63,25 +64,30 @@ inline bool is_json_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c 
 // complete yet (0..3); 0 when s ends on a boundary or in invalid UTF-8.
 size_t incomplete_utf8_tail(const std::string& s);
 
-// Collects a stream's events: merges consecutive content (and arguments of
-// one call) into one event, and holds an incomplete trailing UTF-8 sequence
-// back until the next take().
-class tool_event_sink {
+// Collects a parser's events (output_events.h): merges consecutive content
+// (and arguments of one call, and reasoning) into one event, and holds an
+// incomplete trailing UTF-8 sequence back until the next take().
+class output_event_sink {
  public:
-  using kind = tool_stream_event::kind;
+  using kind = output_event::kind;
   void content(std::string_view text);
   void arguments(int32_t index, std::string_view text);
   void begin(int32_t index, std::string id, std::string name);
   void end(int32_t index, bool complete);
+  void reasoning_begin();
+  void reasoning(std::string_view text);
+  void reasoning_end(bool complete);
   // The events so far; unless final, an incomplete UTF-8 sequence at the end
-  // of the last content/arguments event waits for the next call.
-  tool_stream_events take(bool final);
+  // of the last content/arguments/reasoning event waits for the next call.
+  output_events take(bool final);
 
  private:
   void append(kind k, int32_t index, std::string_view text);
+  void text(kind k, int32_t index, std::string_view text);  // a text event; nothing when text is empty
   void flush_carry();
+  void push(kind k, int32_t index = -1, bool complete = true);
 
-  tool_stream_events out_;
+  output_events out_;
   std::string carry_;
   kind carry_kind_ = kind::content;
   int32_t carry_index_ = -1;

@@ -61,7 +61,7 @@ struct tool_call_stream::impl {
   std::string_view marker_;
   bool scan_formats_;
 
-  detail::tool_event_sink sink_;
+  detail::output_event_sink sink_;
 
   // Input and the top-level machine.
   std::string input_;

@@ -27,9 +27,9 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("pooling", po::value(&o.pooling), "pooling of /v1/embeddings: mean, last or cls (default: the model's pooling_type, else last)")
       ("json-whitespace", po::value(&o.json_whitespace)->default_value(o.json_whitespace),
        "whitespace in constrained JSON (structured outputs, tool arguments): bounded (one space, or a newline and up to 20 spaces or tabs, between tokens) or compact (none, as vLLM's disable_any_whitespace)")
-      ("tool-call-parser", po::value(&o.tool_call_parser), "tool-call format of the model's output: hermes (qwen), llama3_json, mistral or generic (default: from the chat template)")
+      ("tool-call-parser", po::value(&o.tool_call_parser), "tool-call format of the model's output: hermes (qwen), llama3_json, mistral, openai (harmony) or generic (default: from the chat template)")
       ("enable-auto-tool-choice", po::bool_switch(), "accepted for vLLM compatibility: tool_choice \"auto\" is always enabled")
-      ("reasoning-parser", po::value(&o.reasoning_parser), "split <think> reasoning into reasoning_content: qwen3, deepseek_r1 or none (default: from the chat template)")
+      ("reasoning-parser", po::value(&o.reasoning_parser), "split reasoning into reasoning_content: qwen3, deepseek_r1 (<think>), openai_gptoss (harmony) or none (default: from the chat template)")
       ("allowed-origins", po::value(&o.allowed_origins_json)->default_value(o.allowed_origins_json), "CORS: allowed origins, a JSON list (\"*\" = any)")
       ("allowed-methods", po::value(&o.allowed_methods_json)->default_value(o.allowed_methods_json), "CORS: allowed methods, a JSON list")
       ("allowed-headers", po::value(&o.allowed_headers_json)->default_value(o.allowed_headers_json), "CORS: allowed request headers, a JSON list")
@@ -61,7 +61,7 @@ std::string finish_serve_options(serve_options& o) {
   if (!o.reasoning_parser.empty() && !api::reasoning_parser_from_name(o.reasoning_parser))
     return "--reasoning-parser must be one of " + std::string(api::k_reasoning_parser_names) + "; got '" + o.reasoning_parser + "'";
   if (!o.tool_call_parser.empty() && !api::tool_call_format_from_name(o.tool_call_parser))
-    return "--tool-call-parser must be one of hermes, qwen, llama3_json, mistral, generic; got '" + o.tool_call_parser + "'";
+    return "--tool-call-parser must be one of hermes, qwen, llama3_json, mistral, openai, generic; got '" + o.tool_call_parser + "'";
   for (auto [name, v] : {std::pair{"--header-timeout", o.header_timeout_s}, {"--body-timeout", o.body_timeout_s},
                          {"--idle-timeout", o.idle_timeout_s}, {"--write-timeout", o.write_timeout_s},
                          {"--sse-keepalive", o.sse_keepalive_s}}) {

@@ -211,6 +211,11 @@ void tokenizer::impl::find_eog() {
     type[end_id] = token_type::user_defined;
     if (eot == end_id) eot = -1;
   }
+  // gpt-oss (llama.cpp's "quick hack"): harmony's structure tokens are text,
+  // so that the output can be parsed (protocol/harmony.h).
+  for (std::string_view nm : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    if (int32_t id = lookup(nm); id >= 0) type[id] = token_type::user_defined;
+  }
   eog_flag.assign(text.size(), 0);
   for (int32_t id : eog_set) eog_flag[id] = 1;
 }

@@ -18,7 +18,10 @@ WebSocket client.
   and response.reasoning_text.delta / .done events, over SSE (the SDK's
   stream accumulator accepts them) and in WebSocket mode, the same output as
   the non-streamed response;
-- --reasoning-parser none, include_reasoning false, and an unknown parser name.
+- --reasoning-parser none, include_reasoning false, and an unknown parser name;
+- gpt-oss's template (harmony) detected, reasoning_effort / reasoning.effort
+  accepted (a real gpt-oss model is not part of the test data: the harmony
+  parsing itself is covered by tests/protocol/test_harmony*.cpp).
 
 The model is tiny and its text depends on the kernel level (scripts/test.sh
 runs this file again under SPATE_MAX_ISA=avx2): assertions compare outputs of
@@ -43,6 +46,7 @@ if not SPATE_BIN.is_file() or not SPATE_MODEL.is_file():
 TESTDATA = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "chat-templates"
 R1 = TESTDATA / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 QWEN3 = TESTDATA / "Qwen-Qwen3-0.6B.jinja"
+GPT_OSS = TESTDATA / "openai-gpt-oss-120b.jinja"
 
 CLOSE = "</think>"
 ASK = [{"role": "user", "content": "What is 2+2? Think first."}]
@@ -289,4 +293,36 @@ def test_parser_none_and_unknown_name():
     p = subprocess.run([str(SPATE_BIN), "serve", "--model", str(SPATE_MODEL), "--reasoning-parser", "deepseek-r1"],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
-    assert "--reasoning-parser must be one of qwen3, deepseek_r1, none; got 'deepseek-r1'" in p.stderr
+    assert "--reasoning-parser must be one of qwen3, deepseek_r1, openai_gptoss, none; got 'deepseek-r1'" in p.stderr
+
+
+def test_harmony_template_detected_and_reasoning_effort():
+    """gpt-oss's template on the default model (which does not write harmony):
+    openai_gptoss and openai are detected, reasoning_effort goes to the
+    template, and an output that is not harmony is content."""
+    if not GPT_OSS.is_file():
+        pytest.fail(f"missing {GPT_OSS}")
+    s = SpateServer("--chat-template", GPT_OSS).wait_ready()
+    try:
+        log = s.log_text()
+        assert "Reasoning: openai_gptoss parser" in log and "Tool calls: openai format (from the chat template)" in log
+        assert "Harmony: " in log  # SmolLM2's vocabulary has no harmony tokens: a warning, not a failure
+        c = client_of(s)
+        for effort in ("low", "high"):
+            msg = c.chat.completions.create(model=MODEL_NAME, messages=ASK, max_tokens=12, temperature=0,
+                                            reasoning_effort=effort).choices[0].message
+            raw = raw_output(s, ASK, 12, chat_template_kwargs={"reasoning_effort": effort})
+            assert msg.model_dump().get("reasoning_content") is None
+            if "<|" not in raw and not raw.startswith(" t"):
+                assert msg.content == raw.rstrip(" \t\r\n")
+        _, low, _ = post_json(s.base_url, "/tokenize", {"messages": ASK, "chat_template_kwargs": {"reasoning_effort": "low"}})
+        _, text, _ = post_json(s.base_url, "/detokenize", {"tokens": low["tokens"]})
+        assert "Reasoning: low" in text["prompt"]
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model=MODEL_NAME, messages=ASK, max_tokens=4, extra_body={"reasoning_effort": "max"})
+        assert e.value.body["param"] == "reasoning_effort"
+        r = c.responses.create(model=MODEL_NAME, input="What is 2+2?", max_output_tokens=8, temperature=0,
+                               reasoning={"effort": "medium", "summary": "auto"})
+        assert r.reasoning.effort == "medium" and r.status in ("completed", "incomplete")
+    finally:
+        s.stop()

@@ -276,6 +276,65 @@ EXTRA_CONTEXTS = {
     "flags": {"enable_thinking": False, "enable_citations": True, "custom_tools": [SEARCH_TOOL]},
 }
 
+# gpt-oss (harmony): conversations as spate passes them to the template (an assistant message's
+# earlier reasoning in "thinking", "" for the content of one with tool calls), reasoning_effort,
+# and tools whose parameters use every JSON type the template renders as TypeScript. Rendered
+# for the templates of HARMONY_TEMPLATES only (names starting with "harmony_").
+HARMONY_TEMPLATES = ["openai-gpt-oss-120b.jinja"]
+_WEATHER_CALL = _call("call12345", "get_current_weather", {"location": "Paris, France", "unit": "celsius"}, False)
+_TOOL_RESULT = {"role": "tool", "tool_call_id": "call12345", "content": "{\"temperature\": 22, \"unit\": \"celsius\"}"}
+_CALL_TURN = {"role": "assistant", "content": "", "thinking": "The user wants the weather; call the tool.",
+              "tool_calls": [_WEATHER_CALL]}
+HARMONY_MESSAGE_SETS = {
+    "harmony_tool_call": [SYS, U2, _CALL_TURN],
+    "harmony_tool_result": [SYS, U2, _CALL_TURN, _TOOL_RESULT],
+    "harmony_tool_result_string_args": [U2, dict(_CALL_TURN, tool_calls=[
+        _call("call12345", "get_current_weather", {"location": "Paris"}, True)]), _TOOL_RESULT],
+    "harmony_multi_turn": [SYS, U2, _CALL_TURN, _TOOL_RESULT,
+                           {"role": "assistant", "content": "It is 22 °C in Paris.", "thinking": "Report it."},
+                           {"role": "user", "content": "And tomorrow?"},
+                           dict(_CALL_TURN, thinking="Call again for tomorrow."), _TOOL_RESULT],
+    "harmony_content_as_analysis": [U2, {"role": "assistant", "content": "Let me check the weather.",
+                                         "tool_calls": [_WEATHER_CALL]}, _TOOL_RESULT],
+    "harmony_thinking_last": [U1, {"role": "assistant", "content": "Fine, thanks.", "thinking": "A greeting."}],
+    "harmony_content_and_thinking": [U2, {"role": "assistant", "content": "Checking.", "thinking": "Call it.",
+                                          "tool_calls": [_WEATHER_CALL]}],
+    "harmony_channel_in_content": [U1, {"role": "assistant", "content": "<|channel|>final<|message|>Hi"}, U2],
+    "harmony_tool_without_call": [U1, {"role": "tool", "content": "orphan"}],
+}
+_TYPES_TOOL = _tool(
+    "plan_trip", "Plan a trip.",
+    {"city": {"type": "string", "description": "Destination"},
+     "mode": {"type": "string", "enum": ["train", "plane"], "default": "train"},
+     "days": {"type": "integer", "default": 3},
+     "budget": {"type": "number", "nullable": True},
+     "flexible": {"type": "boolean", "default": False},
+     "stops": {"type": "array", "items": {"type": "string"}},
+     "scores": {"type": "array", "items": {"type": "number"}},
+     "legs": {"type": "array", "items": {"type": "object", "properties": {"from": {"type": "string"}, "to": {"type": "string"}},
+                                         "required": ["from"]}},
+     "any_list": {"type": "array"},
+     "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+     "prefs": {"type": "object", "properties": {"seat": {"type": "string", "enum": ["aisle", "window"]},
+                                                "meals": {"type": "integer"}}, "required": ["seat"]},
+     "free": {"type": "object"},
+     "note": {"type": ["string", "null"], "description": "A note, or null"},
+     "id": {"oneOf": [{"type": "string", "description": "by name"}, {"type": "integer", "default": 0}]},
+     "thing": {"oneOf": [{"type": "object"}, {"type": "string"}]},
+     "anything": {}},
+    ["city", "days"])
+_NO_PARAMS_TOOL = {"type": "function", "function": {"name": "get_time", "description": "The time now."}}
+HARMONY_CONTEXTS = {
+    "harmony_effort_low": {"reasoning_effort": "low"},
+    "harmony_effort_medium": {"reasoning_effort": "medium"},
+    "harmony_effort_high": {"reasoning_effort": "high", "tools": [WEATHER_TOOL]},
+    "harmony_tool_types": {"tools": [WEATHER_TOOL, _TYPES_TOOL, _NO_PARAMS_TOOL, NULLABLE_TOOL]},
+    "harmony_identity_builtins": {"model_identity": "You are a test model.", "builtin_tools": ["browser", "python"],
+                                  "reasoning_effort": "low", "tools": [SEARCH_TOOL]},
+}
+MESSAGE_SETS.update(HARMONY_MESSAGE_SETS)
+EXTRA_CONTEXTS.update(HARMONY_CONTEXTS)
+
 # Message sets rendered with every extra context (the others only with "plain").
 TOOL_MESSAGE_SETS = ["system_user", "user_only", "multi_turn", "non_ascii", "tool_calls_dict_args",
                      "tool_calls_string_args", "two_tool_calls_dict_args", "two_tool_calls_string_args",
@@ -304,13 +363,17 @@ def special_tokens_for(name):
     return "<s>", "</s>"
 
 
-def template_cases(renderer, source, bos, eos):
+def template_cases(renderer, name, source, bos, eos):
     """All (message set, extra context, add_generation_prompt) cases for one template, with
     the expected outputs de-duplicated into a table."""
     outputs, index, cases = [], {}, []
+    harmony = name in HARMONY_TEMPLATES
     for mname, messages in MESSAGE_SETS.items():
         for cname, extra in EXTRA_CONTEXTS.items():
-            if cname != "plain" and mname not in TOOL_MESSAGE_SETS:
+            if not harmony and (mname.startswith("harmony_") or cname.startswith("harmony_")):
+                continue
+            wide = mname in TOOL_MESSAGE_SETS or (harmony and mname.startswith("harmony_"))
+            if cname != "plain" and not wide and not cname.startswith("harmony_"):
                 continue
             for agp in (True, False):
                 r = renderer.render(source, messages, extra, agp, bos, eos)
@@ -609,7 +672,7 @@ def main():
 
     total = errors = raised = 0
     for name, location, source, bos, eos in templates:
-        outputs, cases = template_cases(renderer, source, bos, eos)
+        outputs, cases = template_cases(renderer, name, source, bos, eos)
         doc = {"template": name, "location": location, "bos_token": bos, "eos_token": eos,
                "outputs": outputs, "cases": cases}
         stem = name[: -len(".jinja")]

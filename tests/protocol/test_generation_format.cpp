@@ -10,6 +10,7 @@
 
 #include "protocol/completions_format.h"
 #include "protocol/responses_format.h"
+#include "format_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate {
@@ -17,21 +18,7 @@ namespace {
 
 namespace json = boost::json;
 
-// ids: 0 <unk>, 1 <s>, 2 </s>, 3 " a", 4 "b", 5 "c".
-const tokenizer& tiny_tokenizer() {
-  static const tokenizer tok([] {
-    vocab_spec s;
-    s.model = "llama";
-    s.tokens = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "b", "c"};
-    s.scores = {0, 0, 0, -1, -2, -3};
-    s.token_types = {2, 3, 3, 1, 1, 1};
-    s.unk_id = 0;
-    s.bos_id = 1;
-    s.eos_id = 2;
-    return s;
-  }());
-  return tok;
-}
+using test::tiny_tokenizer;
 
 api::served_model tiny_model() {
   api::served_model m;

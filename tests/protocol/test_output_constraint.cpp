@@ -129,7 +129,7 @@ TEST(RequestFields, UnsupportedFieldsAreRefusedByName) {
       {endpoint::chat_completions, "{" + msgs + R"(,"modalities":["text","audio"]})", "modalities"},
       {endpoint::chat_completions, "{" + msgs + R"(,"prompt_logprobs":1})", "prompt_logprobs"},
       {endpoint::chat_completions, "{" + msgs + R"(,"skip_special_tokens":false})", "skip_special_tokens"},
-      {endpoint::responses, R"({"input":"x","reasoning":{"effort":"low"}})", "reasoning"},
+      {endpoint::responses, R"({"input":"x","max_tool_calls":3})", "max_tool_calls"},
       {endpoint::responses, R"({"input":"x","include":["file_search_call.results"]})", "include"},
   };
   for (const auto& c : cases) {

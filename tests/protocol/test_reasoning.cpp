@@ -137,7 +137,7 @@ TEST(ReasoningSplit, LeadInWhitespaceIsBounded) {
 }
 
 TEST(ReasoningParserNames, RoundTripAndUnknown) {
-  for (const char* n : {"none", "qwen3", "deepseek_r1"}) {
+  for (const char* n : {"none", "qwen3", "deepseek_r1", "openai_gptoss"}) {
     const auto p = reasoning_parser_from_name(n);
     ASSERT_TRUE(p.has_value()) << n;
     EXPECT_STREQ(reasoning_parser_name(*p), n);
@@ -199,6 +199,7 @@ TEST(ReasoningDetect, FromRealChatTemplates) {
       {"Qwen-Qwen3-0.6B.jinja", reasoning_parser::qwen3},
       {"Qwen-Qwen2.5-7B-Instruct.jinja", reasoning_parser::none},
       {"meta-llama-Llama-3.1-8B-Instruct.jinja", reasoning_parser::none},
+      {"openai-gpt-oss-120b.jinja", reasoning_parser::openai_gptoss},
   };
   for (const auto& [name, parser] : expect) {
     const std::string src = read_template(name);

@@ -11,25 +11,19 @@
 
 #include "protocol/constraint_compiler.h"
 #include "protocol/openai_request.h"
+#include "format_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate::api {
 namespace {
 
+using test::choice_of;
+
 // <unk> <s> </s>, a..z, then pieces around the tags; with_tags: "<think>"
 // and "</think>" are tokens too (user-defined, as in Qwen's vocabulary), of
 // type tag_type.
 tokenizer make_tokenizer(bool with_tags, int32_t tag_type = 4) {
-  vocab_spec s;
-  s.model = "llama";
-  s.add_space_prefix = false;
-  s.tokens = {"<unk>", "<s>", "</s>"};
-  s.token_types = {2, 3, 3};
-  for (char c = 'a'; c <= 'z'; ++c) s.tokens.emplace_back(1, c);
-  for (const char* t : {"yes", "no", "<", "/", ">", "</", "<th", "k>", "k>yes", ">yes", "\xE2\x96\x81", "<0xC3>", "<0xA9>"}) {
-    s.tokens.emplace_back(t);
-  }
-  s.token_types.resize(s.tokens.size(), 1);
+  vocab_spec s = test::letters_vocab({"yes", "no", "<", "/", ">", "</", "<th", "k>", "k>yes", ">yes", "\xE2\x96\x81", "<0xC3>", "<0xA9>"});
   s.token_types[s.tokens.size() - 2] = 6;  // byte tokens
   s.token_types[s.tokens.size() - 1] = 6;
   if (with_tags) {
@@ -39,9 +33,6 @@ tokenizer make_tokenizer(bool with_tags, int32_t tag_type = 4) {
     s.token_types.push_back(tag_type);
   }
   s.scores.assign(s.tokens.size(), 0.0f);
-  s.unk_id = 0;
-  s.bos_id = 1;
-  s.eos_id = 2;
   return tokenizer(s);
 }
 
@@ -74,16 +65,7 @@ void accept(token_constraint& c, const tokenizer& tok, const std::string& piece)
   c.accept(id_of(tok, piece));
 }
 
-std::shared_ptr<const constraint_spec> choice_of(constraint_compiler& cc, std::vector<std::string> choices) {
-  output_constraint oc;
-  oc.type = output_constraint::kind::choice;
-  oc.choices = std::move(choices);
-  oc.param = "guided_choice";
-  std::optional<api_error> err;
-  auto spec = cc.compile(oc, err);
-  EXPECT_FALSE(err.has_value());
-  return spec;
-}
+
 
 using strings = std::vector<std::string>;
 

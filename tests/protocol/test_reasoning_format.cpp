@@ -15,6 +15,7 @@
 #include "protocol/generation.h"
 #include "protocol/generation_format.h"
 #include "protocol/reasoning_constraint.h"
+#include "format_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace spate {
@@ -22,21 +23,7 @@ namespace {
 
 namespace json = boost::json;
 using api::reasoning_start;
-
-const tokenizer& tiny_tokenizer() {
-  static const tokenizer tok([] {
-    vocab_spec s;
-    s.model = "llama";
-    s.tokens = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "b", "c"};
-    s.scores = {0, 0, 0, -1, -2, -3};
-    s.token_types = {2, 3, 3, 1, 1, 1};
-    s.unk_id = 0;
-    s.bos_id = 1;
-    s.eos_id = 2;
-    return s;
-  }());
-  return tok;
-}
+using test::tiny_tokenizer;
 
 std::optional<api::api_error> parse_error(const std::string& body) {
   api::parsed_request r;
@@ -137,81 +124,17 @@ TEST(ReasoningPrepare, StartFromThePromptAndTheBudgetConstraint) {
   EXPECT_NE(err->message.find("--reasoning-parser"), std::string::npos) << err->message;
 }
 
-engine_event tokens(std::string text, int32_t n = 1) {
-  engine_event e;
-  e.type = engine_event::kind::tokens;
-  e.token_ids.assign(static_cast<size_t>(n), 4);
-  e.text = std::move(text);
-  return e;
-}
-
-engine_event finished(int32_t completion, finish_reason why = finish_reason::stop) {
-  engine_event e;
-  e.type = engine_event::kind::finished;
-  e.reason = why;
-  e.usage = {3, completion, 0};
-  return e;
-}
-
-struct run {
-  api::served_model m;
-  api::parsed_request r;
-  prepared_generation g;
-  std::unique_ptr<generation_formatter> f;
-  stream_events events;
-};
+using run = test::format_run;
+using test::feed;
+using test::streamed_message;
+using test::types_of;
 
 std::unique_ptr<run> start(api::endpoint kind, const std::string& body, std::optional<reasoning_start> rs,
                            std::optional<api::tool_call_format> tools = std::nullopt) {
-  auto x = std::make_unique<run>();
-  x->m.tok = &tiny_tokenizer();
-  x->m.n_vocab = 6;
-  x->m.max_model_len = 64;
-  x->m.name = "tiny";
-  EXPECT_FALSE(api::parse_request(kind, body, x->r));
-  x->g.prompt = {1, 3};
-  x->g.reasoning = rs;
-  x->g.tool_format = tools;
-  x->f = make_formatter(x->m, x->r, x->g, [](const char* p) { return std::string(p) + "-1"; }, 1700000000);
-  x->events = x->f->begin();
-  return x;
-}
-
-// Feeds pieces then the finish; returns all streamed events.
-stream_events feed(run& x, const std::vector<std::string>& pieces, finish_reason why = finish_reason::stop) {
-  for (const auto& p : pieces) {
-    auto ev = x.f->on_event(0, tokens(p));
-    x.events.insert(x.events.end(), ev.begin(), ev.end());
-  }
-  auto ev = x.f->on_event(0, finished(static_cast<int32_t>(pieces.size()), why));
-  x.events.insert(x.events.end(), ev.begin(), ev.end());
-  auto end = x.f->end();
-  x.events.insert(x.events.end(), end.begin(), end.end());
-  return x.events;
-}
-
-// The chat message streamed deltas add up to: reasoning_content (null when
-// no delta had it), content, tool_calls.
-json::object streamed_message(const stream_events& evs) {
-  std::optional<std::string> reasoning;
-  std::string content;
-  json::array calls;
-  for (const auto& e : evs) {
-    if (e.data == "[DONE]") continue;
-    const json::object o = json::parse(e.data).as_object();
-    if (o.at("choices").as_array().empty()) continue;
-    const json::object& d = o.at("choices").at(0).at("delta").as_object();
-    if (const auto* r = d.if_contains("reasoning_content")) {
-      EXPECT_FALSE(r->as_string().empty()) << "a reasoning delta is never empty";
-      EXPECT_EQ(d.if_contains("reasoning") ? *d.if_contains("reasoning") : json::value(), *r) << "vLLM's name, same text";
-      reasoning = reasoning.value_or("") + std::string(r->as_string());
-    }
-    if (const auto* c = d.if_contains("content"); c && c->is_string()) content += c->as_string();
-    if (const auto* t = d.if_contains("tool_calls")) calls.push_back(*t);
-  }
-  return json::object{{"reasoning_content", reasoning ? json::value(*reasoning) : json::value(nullptr)},
-                      {"content", content},
-                      {"n_call_deltas", calls.size()}};
+  return test::start_run(kind, body, [&](run& x) {
+    x.g.reasoning = rs;
+    x.g.tool_format = tools;
+  });
 }
 
 const std::string k_stream = R"({"messages":[{"role":"user","content":"hi"}],"stream":true})";
@@ -286,7 +209,7 @@ TEST(ReasoningChat, ToolCallsComeFromTheContentOnly) {
     feed(*x, {"maybe " + call, "</think>", "No call."});
     if (stream) {
       const json::object s = streamed_message(x->events);
-      EXPECT_EQ(s.at("n_call_deltas"), 0u);
+      EXPECT_FALSE(s.contains("tool_calls"));
       EXPECT_EQ(s.at("reasoning_content"), json::value("maybe " + call));
       EXPECT_EQ(s.at("content"), "No call.");
     } else {
@@ -300,19 +223,13 @@ TEST(ReasoningChat, ToolCallsComeFromTheContentOnly) {
     feed(*x, {"plan</think>", call});
     EXPECT_EQ(x->f->finish_reason_text(), "tool_calls");
     if (stream) {
-      EXPECT_GT(streamed_message(x->events).at("n_call_deltas").as_uint64(), 0u);
+      EXPECT_TRUE(streamed_message(x->events).contains("tool_calls"));
     } else {
       const json::value msg = json::parse(x->f->result().body).at("choices").at(0).at("message");
       EXPECT_EQ(msg.at("reasoning_content"), "plan");
       EXPECT_EQ(msg.at("tool_calls").at(0).at("function").at("name"), "f");
     }
   }
-}
-
-std::vector<std::string> types_of(const stream_events& evs) {
-  std::vector<std::string> t;
-  for (const auto& e : evs) t.push_back(e.type);
-  return t;
 }
 
 TEST(ReasoningResponses, ReasoningItemThenMessageInOrder) {

@@ -63,6 +63,7 @@ void collect(const tool_stream_events& events, streamed& s, tool_call& cur, int&
         if (e.complete) s.out.calls.push_back(cur);
         else ++s.incomplete;
         break;
+      default: ADD_FAILURE() << "a tool-call stream emits no reasoning"; break;
     }
   }
 }
@@ -237,6 +238,7 @@ TEST(ToolCallFormat, DetectOnRealTemplates) {
       {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", F::generic},
       {"CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja", F::generic},
       {"google-gemma-2-2b-it.jinja", F::generic},
+      {"openai-gpt-oss-120b.jinja", F::openai},
       {"microsoft-Phi-3.5-mini-instruct.jinja", F::generic},
       {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja", F::generic},
   };
@@ -257,6 +259,9 @@ TEST(ToolCallFormat, DetectRule) {
   EXPECT_EQ(detect_tool_call_format("{{ '[TOOL_CALLS]' }}"), F::mistral);
   EXPECT_EQ(detect_tool_call_format("<|start_header_id|> \"parameters\" Environment: ipython"), F::llama3_json);
   EXPECT_EQ(detect_tool_call_format("<|start_header_id|> Environment: ipython"), F::generic);
+  EXPECT_EQ(detect_tool_call_format("{{ '<|channel|>' }} <tool_call>"), F::openai);
+  EXPECT_EQ(tool_call_format_from_name("openai"), F::openai);
+  EXPECT_STREQ(tool_call_format_name(F::openai), "openai");
 }
 
 // The real templates write an assistant message's tool_calls in the format

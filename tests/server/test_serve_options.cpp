@@ -117,14 +117,17 @@ TEST(FinishServeOptions, JsonWhitespaceIsBoundedOrCompact) {
 }
 
 TEST(ServeOptions, ReasoningParserNames) {
-  for (const char* name : {"", "qwen3", "deepseek_r1", "none"}) {
+  for (const char* name : {"", "qwen3", "deepseek_r1", "openai_gptoss", "none"}) {
     serve_options o;
     o.reasoning_parser = name;
     EXPECT_EQ(finish_serve_options(o), "") << name;
   }
   serve_options o;
   o.reasoning_parser = "deepseek-r1";
-  EXPECT_EQ(finish_serve_options(o), "--reasoning-parser must be one of qwen3, deepseek_r1, none; got 'deepseek-r1'");
+  EXPECT_EQ(finish_serve_options(o), "--reasoning-parser must be one of qwen3, deepseek_r1, openai_gptoss, none; got 'deepseek-r1'");
+  o.reasoning_parser = "";
+  o.tool_call_parser = "openai";
+  EXPECT_EQ(finish_serve_options(o), "");
 }
 
 }  // namespace

@@ -206,6 +206,32 @@ TEST(Tokenizer, UserDefinedTokensMatchEvenWithoutParseSpecial) {
   EXPECT_NE(std::find(ids.begin(), ids.end(), *tok.find_token("   ")), ids.end());
 }
 
+TEST(Tokenizer, HarmonyStructureTokensAreText) {
+  // gpt-oss's vocabulary types them control; as llama.cpp, the output shows
+  // <|start|> <|channel|> <|message|> <|constrain|> and <|end|> (which ends a
+  // message, not the generation), while <|return|> and <|call|> end it unseen.
+  vocab_spec s;
+  s.model = "gpt2";
+  s.pre = "gpt-2";
+  s.tokens = {"a", "b"};
+  s.merges = {"a b"};
+  for (const char* t : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>", "<|return|>", "<|call|>"}) {
+    s.tokens.emplace_back(t);
+  }
+  s.token_types.assign(2, 1);
+  s.token_types.resize(s.tokens.size(), 3);
+  tokenizer tok(s);
+  for (const char* t : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>"}) {
+    EXPECT_EQ(tok.token_to_piece(*tok.find_token(t)), t);
+    EXPECT_FALSE(tok.is_eog(*tok.find_token(t))) << t;
+  }
+  for (const char* t : {"<|return|>", "<|call|>"}) {
+    EXPECT_EQ(tok.token_to_piece(*tok.find_token(t)), "");
+    EXPECT_TRUE(tok.is_eog(*tok.find_token(t))) << t;
+  }
+  EXPECT_EQ(tok.encode("<|channel|>a<|message|>", true, true).size(), 3u);
+}
+
 TEST(Tokenizer, UnsupportedAndInconsistentSpecsThrow) {
   vocab_spec s;
   s.model = "bert";
