@@ -227,8 +227,9 @@ std::optional<api::api_error> constrain_harmony(const api::served_model& m, cons
       c.calls.emplace_back(name, std::move(args));
     }
   }
+  c.reasoning_budget = r.thinking_token_budget;
   const bool grammars = std::any_of(c.calls.begin(), c.calls.end(), [](const auto& fn) { return fn.second != nullptr; });
-  if (!c.answer && !c.call_required && !grammars) return std::nullopt;
+  if (!c.answer && !c.call_required && !grammars && !c.reasoning_budget) return std::nullopt;
   if (!m.harmony_tokens) return bad("constrained decoding of harmony output needs the model's harmony tokens", "messages");
   out.params.constraint = api::make_harmony_constraint(std::move(c), *out.harmony, m.harmony_tokens);
   return std::nullopt;
@@ -301,10 +302,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
   } else if (auto e = render_chat(m, r, messages, harmony, out)) {
     return e;
   }
-  if (r.thinking_token_budget && out.harmony) {
-    return bad("'thinking_token_budget' is not supported with harmony output (--reasoning-parser openai_gptoss)", "thinking_token_budget");
-  }
-  if (r.thinking_token_budget && !out.reasoning) {
+  if (r.thinking_token_budget && !out.reasoning && !out.harmony) {
     return bad("'thinking_token_budget' needs a reasoning parser; this server has none (--reasoning-parser)", "thinking_token_budget");
   }
   out.params = r.params;

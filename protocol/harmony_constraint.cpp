@@ -123,9 +123,14 @@ class harmony_constraint final : public token_constraint {
       : c_(c), rules_(rules), vocab_(std::move(vocab)), machine_(start, tool_call_ids(0)) {
     machine_.feed("", nullptr);  // the prompt's open message, if any, opens now
     if (machine_.where() == harmony_stream::place::body) start_text();
+    check_budget();
   }
 
   void mask_logits(std::span<float> logits) override {
+    if (forcing_) {
+      force(logits, vocab_->close_tokens()[*forcing_]);
+      return;
+    }
     if (inner_) {
       inner_->mask_logits(logits);
       for (const int32_t t : vocab_->marker_tokens()) logits[static_cast<size_t>(t)] = k_masked;
@@ -135,6 +140,7 @@ class harmony_constraint final : public token_constraint {
   }
 
   bool can_end() const override {
+    if (forcing_) return false;
     if (inner_) return inner_->can_end();
     return !c_.call_required || called_;
   }
@@ -143,8 +149,21 @@ class harmony_constraint final : public token_constraint {
     if (token < 0 || static_cast<size_t>(token) >= vocab_->pieces().size()) return;
     if (inner_) inner_->accept(token);
     const uint32_t before = machine_.n_messages();
-    machine_.feed(vocab_->pieces()[static_cast<size_t>(token)], nullptr);
+    const bool was_reasoning = machine_.in_reasoning();
+    const std::string& piece = vocab_->pieces()[static_cast<size_t>(token)];
+    machine_.feed(piece, nullptr);
     if (!inner_ && machine_.n_messages() != before && machine_.where() == harmony_stream::place::body) start_text();
+    if (forcing_) {
+      if (token != vocab_->close_tokens()[*forcing_] || ++*forcing_ == vocab_->close_tokens().size()) forcing_.reset();
+      return;
+    }
+    if (was_reasoning) {
+      ++n_reasoning_;
+      track_utf8(piece);
+    } else {
+      utf8_need_ = 0;
+    }
+    check_budget();
   }
 
   bool finished() const override { return inner_ && inner_->finished(); }
@@ -162,6 +181,29 @@ class harmony_constraint final : public token_constraint {
     } else if (kind == harmony_stream::body_kind::content && machine_.header().channel == "final" && c_.answer) {
       inner_ = c_.answer->start();
     }
+  }
+
+  // A spent budget in an analysis message's text: force its end (at a whole character).
+  void check_budget() {
+    if (c_.reasoning_budget && !forcing_ && machine_.in_reasoning() && n_reasoning_ >= *c_.reasoning_budget && utf8_need_ == 0 &&
+        !vocab_->close_tokens().empty()) {
+      forcing_ = 0;
+    }
+  }
+
+  // utf8_need_: continuation bytes still missing from the reasoning's last character.
+  void track_utf8(const std::string& p) {
+    for (const char ch : p) {
+      const auto b = static_cast<unsigned char>(ch);
+      if (utf8_need_ > 0 && (b & 0xC0) == 0x80) --utf8_need_;
+      else utf8_need_ = b >= 0xF0 ? 3 : b >= 0xE0 ? 2 : b >= 0xC0 ? 1 : 0;
+    }
+  }
+
+  static void force(std::span<float> logits, int32_t token) {
+    const float v = logits[static_cast<size_t>(token)];
+    std::fill(logits.begin(), logits.end(), k_masked);
+    logits[static_cast<size_t>(token)] = v == k_masked ? 0.0f : v;
   }
 
   void mask_header(std::span<float> logits) const {
@@ -184,6 +226,9 @@ class harmony_constraint final : public token_constraint {
   harmony_stream machine_;
   std::unique_ptr<token_constraint> inner_;  // the grammar of the current constrained text
   bool called_ = false;                      // a call's text has begun
+  int32_t n_reasoning_ = 0;                  // tokens accepted inside analysis messages' text
+  int utf8_need_ = 0;
+  std::optional<size_t> forcing_;  // next index into close_tokens() while forcing
 };
 
 class harmony_spec final : public constraint_spec {
@@ -191,6 +236,7 @@ class harmony_spec final : public constraint_spec {
   harmony_spec(harmony_constraints c, harmony_options start, std::shared_ptr<const harmony_vocab> vocab)
       : c_(std::move(c)), start_(std::move(start)), vocab_(std::move(vocab)) {
     start_.calls = !c_.calls.empty();  // as the output parser reads them (output_parser.h)
+    start_.reasoning = true;            // the budget counts analysis text whether or not it is shown
     rules_.no_final = c_.call_required;
     if (!c_.calls.empty() && c_.calls.size() <= k_max_recipients) {
       for (const auto& [name, spec] : c_.calls) rules_.recipients.push_back("functions." + name);
@@ -224,6 +270,8 @@ harmony_vocab::harmony_vocab(const tokenizer& tok) {
     const std::vector<int32_t> ids = tok.encode(m, /*add_special=*/false, /*parse_special=*/true);
     markers_are_text_ = markers_are_text_ && ids.size() == 1 && pieces_[static_cast<size_t>(ids[0])] == m;
   }
+  const std::string close = std::string(k_harmony_end) + std::string(k_harmony_start) + "assistant" + std::string(k_harmony_final);
+  close_tokens_ = tok.encode(close, /*add_special=*/false, /*parse_special=*/true);
 }
 
 std::shared_ptr<const constraint_spec> make_harmony_constraint(harmony_constraints c, harmony_options start,

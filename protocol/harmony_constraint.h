@@ -11,7 +11,14 @@
 //            and with call_required (tool_choice required or named) its
 //            channel may not be final;
 //   ending   with call_required, the output may not end before a call has
-//            begun; inside a constrained text, when its grammar allows.
+//            begun; inside a constrained text, when its grammar allows;
+//   budget   (thinking_token_budget) once the text of analysis messages has
+//            taken that many tokens (and ends on a whole UTF-8 character),
+//            the open analysis message is closed by forcing the tokens of
+//            "<|end|><|start|>assistant<|channel|>final<|message|>": the
+//            answer follows in a final message. 0 closes an analysis message
+//            as soon as it opens. A later analysis message is closed the
+//            same way at once.
 // Inside a constrained text the harmony marker tokens ("<|end|>"...) are
 // masked (their text would pass a JSON string); "<|return|>" and "<|call|>"
 // end the generation and come when the grammar can end. Everything else is
@@ -30,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,9 +63,13 @@ class harmony_vocab {
   // token whose text spells it: false when one is a control token whose text
   // never reaches the output, or is not a token at all (no parser can see it).
   bool markers_are_text() const { return markers_are_text_; }
+  // The tokens of "<|end|><|start|>assistant<|channel|>final<|message|>"
+  // (special-token text parsed), which a spent reasoning budget forces.
+  const std::vector<int32_t>& close_tokens() const { return close_tokens_; }
 
  private:
   std::vector<std::string> pieces_;
+  std::vector<int32_t> close_tokens_;
   std::vector<int32_t> markers_;
   bool markers_are_text_ = false;
 };
@@ -67,6 +79,8 @@ struct harmony_constraints {
   // Function name -> the grammar of its arguments (null: any text).
   std::vector<std::pair<std::string, std::shared_ptr<const constraint_spec>>> calls;
   bool call_required = false;
+  // thinking_token_budget: the most tokens the analysis messages' text may take.
+  std::optional<int32_t> reasoning_budget;
 };
 
 // The constraint of one request whose output is harmony read with start

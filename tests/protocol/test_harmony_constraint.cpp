@@ -2,8 +2,8 @@
 // a small vocabulary with gpt-oss's marker tokens: a response format waits for
 // the final message's text, call arguments follow their function's grammar,
 // recipients must name an allowed function, tool_choice required masks the
-// final channel and refuses to end before a call, and markers never enter a
-// constrained text.
+// final channel and refuses to end before a call, markers never enter a
+// constrained text, and a reasoning budget closes the analysis message.
 #include "protocol/harmony_constraint.h"
 
 #include <gtest/gtest.h>
@@ -170,6 +170,81 @@ TEST(HarmonyConstraint, AnOpenFinalMessageIsConstrainedFromTheFirstToken) {
   EXPECT_TRUE(allows(*c, "yes"));
   EXPECT_FALSE(allows(*c, "<|channel|>"));
   EXPECT_FALSE(allows(*c, "x"));
+}
+
+// The forced tokens, in order, each the only one allowed.
+void expect_forced(token_constraint& c, const std::vector<std::string>& pieces) {
+  for (const auto& p : pieces) {
+    std::vector<float> logits(static_cast<size_t>(harmony_tokenizer().n_vocab()), 0.5f);
+    c.mask_logits(logits);
+    const auto n_allowed = std::count_if(logits.begin(), logits.end(), [](float v) { return !std::isinf(v); });
+    EXPECT_EQ(n_allowed, 1) << p;
+    EXPECT_FALSE(std::isinf(logits[static_cast<size_t>(id_of(p))])) << p;
+    EXPECT_FALSE(c.can_end()) << p;
+    c.accept(id_of(p));
+  }
+}
+
+std::vector<std::string> close_pieces() {
+  std::vector<std::string> out;
+  for (const int32_t id : vocab()->close_tokens()) out.push_back(harmony_tokenizer().token_to_piece(id, true));
+  return out;
+}
+
+TEST(HarmonyConstraint, ABudgetClosesTheAnalysisAndTheAnswerFollows) {
+  constraint_compiler cc(harmony_tokenizer());
+  harmony_constraints hc;
+  hc.answer = choice_of(cc, {"yes", "no"});
+  hc.reasoning_budget = 3;
+  auto c = make_harmony_constraint(hc, harmony_options{}, vocab())->start();
+  accept(*c, {"<|channel|>", "analysis", "<|message|>", "t", "h"});
+  EXPECT_TRUE(allows(*c, "z")) << "two tokens of a budget of three";
+  accept(*c, {"i"});
+  const std::vector<std::string> close = close_pieces();
+  ASSERT_FALSE(close.empty());
+  EXPECT_EQ(close.front(), "<|end|>");
+  EXPECT_EQ(close.back(), "<|message|>");
+  expect_forced(*c, close);
+  // The final message's text: the grammar.
+  EXPECT_TRUE(allows(*c, "yes"));
+  EXPECT_FALSE(allows(*c, "x"));
+  accept(*c, {"no"});
+  EXPECT_TRUE(c->finished());
+}
+
+TEST(HarmonyConstraint, ABudgetOfZeroClosesEveryAnalysisMessageAtOnce) {
+  harmony_constraints hc;
+  hc.reasoning_budget = 0;
+  auto c = make_harmony_constraint(hc, harmony_options{}, vocab())->start();
+  // Headers and other channels are free.
+  EXPECT_TRUE(allows(*c, "x"));
+  accept(*c, {"<|channel|>", "analysis", "<|message|>"});
+  expect_forced(*c, close_pieces());
+  EXPECT_TRUE(allows(*c, "x")) << "no grammar: the final text is free";
+  EXPECT_TRUE(c->can_end());
+  accept(*c, {"x", "<|end|>", "<|start|>", "assistant", "<|channel|>", "analysis", "<|message|>"});
+  expect_forced(*c, close_pieces());
+}
+
+TEST(HarmonyConstraint, ABudgetCountsOnlyAnalysisText) {
+  harmony_constraints hc;
+  hc.reasoning_budget = 1;
+  auto c = make_harmony_constraint(hc, harmony_options{}, vocab())->start();
+  // Commentary text does not count.
+  accept(*c, {"<|channel|>", "commentary", "<|message|>", "x", "y", "<|end|>", "<|start|>", "assistant", "<|channel|>",
+              "analysis", "<|message|>"});
+  EXPECT_TRUE(allows(*c, "z"));
+  accept(*c, {"z"});
+  expect_forced(*c, close_pieces());
+}
+
+TEST(HarmonyConstraint, AnOpenAnalysisMessageWithABudgetOfZeroIsClosedFirst) {
+  harmony_constraints hc;
+  hc.reasoning_budget = 0;
+  harmony_options start;
+  start.open_header = "assistant<|channel|>analysis";
+  auto c = make_harmony_constraint(hc, start, vocab())->start();
+  expect_forced(*c, close_pieces());
 }
 
 }  // namespace

@@ -237,7 +237,7 @@ TEST(HarmonyPrepare, ReasoningEffortGoesToTheSystemMessage) {
   ASSERT_FALSE(prepare(h.m, api::endpoint::chat_completions,
                        "{" + msgs + R"(,"reasoning_effort":"low","chat_template_kwargs":{"reasoning_effort":"high"}})", g));
   EXPECT_NE(g.prompt_text.find("Reasoning: high\n"), std::string::npos);
-  // Bad values are a 400 naming the field; so is a budget (harmony has no "</think>" to force).
+  // Bad values are a 400 naming the field.
   const auto err = prepare(h.m, api::endpoint::chat_completions, "{" + msgs + R"(,"reasoning_effort":"max"})", g);
   ASSERT_TRUE(err.has_value());
   EXPECT_EQ(err->param, "reasoning_effort");
@@ -248,10 +248,11 @@ TEST(HarmonyPrepare, ReasoningEffortGoesToTheSystemMessage) {
   const auto err3 = prepare(h.m, api::endpoint::responses, R"({"input":"hi","reasoning":{"summary":"long"}})", g);
   ASSERT_TRUE(err3.has_value());
   EXPECT_EQ(err3->param, "reasoning.summary");
+  // A budget becomes the harmony constraint (which closes the analysis message).
   g = {};
-  const auto err4 = prepare(h.m, api::endpoint::chat_completions, "{" + msgs + R"(,"thinking_token_budget":5})", g);
-  ASSERT_TRUE(err4.has_value());
-  EXPECT_EQ(err4->param, "thinking_token_budget");
+  h.m.harmony_tokens = std::make_shared<const api::harmony_vocab>(tiny_tokenizer());
+  ASSERT_FALSE(prepare(h.m, api::endpoint::chat_completions, "{" + msgs + R"(,"thinking_token_budget":5})", g));
+  EXPECT_TRUE(g.params.constraint != nullptr);
 }
 
 TEST(HarmonyPrepare, EarlierReasoningAndCallsRenderAndReadBack) {
