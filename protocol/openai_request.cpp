@@ -384,9 +384,10 @@ error_opt parse_input_item(const json::value& item, const std::string& ip, json:
     if (!t->is_string()) return type_error(dot(ip, "type"), "a string", *t);
     if (t->get_string() == "function_call" || t->get_string() == "function_call_output")
       return convert_function_call_item(m, ip, out);
+    if (t->get_string() == "reasoning") return convert_reasoning_item(m, ip, out);
     if (t->get_string() != "message")
       return bad(dot(ip, "type"), "input item type '" + std::string(t->get_string()) + "' in " + ip +
-                                      " is not supported; send messages, function_call or function_call_output items");
+                                      " is not supported; send message, reasoning, function_call or function_call_output items");
   }
   const json::value* role_v = m.if_contains("role");
   if (!role_v || role_v->is_null()) return bad(dot(ip, "role"), "'" + dot(ip, "role") + "' is required");
@@ -405,6 +406,10 @@ error_opt parse_input_item(const json::value& item, const std::string& ip, json:
       return e;
   } else {
     return type_error(dot(ip, "content"), "a string or a list of content parts", *content);
+  }
+  if (json::object* turn = role == "assistant" ? open_reasoning_turn(out) : nullptr) {
+    (*turn)["content"] = std::move(text);  // the message of the turn whose reasoning came before
+    return std::nullopt;
   }
   json::object msg;
   msg["role"] = role;

@@ -67,6 +67,10 @@ std::optional<api_error> convert_function_call_item(const json::object& item, co
   json::value args = json::parse(arguments, ec);
   if (ec || !args.is_object()) return bad(ip + ".arguments", "'" + ip + ".arguments' must be a JSON object in a string");
   json::object call{{"id", call_id}, {"type", "function"}, {"function", json::object{{"name", name}, {"arguments", std::move(args)}}}};
+  if (json::object* turn = open_reasoning_turn(messages)) {
+    (*turn)["tool_calls"] = json::array{std::move(call)};
+    return std::nullopt;
+  }
   // Consecutive calls belong to one assistant turn.
   if (!messages.empty()) {
     json::object& last = messages.back().as_object();
@@ -77,6 +81,42 @@ std::optional<api_error> convert_function_call_item(const json::object& item, co
   }
   messages.push_back(json::object{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array{std::move(call)}}});
   return std::nullopt;
+}
+
+std::optional<api_error> convert_reasoning_item(const json::object& item, const std::string& ip, json::array& messages) {
+  if (const json::value* enc = item.if_contains("encrypted_content"); enc && !enc->is_null()) {
+    return bad(ip + ".encrypted_content", "'" + ip + ".encrypted_content' is not supported: this server does not encrypt "
+                                          "reasoning; send its text in content");
+  }
+  std::string text;
+  const json::value* content = item.if_contains("content");
+  const json::value* summary = item.if_contains("summary");
+  if (content && !content->is_null()) {
+    if (!content->is_array()) return type_error(ip + ".content", "a list of reasoning_text parts", *content);
+    if (auto e = join_text_parts(content->get_array(), ip + ".content", {"reasoning_text"}, text)) return e;
+  } else if (summary && !summary->is_null()) {
+    if (!summary->is_array()) return type_error(ip + ".summary", "a list of summary_text parts", *summary);
+    if (auto e = join_text_parts(summary->get_array(), ip + ".summary", {"summary_text"}, text)) return e;
+  } else {
+    return bad(ip + ".content", "'" + ip + ".content' (or '" + ip + ".summary') is required");
+  }
+  // Several reasoning items in a row are one turn's reasoning.
+  if (json::object* turn = open_reasoning_turn(messages)) {
+    json::string& r = turn->at("reasoning_content").as_string();
+    r.append(text);
+    return std::nullopt;
+  }
+  messages.push_back(json::object{{"role", "assistant"}, {"content", ""}, {"reasoning_content", text}});
+  return std::nullopt;
+}
+
+json::object* open_reasoning_turn(json::array& messages) {
+  if (messages.empty()) return nullptr;
+  json::object& last = messages.back().as_object();
+  const json::value* content = last.if_contains("content");
+  const bool open = last.at("role") == "assistant" && last.contains("reasoning_content") && !last.contains("tool_calls") &&
+                    content && content->is_string() && content->get_string().empty();
+  return open ? &last : nullptr;
 }
 
 }  // namespace spate::api

@@ -106,6 +106,52 @@ TEST(ToolRequest, ResponsesFunctionToolsAndCallItems) {
   EXPECT_EQ(r.messages[2].at("content"), "sunny");
 }
 
+TEST(ToolRequest, ResponsesReasoningItemsJoinTheTurnThatFollows) {
+  const parsed_request r = parse_ok(endpoint::responses, R"({
+    "input": [
+      {"role": "user", "content": "weather?"},
+      {"type": "reasoning", "id": "rs_1", "summary": [], "content": [{"type": "reasoning_text", "text": "Call get."}]},
+      {"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": " Now."}]},
+      {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{\"city\": \"Paris\"}"},
+      {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+      {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "It is sunny."}]},
+      {"role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]},
+      {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "Alone."}]},
+      {"role": "user", "content": "thanks"}
+    ],
+    "tools": [{"type": "function", "name": "get"}]})");
+  ASSERT_EQ(r.messages.size(), 6u);  // user, calls, tool, answer, reasoning alone, user
+  const json::object& calls = r.messages[1].as_object();
+  EXPECT_EQ(calls.at("reasoning_content"), "Call get. Now.");
+  ASSERT_EQ(calls.at("tool_calls").as_array().size(), 1u);
+  const json::object& answer = r.messages[3].as_object();
+  EXPECT_EQ(answer.at("role"), "assistant");
+  EXPECT_EQ(answer.at("reasoning_content"), "It is sunny.");
+  EXPECT_EQ(answer.at("content"), "Sunny.");
+  EXPECT_FALSE(answer.contains("tool_calls"));
+  EXPECT_EQ(r.messages[4].at("reasoning_content"), "Alone.");
+  EXPECT_EQ(r.messages[4].at("content"), "");
+  EXPECT_EQ(r.messages[5].at("role"), "user");
+}
+
+TEST(ToolRequest, BadReasoningItemsAreA400NamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type": "reasoning"})", "input[0].content"},
+      {R"({"type": "reasoning", "content": "x"})", "input[0].content"},
+      {R"({"type": "reasoning", "content": [{"type": "output_text", "text": "x"}]})", "input[0].content[0].type"},
+      {R"({"type": "reasoning", "content": [{"type": "reasoning_text", "text": 3}]})", "input[0].content[0].text"},
+      {R"({"type": "reasoning", "summary": [], "encrypted_content": "gAAA"})", "input[0].encrypted_content"},
+  };
+  for (const auto& [item, param] : cases) {
+    SCOPED_TRACE(item);
+    parsed_request r;
+    const auto err = parse_request(endpoint::responses, R"({"input": [)" + item + "]}", r);
+    ASSERT_TRUE(err.has_value());
+    EXPECT_EQ(err->status, 400);
+    EXPECT_EQ(err->param, param);
+  }
+}
+
 }  // namespace
 }  // namespace spate::api
 
