@@ -336,17 +336,10 @@ def bias(rng, *shape, scale=0.1) -> np.ndarray:
     return (scale * rng.standard_normal(shape)).astype(np.float32)
 
 
-def write_gpt_oss_model(path: Path, vocab: dict):
-    """gpt-oss as llama.cpp's converter writes it: Q/K/V/O biases, attention
-    sinks, sliding window on the even layers, YaRN, MXFP4 experts with biases,
-    the pre-FFN norm named post_attention_norm. Routing as write_moe_model's,
-    the router bias, the down biases and the output bias leaving it intact."""
+def add_gpt_oss_keys(w: gguf.GGUFWriter, n_ctx: int):
+    """The hyper-parameters of the small gpt-oss (GPT_OSS), from the context length on."""
     m = GPT_OSS
-    rng = np.random.default_rng(m.seed)
-    n_vocab = len(vocab["tokens"])
-    w = gguf.GGUFWriter(str(path), m.arch)
-    w.add_name(f"spate random model {m.seed}")
-    w.add_context_length(2048)
+    w.add_context_length(n_ctx)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
     w.add_feed_forward_length(m.n_ff_exp)
@@ -363,6 +356,19 @@ def write_gpt_oss_model(path: Path, vocab: dict):
     w.add_expert_used_count(m.n_expert_used)
     w.add_sliding_window(GPT_OSS_WINDOW)
     w.add_expert_feed_forward_length(m.n_ff_exp)
+
+
+def write_gpt_oss_model(path: Path, vocab: dict):
+    """gpt-oss as llama.cpp's converter writes it: Q/K/V/O biases, attention
+    sinks, sliding window on the even layers, YaRN, MXFP4 experts with biases,
+    the pre-FFN norm named post_attention_norm. Routing as write_moe_model's,
+    the router bias, the down biases and the output bias leaving it intact."""
+    m = GPT_OSS
+    rng = np.random.default_rng(m.seed)
+    n_vocab = len(vocab["tokens"])
+    w = gguf.GGUFWriter(str(path), m.arch)
+    w.add_name(f"spate random model {m.seed}")
+    add_gpt_oss_keys(w, 2048)
     add_vocab(w, vocab)
 
     embd = (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float32)
