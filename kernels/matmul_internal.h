@@ -25,14 +25,14 @@ namespace spate::kernels::detail {
 //
 // Activation format id 0 ("f32"): row r = n_in floats at act + r * 4 * n_in.
 // ---------------------------------------------------------------------------
-inline int64_t q8_act_row_bytes(int64_t n_in) { return n_in / 32 * 40; }
+static inline int64_t q8_act_row_bytes(int64_t n_in) { return n_in / 32 * 40; }
 
 struct q8_act_row {
   const int8_t* qs;
   const float* d;
   const float* s;
 };
-inline q8_act_row q8_act_at(const void* act, int64_t n_in, int64_t r) {
+static inline q8_act_row q8_act_at(const void* act, int64_t n_in, int64_t r) {
   const int64_t nb = n_in / 32;
   const auto* base = static_cast<const uint8_t*>(act) + r * q8_act_row_bytes(n_in);
   return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + nb * 32),
@@ -45,7 +45,7 @@ struct q8_act_row_out {
   float* d;
   float* s;
 };
-inline q8_act_row_out q8_act_out(void* act, int64_t n_in, int64_t r) {
+static inline q8_act_row_out q8_act_out(void* act, int64_t n_in, int64_t r) {
   const int64_t nb = n_in / 32;
   auto* base = static_cast<uint8_t*>(act) + r * q8_act_row_bytes(n_in);
   return {reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + nb * 32), reinterpret_cast<float*>(base + nb * 36)};
@@ -127,11 +127,11 @@ struct group_layout {
   int64_t sd = -1, sm = -1;        // 16 B per super-block
   int64_t stride = 0;              // bytes per group (multiple of 64)
 };
-constexpr bool is_k23(ggml_type t) { return t == ggml_type::q2_k || t == ggml_type::q3_k; }
-constexpr int64_t round_up64(int64_t v) { return (v + 63) / 64 * 64; }
+static constexpr bool is_k23(ggml_type t) { return t == ggml_type::q2_k || t == ggml_type::q3_k; }
+static constexpr int64_t round_up64(int64_t v) { return (v + 63) / 64 * 64; }
 
 // Precondition: type supported and n_in a multiple of its block size.
-constexpr group_layout layout_of(ggml_type type, int64_t n_in) {
+static constexpr group_layout layout_of(ggml_type type, int64_t n_in) {
   group_layout L;
   if (type == ggml_type::f32) {
     L.stride = round_up64(n_in * 32);
@@ -185,7 +185,7 @@ struct region_list {
   region_entry at[8];
   int n = 0;
 };
-constexpr region_list regions_of(const group_layout& L) {
+static constexpr region_list regions_of(const group_layout& L) {
   const region_entry all[] = {{&group_layout::qs, L.qs_block, true}, {&group_layout::qh, L.qh_block, true},
                               {&group_layout::d, 16, true},          {&group_layout::m, 16, true},
                               {&group_layout::sc, L.sc_block, true}, {&group_layout::mn, 8, true},
@@ -226,7 +226,7 @@ struct inline_layout {
   }
 };
 // The inline layout of the records of layout L (a quantized type's).
-constexpr inline_layout inline_of(const group_layout& L) {
+static constexpr inline_layout inline_of(const group_layout& L) {
   inline_layout I;
   I.at = L;
   const region_list regions = regions_of(L);
@@ -249,7 +249,7 @@ void write_inline(const group_layout& L, const inline_layout& I, const uint8_t* 
 // Q5_1 <5, 0> (Min != 0: the quants' offset, q + Min), or Q8 for Q8_0, and returns
 // true; returns false (f not called) for any other type.
 template <template <int, int> class Legacy, class Q8, class F>
-bool with_legacy_decoder(ggml_type t, F&& f) {
+static bool with_legacy_decoder(ggml_type t, F&& f) {
   switch (t) {
     case ggml_type::q4_0: f.template operator()<Legacy<4, -8>>(); return true;
     case ggml_type::q4_1: f.template operator()<Legacy<4, 0>>(); return true;
@@ -289,7 +289,7 @@ bool has_avx512_kernel(ggml_type t);
 // Types whose avx512 kernel runs two pairs of groups (32 columns) per row tile when a
 // matmul has several rows (matmul_avx512.cpp, two_pairs_per_tile): not Q2_K (one group),
 // nor Q3_K and Q6_K (one pair; their two half sums leave no registers for a second).
-constexpr bool avx512_two_pairs(ggml_type t) {
+static constexpr bool avx512_two_pairs(ggml_type t) {
   return t != ggml_type::q2_k && t != ggml_type::q3_k && t != ggml_type::q6_k;
 }
 void matmul_avx512(const packed_weight& w, const void* act, int64_t n_rows, float* y, int64_t ldy, int64_t col_begin,

@@ -36,6 +36,8 @@ fi
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DSPATE_SANITIZE="$flavour" -DSPATE_BUILD_PERF=OFF -DSPATE_WERROR=OFF "${launcher[@]}" >/dev/null
 cmake --build "$BUILD_DIR" -j "${SANITIZE_JOBS:-$(nproc)}"
+# Sanitizer builds inline differently: check their ISA objects too (scripts/check_isa_objects.py).
+python3 scripts/check_isa_objects.py "$BUILD_DIR"
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"

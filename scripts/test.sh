@@ -26,6 +26,9 @@ export SPATE_MODEL="$(bash scripts/fetch-model.sh)"
 export SPATE_GEMMA_MODEL="$(bash scripts/fetch-model.sh gemma3-270m)"
 python3 scripts/check_layering.py
 bash scripts/build.sh
+# No object compiled for AVX2/AVX-512 may hand SIMD code to the rest of a binary (an
+# illegal instruction on a CPU without that level): scripts/check_isa_objects.py.
+python3 scripts/check_isa_objects.py build
 export SPATE_BIN="$PWD/build/spate"
 export SPATE_RANDOM_MODELS_DIR="$PWD/build/random-models"
 python3 tests/reference/make_random_models.py --out-dir "$SPATE_RANDOM_MODELS_DIR" \

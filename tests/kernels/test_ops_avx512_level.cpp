@@ -1,4 +1,7 @@
-// Tests for the avx512 level's own element-wise ops (kernels/ops_avx512.cpp):
+// Tests for the avx512 level's own element-wise ops (kernels/ops_avx512.cpp). This file is
+// named *_level.cpp, not *_avx512.cpp, so that it builds at the baseline ISA: a test TU built
+// with -mavx512f emits inline gtest/std functions with EVEX code that the linker may pick for
+// the whole binary (an illegal instruction on AVX2-only CPUs, seen in the ASan build).
 // swiglu, geglu and swiglu_oai run the avx2 sequence on 16 lanes, so their outputs must be
 // the avx2 level's bits for every length (16-lane body, avx2 tail) and for
 // saturating gates. Skipped on CPUs without AVX-512.
