@@ -31,6 +31,9 @@
 #   SPATE_ARGS     extra `spate serve` arguments (after --kv-cache-memory 1GiB)
 #   PEER_ARGS      extra llama-server arguments, both peers (16 slots of PEER_CTX_PER_SLOT, default
 #                  512, tokens: 805 MB of KV cache for this shape, as spate's 1 GiB)
+#                  PEER_CTX_PER_SLOT=1024 for gpt-oss: its generated vocabulary and the harmony
+#                  preamble make serving_bench's prompts 518 tokens (llama-server refuses them at
+#                  512, ik_llama.cpp shifts its context)
 #   PORT (default 18180), READY_TIMEOUT (server start-up, default 1200 s: a 17 GB model loads
 #   and repacks slowly), RUN_TIMEOUT (one benchmark invocation, default 2400 s), SERVE_TIMEOUT
 #   (one serving run, default 3600 s)
