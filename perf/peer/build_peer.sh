@@ -9,7 +9,12 @@
 #                 binaries PREFIX/bin
 #   TARGETS       array of the CMake targets to build and install
 # Env read: PEER_TARGETS (space-separated targets replacing TARGETS), JOBS (default 2),
-# PYTHON (default python3), PEER_AMX (1: keep AMX, see below).
+# PYTHON (default python3), PEER_AMX (1: keep AMX, see below), PEER_ISA (avx2: see below).
+#
+# PEER_ISA=avx2: a build for AVX2+FMA+F16C only, without -march=native (GGML_NATIVE=OFF,
+# GGML_AVX2/FMA/F16C on, every AVX-512 option off), installed under PREFIX-avx2. It is the
+# counterpart of spate's SPATE_MAX_ISA=avx2 on an AVX-512 machine (issue 37): both sides at one
+# level. A capped build on a Zen 5 or a Xeon is still not an AVX2 CPU; say which was measured.
 #
 # AMX: on a CPU with AMX (Intel Sapphire Rapids and later), GGML_NATIVE turns on llama.cpp's
 # AMX matmuls, and llama.cpp 0.3.36's llama-bench died in ggml_backend_amx_mul_mat (SIGSEGV,
@@ -22,6 +27,11 @@
 # Release, native, static, no CURL, no BLAS, plus the ARGs; build the targets; install them; print
 # the bin dir as the last stdout line). Everything but that line goes to stderr.
 
+case "${PEER_ISA:-native}" in
+  native) ;;
+  avx2) PREFIX="$PREFIX-avx2" ;;
+  *) echo "[$PEER_TAG] PEER_ISA must be native or avx2, not '$PEER_ISA'" >&2; exit 2 ;;
+esac
 BIN="$PREFIX/bin"
 SRC="$PREFIX/src/$PEER_VENDOR"
 BUILD="$PREFIX/build"
@@ -78,12 +88,20 @@ peer_build_install() {  # CMAKE_ARG...
     no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
     peer_log "CPU with AMX: building without it ($no_amx; PEER_AMX=1 keeps it)"
   fi
+  local isa=(-DGGML_NATIVE=ON)
+  if [[ "${PEER_ISA:-native}" == avx2 ]]; then
+    no_amx=""
+    isa=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+         -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF
+         -DGGML_AVX_VNNI=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+    peer_log "PEER_ISA=avx2: AVX2+FMA+F16C only, no -march=native"
+  fi
   peer_log "configuring in $BUILD"
   cmake -S "$SRC" -B "$BUILD" \
     -DCMAKE_C_FLAGS="$no_amx" \
     -DCMAKE_CXX_FLAGS="$no_amx" \
     -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON \
+    "${isa[@]}" \
     -DGGML_BLAS=OFF \
     -DLLAMA_CURL=OFF \
     -DBUILD_SHARED_LIBS=OFF \
