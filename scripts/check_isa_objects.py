@@ -50,10 +50,9 @@ def simd_weak_functions(obj: pathlib.Path) -> list[str]:
         if current not in weak:
             continue
         fields = line.split("\t")
-        if len(fields) >= 2:
-            mnemonic = fields[1].split()[0] if fields[1].split() else ""
-            if SIMD_MNEMONIC.match(mnemonic):
-                bad.add(current)
+        words = fields[1].split() if len(fields) >= 2 else []
+        if words and SIMD_MNEMONIC.match(words[0]):
+            bad.add(current)
     return sorted(bad)
 
 
