@@ -15,11 +15,12 @@
 // store-to-load round trip per instruction instead of its unit (before the fix, on
 // a Zen 5 EPYC: vpdpbusd 367 GMAC/s on two threads against 1050 unrolled, 512-bit
 // FMA 82 against 266; docs/journal/performance.md, "The probe's compute peaks were too low").
-// Where the CPU has AVX-512 VNNI it also measures the int8 ceiling of the matmul
-// kernels' own instruction mix per 32-element block (dpbusd_block_loop: vpdpbusd plus
-// the 2 or 3 float operations on the same pipes that scale a block's int32 sum), the
-// rate no kernel of those weight formats can pass; roofline_share.py's *_kernel shares
-// divide by it.
+// It also measures the int8 ceiling of the matmul kernels' own instruction mix per
+// 32-element block at each level: avx2 (maddubs_block_loop: vpmaddubsw, the vpaddw and
+// vpmaddwd that fold them, and the float ops that scale a block's int32 sum) and, where
+// the CPU has AVX-512 VNNI, avx512 (dpbusd_block_loop: vpdpbusd plus the 2 or 3 float
+// operations on the same pipes): the rate no kernel of those weight formats can pass at
+// that level; roofline_share.py's *_kernel shares divide by it.
 // Each figure is the median of --reps passes.
 //
 // Units: GB/s = 1e9 bytes/s. "GMAC/s" counts multiply-adds: one vpmaddubsw
@@ -205,6 +206,65 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t dpbusd_block_loop
 #undef SPATE_SCALE
 #undef SPATE_MIN
 
+// The same ceiling for the avx2 kernels (matmul_avx2.cpp, and the avx512 level's types
+// without an avx512 kernel), with AVX2 only: ymm0-15, no AVX-512 register or instruction,
+// so it runs on an AVX2-only CPU. Per 32-element block, row and 8 columns those kernels
+// issue 8 vpmaddubsw (u8 x s8 byte pairs into int16 pairs), 7 vpaddw folding them into
+// one int16 partial sum, one vpmaddwd by the int16 multipliers (1, or the sub-block
+// scales) into int32, then the float part of the avx512 mix: vcvtdq2ps, NF = 2 or 3
+// multiply-pipe float ops (scale = d_w * d_a, acc += cvt(isum) * scale, and for the
+// types with a min term acc += m_w * s_a). The loop runs n_iter x 3 such blocks on
+// independent registers; the bytes and d_w change every iteration, and d_a / s_a come
+// from memory, so nothing is hoisted. Decoding the weights (nibble masks and shifts,
+// shared by the rows of a tile) is not counted: this is the mix every kernel of these
+// formats runs after decoding. Registers: ymm0-2 the FMA accumulators, ymm3-5 the
+// min-term ones, ymm6 the weight bytes, ymm7 the activation bytes, ymm8-10 the blocks'
+// partial sums, ymm11-12 products, ymm13 the int16 ones, ymm14 d_w, ymm15 the scale.
+#define SPATE_MB(d) "vpmaddubsw %%ymm7, %%ymm6, %%ymm" #d "\n\t"
+#define SPATE_MBADD(t, s) SPATE_MB(t) "vpaddw %%ymm" #t ", %%ymm" #s ", %%ymm" #s "\n\t"
+#define SPATE_BLOCK(s, a, m)                                                                                \
+  SPATE_MB(s) SPATE_MBADD(11, s) SPATE_MBADD(12, s) SPATE_MBADD(11, s) SPATE_MBADD(12, s) SPATE_MBADD(11, s) \
+  SPATE_MBADD(12, s) SPATE_MBADD(11, s)                                                                    \
+  "vpmaddwd %%ymm13, %%ymm" #s ", %%ymm" #s "\n\tvcvtdq2ps %%ymm" #s ", %%ymm" #s "\n\t"                  \
+  "vmulps 32(%[c]), %%ymm14, %%ymm15\n\tvfmadd231ps %%ymm15, %%ymm" #s ", %%ymm" #a "\n\t"               \
+  "cmpl $3, %[nf]\n\tjne 3f\n\tvfmadd231ps 64(%[c]), %%ymm14, %%ymm" #m "\n\t3:\n\t"
+template <int NF>
+__attribute__((target("avx2,fma"))) int64_t maddubs_block_loop(int64_t n_iter, int seed) {
+  static_assert(NF == 2 || NF == 3);
+  alignas(32) float floats[6][8];
+  alignas(32) float consts[5][8];  // d_w, d_a, s_a, the d_w step, bytes step (as int8 ones)
+  alignas(32) int8_t bytes[32];
+  for (int k = 0; k < 6; ++k)
+    for (int l = 0; l < 8; ++l) floats[k][l] = 0.001f * static_cast<float>(seed + k);
+  const float cv[4] = {0.5f, 0.375f, -0.125f, 1.0f / 4096};
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < 8; ++l) consts[k][l] = cv[k];
+  std::memset(&consts[4][0], 1, sizeof consts[4]);
+  for (int l = 0; l < 32; ++l) bytes[l] = static_cast<int8_t>(seed + 3 * l);
+  asm volatile(
+      "vmovaps 0(%[f]), %%ymm0\n\tvmovaps 32(%[f]), %%ymm1\n\tvmovaps 64(%[f]), %%ymm2\n\t"
+      "vmovaps 96(%[f]), %%ymm3\n\tvmovaps 128(%[f]), %%ymm4\n\tvmovaps 160(%[f]), %%ymm5\n\t"
+      "vmovdqa 0(%[b]), %%ymm6\n\tvmovdqa 0(%[b]), %%ymm7\n\tvmovaps 0(%[c]), %%ymm14\n\t"
+      "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\tvpsrlw $15, %%ymm13, %%ymm13\n\t"  // int16 ones
+      "1:\n\t"
+      SPATE_BLOCK(8, 0, 3) SPATE_BLOCK(9, 1, 4) SPATE_BLOCK(10, 2, 5)
+      "vpaddb 128(%[c]), %%ymm7, %%ymm7\n\tvaddps 96(%[c]), %%ymm14, %%ymm14\n\t"
+      "dec %[n]\n\tjnz 1b\n\t"
+      "vmovaps %%ymm0, 0(%[f])\n\tvmovaps %%ymm1, 32(%[f])\n\tvmovaps %%ymm2, 64(%[f])\n\t"
+      "vmovaps %%ymm3, 96(%[f])\n\tvmovaps %%ymm4, 128(%[f])\n\tvmovaps %%ymm5, 160(%[f])\n\t"
+      "vzeroupper\n\t"
+      : [n] "+r"(n_iter)
+      : [f] "r"(&floats[0][0]), [c] "r"(&consts[0][0]), [b] "r"(bytes), [nf] "r"(NF)
+      : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+  int64_t out = 0;
+  for (int k = 0; k < 6; ++k) out += static_cast<int64_t>(floats[k][0] * 1e-3f);
+  return out;
+}
+#undef SPATE_MB
+#undef SPATE_MBADD
+#undef SPATE_BLOCK
+
 // n_iter x 12 FMAs on 12 independent chains; the multiplier changes every iteration.
 __attribute__((target("avx2,fma"))) float fma_loop(int64_t n_iter, int seed) {
   __m256 acc[12];
@@ -274,13 +334,17 @@ int main(int argc, char** argv) {
   });
   std::vector<uint64_t> sink(static_cast<size_t>(n_threads));
   const bool has_vnni = spate::kernels::cpu_supports(spate::kernels::isa_level::avx512);
-  std::vector<double> bw, i8, vnni, f32, f32w, mix2, mix3;
+  std::vector<double> bw, i8, vnni, f32, f32w, mix2, mix3, amix2, amix3;
   const int64_t n_iter = 20'000'000;
   for (int r = 0; r < reps; ++r) {
     const double s = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += read_sum(buf + t * slice, slice); });
     bw.push_back(static_cast<double>(bytes) / s / 1e9);
     const double si = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += maddubs_loop(n_iter, t + r); });
     i8.push_back(static_cast<double>(n_iter) * k_maddubs_chains * 32 * n_threads / si / 1e9);
+    const double a2 = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += maddubs_block_loop<2>(n_iter / 4, t + r); });
+    amix2.push_back(static_cast<double>(n_iter / 4) * 24 * 32 * n_threads / a2 / 1e9);
+    const double a3 = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += maddubs_block_loop<3>(n_iter / 4, t + r); });
+    amix3.push_back(static_cast<double>(n_iter / 4) * 24 * 32 * n_threads / a3 / 1e9);
     if (has_vnni) {
       const double sv = run_parallel(n_threads, [&](int t) { sink[static_cast<size_t>(t)] += dpbusd_loop(n_iter, t + r); });
       vnni.push_back(static_cast<double>(n_iter) * 12 * 64 * n_threads / sv / 1e9);
@@ -306,13 +370,19 @@ int main(int argc, char** argv) {
   if (as_json) {
     std::printf("{\"threads\":%d,\"read_gb_s\":%.2f,\"int8_maddubs_gmac_s\":%.1f,\"int8_vnni_gmac_s\":%.1f,"
                 "\"int8_vnni_block2_gmac_s\":%.1f,\"int8_vnni_block3_gmac_s\":%.1f,"
+                "\"int8_maddubs_block2_gmac_s\":%.1f,\"int8_maddubs_block3_gmac_s\":%.1f,"
                 "\"fp32_fma_gmac_s\":%.1f,\"fp32_fma512_gmac_s\":%.1f,\"reps\":%d,\"checksum\":%llu}\n",
-                n_threads, median(bw), median(i8), vnni_gmac_s, mix2_gmac_s, mix3_gmac_s, median(f32), fma512_gmac_s, reps,
+                n_threads, median(bw), median(i8), vnni_gmac_s, mix2_gmac_s, mix3_gmac_s, median(amix2), median(amix3),
+                median(f32), fma512_gmac_s, reps,
                 static_cast<unsigned long long>(checksum & 0xffff));
   } else {
     std::printf("threads %d, median of %d passes\n", n_threads, reps);
     std::printf("  read bandwidth      %7.2f GB/s   (%zu MiB buffer)\n", median(bw), bytes >> 20);
     std::printf("  int8 vpmaddubsw     %7.1f GMAC/s (u8 x s8 multiply-adds, 256-bit)\n", median(i8));
+    std::printf("    + 2 fp ops / 8    %7.1f GMAC/s (%.0f%%: the avx2 block mix of Q8_0, Q4_0, Q5_0, IQ4_NL)\n",
+                median(amix2), 100 * median(amix2) / median(i8));
+    std::printf("    + 3 fp ops / 8    %7.1f GMAC/s (%.0f%%: with a min term, Q4_1, Q5_1, Q4_K, Q5_K)\n", median(amix3),
+                100 * median(amix3) / median(i8));
     if (has_vnni) std::printf("  int8 vpdpbusd       %7.1f GMAC/s (u8 x s8 multiply-adds, 512-bit VNNI)\n", vnni_gmac_s);
     else std::printf("  int8 vpdpbusd           n/a (no AVX-512 VNNI)\n");
     if (has_vnni) {

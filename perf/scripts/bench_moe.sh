@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Mixture-of-experts side by side (issue 35): spate, llama.cpp 0.3.36 and ik_llama.cpp 0.1.5 on
-# one qwen3moe GGUF (perf/scripts/make_moe_model.py) and one thread count, in one run.
+# Three engines side by side (issues 35-37): spate, llama.cpp 0.3.36 and ik_llama.cpp 0.1.5 on
+# one GGUF and one thread count, in one run. Written for mixture-of-experts models (a qwen3moe
+# or gpt-oss GGUF of perf/scripts/make_moe_model.py, the default), it runs dense models as well
+# (SmolLM2, Gemma, the 1B and 8B shapes of make_bench_model.py), at either ISA level.
 #
 # Usage: perf/scripts/bench_moe.sh [--model PATH] [--threads T] [--reps N] [--serve-reps N]
 #                                  [--engines LIST] [--no-serve | --serve-only | --startup-only]
-#                                  [--out FILE]
+#                                  [--isa avx2|native] [--out FILE]
 #   --model PATH   the GGUF (default ~/.cache/spate/models/big/qwen3moe-30b-a3b-q4_0.gguf)
 #   --threads T    threads of every engine (default 2)
 #   --reps N       rounds (default 3); figures are medians over them
 #   --serve-reps N rounds of the serving (default: --reps)
-#   --engines L    comma-separated, of spate,llama.cpp,ik_llama.cpp (default all three)
+#   --engines L    comma-separated, of spate,llama.cpp,ik_llama.cpp,ik_llama.cpp-plain (default the
+#                  first three; ik_llama.cpp-plain: the same binaries with no options, so that
+#                  ik_llama.cpp's best options and its defaults are both reported)
 #   --no-serve     the benchmarks only (pp512, tg128, bd16_*); --serve-only: the serving only
 #   --startup-only start-up only: per round and engine, a server started on a dropped page cache
 #                  (root; else as found) and again right after (a restart); ready_s each
+#   --isa avx2     every engine at AVX2: spate with SPATE_MAX_ISA=avx2, the peers' PEER_ISA=avx2
+#                  builds (perf/peer/build_peer.sh: GGML_NATIVE off, AVX2+FMA+F16C). On an AVX-512
+#                  CPU that is the kernels capped at AVX2, not an AVX2 CPU. Default native
 #   --out FILE     results, JSON lines (default ~/.cache/spate/bench/moe-<date>-<time>.jsonl;
 #                  runs of record are copied to perf/results/); logs in FILE without .jsonl + .logs/
 # Env:
@@ -66,6 +73,7 @@ PERF_TAG=bench_moe
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 REPS=3 THREADS=2 OUT="" PORT="${PORT:-18180}" ENGINES="spate,llama.cpp,ik_llama.cpp" BENCH=1 SERVE=1 SERVE_REPS="" STARTUP=0
+ISA=native
 RUN_TIMEOUT="${RUN_TIMEOUT:-2400}" SERVE_TIMEOUT="${SERVE_TIMEOUT:-3600}"
 IK_BENCH_ARGS="${IK_BENCH_ARGS:--rtr 1 -fmoe 1 -fa 1}"
 IK_ARGS="${IK_ARGS:--rtr -fa off}"
@@ -77,6 +85,7 @@ while (($#)); do
   case "$1" in
     --engines) ENGINES="$2"; shift 2 ;;
     --serve-reps) SERVE_REPS="$2"; shift 2 ;;
+    --isa) ISA="$2"; shift 2 ;;
     --no-serve) SERVE=0; shift ;;
     --serve-only) BENCH=0; shift ;;
     --startup-only) BENCH=0 SERVE=0 STARTUP=1; shift ;;
@@ -85,13 +94,18 @@ while (($#)); do
   esac
 done
 perf_check_common
+case "$ISA" in
+  native) ;;
+  avx2) export SPATE_MAX_ISA=avx2 PEER_ISA=avx2 ;;
+  *) echo "--isa must be avx2 or native, not '$ISA'" >&2; exit 2 ;;
+esac
 SERVE_REPS="${SERVE_REPS:-$REPS}"
 perf_positive_int --serve-reps "$SERVE_REPS"
 ((${#MODELS[@]} <= 1)) || { echo "one --model per run" >&2; exit 2; }
 ((BENCH || SERVE || STARTUP)) || { echo "--no-serve and --serve-only exclude each other" >&2; exit 2; }
 IFS=, read -r -a ENGINE_LIST <<< "$ENGINES"
 for e in "${ENGINE_LIST[@]}"; do
-  [[ "$e" =~ ^(spate|llama\.cpp|ik_llama\.cpp)$ ]] || { echo "--engines: unknown engine '$e'" >&2; exit 2; }
+  [[ "$e" =~ ^(spate|llama\.cpp|ik_llama\.cpp|ik_llama\.cpp-plain)$ ]] || { echo "--engines: unknown engine '$e'" >&2; exit 2; }
 done
 has_engine() { [[ ",$ENGINES," == *",$1,"* ]]; }
 
@@ -113,7 +127,9 @@ peer_dir() {  # SCRIPT [VERSION]: the bin dir the build script prints last (it b
 }
 LLAMA_BIN="" IK_BIN="${IK_BIN:-}"
 if has_engine llama.cpp; then LLAMA_BIN="${PEER_BIN:-$(peer_dir build_llama_cpp.sh 0.3.36)}"; fi
-if has_engine ik_llama.cpp && [[ -z "$IK_BIN" ]]; then IK_BIN="$(peer_dir build_ik_llama_cpp.sh)"; fi
+if { has_engine ik_llama.cpp || has_engine ik_llama.cpp-plain; } && [[ -z "$IK_BIN" ]]; then
+  IK_BIN="$(peer_dir build_ik_llama_cpp.sh)"
+fi
 for bin in $LLAMA_BIN $IK_BIN; do
   for t in $peer_targets; do [[ -x "$bin/$t" ]] || { perf_log "$t missing in $bin"; exit 1; }; done
 done
@@ -162,7 +178,7 @@ peer_round() {  # ENGINE BIN ROUND BENCH_OPTIONS BATCHED_OPTIONS
   read -r -a extra <<< "$options"
   read -r -a bextra <<< "$boptions"
   version="$(perf_peer_version "$bin")"
-  if [[ "$engine" == ik_llama.cpp ]]; then fmt=json; else bextra+=(--output-format jsonl); fi
+  if [[ "$engine" == ik_llama.cpp* ]]; then fmt=json; else bextra+=(--output-format jsonl); fi
   local cmd=("$bin/llama-bench" -m "$MODEL" -p "$PP" -n "$TG" -t "$THREADS" -r 1 -o "$fmt" "${extra[@]}")
   if attempt "$engine" bench "$round" "${cmd[@]}" &&
      python3 "$PERFLIB" bench-metrics "$PERF_TMP/out" > "$PERF_TMP/metrics"; then
@@ -177,7 +193,7 @@ peer_round() {  # ENGINE BIN ROUND BENCH_OPTIONS BATCHED_OPTIONS
   # ik_llama.cpp 0.1.5's feeds token 0 to every sequence at every position (bd16_tok0), so that
   # all rows of a step route to the same experts.
   local metric="bd${BD_NPL}_rand"
-  [[ "$engine" == ik_llama.cpp ]] && metric="bd${BD_NPL}_tok0"
+  [[ "$engine" == ik_llama.cpp* ]] && metric="bd${BD_NPL}_tok0"
   if tok_s="$(python3 "$PERFLIB" peer-tok-s batched "bd$BD_NPL" "$BD_NPL" "$PERF_TMP/out" "$PERF_TMP/err")"; then
     perf_record kind=sample engine="$engine" version="$version" options="$boptions" metric="$metric" \
       tok_s="$tok_s" round="$round" model="$MODEL_NAME" loadavg="$(perf_loadavg)" mem_available_mb="$(mem_available_mb)" run_s="$ATTEMPT_S" cmd="${bcmd[*]}"
@@ -192,6 +208,7 @@ engine_round() {  # ENGINE ROUND
     spate) spate_round "$2" ;;
     llama.cpp) peer_round llama.cpp "$LLAMA_BIN" "$2" "" "" ;;
     ik_llama.cpp) peer_round ik_llama.cpp "$IK_BIN" "$2" "$IK_BENCH_ARGS" "$IK_ARGS" ;;
+    ik_llama.cpp-plain) peer_round ik_llama.cpp-plain "$IK_BIN" "$2" "" "" ;;
   esac
 }
 
@@ -209,6 +226,8 @@ start_server() {  # ENGINE ROUND LOG CACHE
                PEER_BIN="$LLAMA_BIN" perf_start_engine peer "$log" || rc=$? ;;
     ik_llama.cpp) OPTIONS="$IK_ARGS"; VERSION="$(perf_peer_version "$IK_BIN")"
                   PEER_BIN="$IK_BIN" PEER_ARGS="$IK_ARGS ${PEER_ARGS:-}" perf_start_engine peer "$log" || rc=$? ;;
+    ik_llama.cpp-plain) VERSION="$(perf_peer_version "$IK_BIN")"
+                  PEER_BIN="$IK_BIN" perf_start_engine peer "$log" || rc=$? ;;
   esac
   if ((rc != 0)); then
     perf_record kind=failure engine="$engine" what=serve-start round="$round" cmd="$PERF_SERVER_CMD"
@@ -268,7 +287,7 @@ round_order() {  # R
 # --- 3. measurements -------------------------------------------------------------------------------
 T0=$SECONDS
 perf_record kind=run start="$(date -Is)" host="$(hostname)" ncpu="$(nproc)" threads="$THREADS" \
-  reps="$REPS" serve_reps="$SERVE_REPS" \
+  reps="$REPS" serve_reps="$SERVE_REPS" isa="$ISA" \
   model="$MODEL_NAME" model_path="$MODEL" engines="$ENGINES" pp="$PP" tg="$TG" bd_npl="$BD_NPL" \
   llama_bin="$LLAMA_BIN" ik_bin="$IK_BIN" ik_bench_args="$IK_BENCH_ARGS" ik_args="$IK_ARGS" \
   spate_bin="${SPATE_BIN:-}" spate_commit="$(git -C "$PERF_REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)" \

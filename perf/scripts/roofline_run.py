@@ -16,8 +16,12 @@ others) is marked "unsteady" and left out of the median, since its roofline is
 not known. It prints every figure and the median share per figure over the
 steady ones (and over all), and one JSON line at the end.
 
+--isa avx2 runs spate_bench with SPATE_MAX_ISA=avx2 and divides by the avx2
+rooflines (roofline_share.py --isa): on an AVX-512 CPU that is the kernels
+capped at AVX2, not an AVX2 CPU; say which.
+
 Usage: roofline_run.py --model GGUF [--model GGUF ...] [--rounds 3]
-       [--reps 3] [--threads 2] [--build-dir build] [--max-drift 0.1]
+       [--reps 3] [--threads 2] [--build-dir build] [--max-drift 0.1] [--isa avx2|avx512]
 """
 import argparse
 import json
@@ -27,14 +31,16 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from perflib import json_objects, median  # noqa: E402
-from roofline_share import shares_of, work_per_token  # noqa: E402
+from roofline_share import int8_peak_of, shares_of, work_per_token  # noqa: E402
 
 PROBE_KEYS = ("read_gb_s", "int8_maddubs_gmac_s", "int8_vnni_gmac_s", "int8_vnni_block2_gmac_s",
-              "int8_vnni_block3_gmac_s", "fp32_fma_gmac_s", "fp32_fma512_gmac_s")
+              "int8_vnni_block3_gmac_s", "int8_maddubs_block2_gmac_s", "int8_maddubs_block3_gmac_s",
+              "fp32_fma_gmac_s", "fp32_fma512_gmac_s")
 
 
-def run_json_lines(cmd, timeout_s):
-    return json_objects(subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout_s).stdout)
+def run_json_lines(cmd, timeout_s, env=None):
+    return json_objects(subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=timeout_s,
+                                       env=env).stdout)
 
 
 def probe(build_dir, threads, timeout_s):
@@ -46,18 +52,19 @@ def mean_probe(a, b):
     return {k: (a.get(k, 0.0) + b.get(k, 0.0)) / 2 for k in PROBE_KEYS}
 
 
-def bench(build_dir, model, threads, reps, only, timeout_s):
+def bench(build_dir, model, threads, reps, only, timeout_s, isa):
+    env = dict(os.environ, SPATE_MAX_ISA=isa)
     lines = run_json_lines([f"{build_dir}/perf/spate_bench", "--model", model, "--threads", str(threads),
-                            "--reps", str(reps), "--only", only], timeout_s)
+                            "--reps", str(reps), "--only", only], timeout_s, env)
     return {d["metric"]: d["tok_s"] for d in lines if "metric" in d}
 
 
 FIGURES = (("pp", "pp512", "int8"), ("tg", "tg128", "read_gb_s"), ("bd", "bd16", "int8"))
 
 
-def probe_level(p, key):
-    """The roofline a figure is divided by: read bandwidth, or the int8 peak."""
-    return p["read_gb_s"] if key == "read_gb_s" else max(p["int8_maddubs_gmac_s"], p.get("int8_vnni_gmac_s", -1.0))
+def probe_level(p, key, isa):
+    """The roofline a figure is divided by: read bandwidth, or the int8 peak at the level."""
+    return p["read_gb_s"] if key == "read_gb_s" else int8_peak_of(p, isa)
 
 
 def measure_round(a, model, w):
@@ -65,12 +72,12 @@ def measure_round(a, model, w):
     out = {}
     before = probe(a.build_dir, a.threads, a.timeout)
     for only, name, key in FIGURES:
-        figs = bench(a.build_dir, model, a.threads, a.reps, only, a.timeout)
+        figs = bench(a.build_dir, model, a.threads, a.reps, only, a.timeout, a.isa)
         after = probe(a.build_dir, a.threads, a.timeout)
-        lo, hi = probe_level(before, key), probe_level(after, key)
+        lo, hi = probe_level(before, key, a.isa), probe_level(after, key, a.isa)
         drift = abs(hi - lo) / ((hi + lo) / 2)
         p = mean_probe(before, after)
-        sh = shares_of(w, p, **{name: figs.get(name)})
+        sh = shares_of(w, p, **{name: figs.get(name)}, isa=a.isa)
         out[name] = {"tok_s": figs.get(name), "probe": p, "probes": [lo, hi], "drift": drift,
                      "steady": drift <= a.max_drift, "shares": sh}
         before = after
@@ -85,6 +92,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--build-dir", default="build")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per command")
+    ap.add_argument("--isa", choices=("avx2", "avx512"), default="avx512",
+                    help="avx2: spate_bench with SPATE_MAX_ISA=avx2, shares of the avx2 rooflines")
     ap.add_argument("--max-drift", type=float, default=0.1,
                     help="largest relative difference of a figure's two probes for it to count")
     a = ap.parse_args()

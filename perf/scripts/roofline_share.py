@@ -22,15 +22,19 @@ per-token work from the GGUF's matmul weights:
 (the int8 peak: spate and llama.cpp run these matmuls on 8-bit activations; it
 is the higher of the probe's 256-bit vpmaddubsw and, where the CPU has it,
 512-bit VNNI vpdpbusd figures, the instructions spate's kernels use).
-  (*_kernel, where the probe measured the VNNI block mixes: each weight type's
+  (*_kernel, where the probe measured the block mixes: each weight type's
   MACs at the rate of its own per-block instruction mix, roofline_probe's
   "+ 2 fp ops / 8" for Q8_0, Q4_0, Q5_0, IQ4_NL and "+ 3" for every other
   quantized type (a bound from above for Q6_K, Q3_K and Q2_K, which issue more),
   attention at the fp32 peak: the ceiling no kernel of these formats can pass
   on this machine, as the int8 peak counts the multiplies alone.)
+--isa avx2: the figures were measured with the kernels capped at AVX2
+(SPATE_MAX_ISA=avx2, or an AVX2-only CPU): the int8 peak is vpmaddubsw's, the
+block mixes the avx2 ones (int8_maddubs_block*), the fp32 peak the 256-bit FMA.
+Default (avx512): the highest the probe found, as before.
 
 Usage: roofline_share.py --model GGUF --probe PROBE.json [--tg128 T] [--pp512 P] [--bd16 B]
-       [--label NAME] (figures in tok/s; prints one line per figure, and a JSON line)
+       [--label NAME] [--isa avx2|avx512] (figures in tok/s; prints one line per figure, and a JSON line)
 """
 import argparse
 import json
@@ -82,11 +86,20 @@ def work_per_token(path):
 BLOCK2_TYPES = ("Q8_0", "Q4_0", "Q5_0", "IQ4_NL")
 
 
-def kernel_seconds(w, probe, n_out_rows):
+def int8_peak_of(probe, isa="avx512"):
+    """GMAC/s of the int8 peak at an ISA level: vpmaddubsw at avx2, else the higher of it and vpdpbusd."""
+    if isa == "avx2":
+        return probe["int8_maddubs_gmac_s"]
+    return max(probe["int8_maddubs_gmac_s"], probe.get("int8_vnni_gmac_s", -1.0))
+
+
+def kernel_seconds(w, probe, n_out_rows, isa="avx512"):
     """Seconds per token of the matmuls at their types' block-mix ceilings (None: not probed).
 
-    n_out_rows: the share of tokens that run the output projection (pp512: 1/512)."""
-    b2, b3 = probe.get("int8_vnni_block2_gmac_s", -1.0), probe.get("int8_vnni_block3_gmac_s", -1.0)
+    n_out_rows: the share of tokens that run the output projection (pp512: 1/512).
+    isa: avx2 uses the avx2 mixes; avx512 the VNNI ones."""
+    mix = "maddubs" if isa == "avx2" else "vnni"
+    b2, b3 = probe.get(f"int8_{mix}_block2_gmac_s", -1.0), probe.get(f"int8_{mix}_block3_gmac_s", -1.0)
     if b2 <= 0 or b3 <= 0:
         return None
     rate = lambda t: (b2 if t in BLOCK2_TYPES else b3) * 1e9
@@ -94,7 +107,7 @@ def kernel_seconds(w, probe, n_out_rows):
     return sec + n_out_rows * w["out_macs"] / rate(w["out_type"])
 
 
-def shares_of(w, probe, tg128=None, pp512=None, bd16=None):
+def shares_of(w, probe, tg128=None, pp512=None, bd16=None, isa="avx512"):
     """Shares of the rooflines for the given tok/s figures (None: not measured).
 
     *_compute: every multiply-add against the int8 peak (strict: attention too).
@@ -105,8 +118,9 @@ def shares_of(w, probe, tg128=None, pp512=None, bd16=None):
                ceiling (kernel_seconds); only where the probe measured it.
     """
     attn = lambda ctx: 2 * w["n_layer"] * w["q_dim"] * ctx  # QK^T and PV multiply-adds per token
-    int8_peak = max(probe["int8_maddubs_gmac_s"], probe.get("int8_vnni_gmac_s", -1.0)) * 1e9
-    fp32_peak = max(probe["fp32_fma_gmac_s"], probe.get("fp32_fma512_gmac_s", -1.0)) * 1e9
+    int8_peak = int8_peak_of(probe, isa) * 1e9
+    fp32_peak = (probe["fp32_fma_gmac_s"] if isa == "avx2"
+                 else max(probe["fp32_fma_gmac_s"], probe.get("fp32_fma512_gmac_s", -1.0))) * 1e9
     out = {}
     if tg128:  # decode from an empty cache to 128: mean context 64
         out["tg128_bandwidth"] = tg128 * w["bytes"] / (probe["read_gb_s"] * 1e9)
@@ -114,13 +128,13 @@ def shares_of(w, probe, tg128=None, pp512=None, bd16=None):
         matmul = w["layer_macs"] + w["out_macs"] / 512
         out["pp512_compute"] = pp512 * (matmul + attn(256)) / int8_peak
         out["pp512_mixed"] = pp512 * (matmul / int8_peak + attn(256) / fp32_peak)
-        k = kernel_seconds(w, probe, 1 / 512)
+        k = kernel_seconds(w, probe, 1 / 512, isa)
         if k is not None:
             out["pp512_kernel"] = pp512 * (k + attn(256) / fp32_peak)
     if bd16:  # 16 sequences, 32 prompt + 64 generated: mean context 64
         out["bd16_compute"] = bd16 * (w["macs"] + attn(64)) / int8_peak
         out["bd16_mixed"] = bd16 * (w["macs"] / int8_peak + attn(64) / fp32_peak)
-        k = kernel_seconds(w, probe, 1)
+        k = kernel_seconds(w, probe, 1, isa)
         if k is not None:
             out["bd16_kernel"] = bd16 * (k + attn(64) / fp32_peak)
     return out
@@ -131,12 +145,13 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--probe", required=True)
     ap.add_argument("--label", default="")
+    ap.add_argument("--isa", choices=("avx2", "avx512"), default="avx512", help="the level the figures ran at")
     for name in ("tg128", "pp512", "bd16"):
         ap.add_argument(f"--{name}", type=float)
     a = ap.parse_args()
     probe = json.load(open(a.probe))
     w = work_per_token(a.model)
-    shares = shares_of(w, probe, a.tg128, a.pp512, a.bd16)
+    shares = shares_of(w, probe, a.tg128, a.pp512, a.bd16, a.isa)
     for k, v in shares.items():
         print(f"{a.label or w['arch']:>16} {k:18s} {100 * v:6.1f}% of the roofline")
     print(f"{a.label or w['arch']:>16} {'per token':18s} {w['bytes'] / 1e6:.1f} MB read, {w['macs'] / 1e6:.1f} M MACs (matmuls)")

@@ -171,12 +171,12 @@ def structured(path, peer):
                                        f"rep {f.get('rep')}: {str(f.get('error', ''))[:120]}")
 
 
-MOE_ENGINES = ("spate", "llama.cpp", "ik_llama.cpp")
+MOE_ENGINES = ("spate", "llama.cpp", "ik_llama.cpp", "ik_llama.cpp-plain")
 
 
 def moe_key(engine):
     """The field of an engine's figure in bench_moe's median records: spate, peer_llama_cpp, ..."""
-    return engine if engine == "spate" else "peer_" + engine.replace(".", "_")
+    return engine if engine == "spate" else "peer_" + engine.replace(".", "_").replace("-", "_")
 
 
 def moe(path, _peer):
@@ -189,7 +189,8 @@ def moe(path, _peer):
     def values(engine, metric):
         return [s.get("tok_s", s.get("gen_tok_s")) for s in samples if s["engine"] == engine and s["metric"] == metric]
 
-    pairs = [(a, b) for a, b in (("spate", "llama.cpp"), ("spate", "ik_llama.cpp"), ("ik_llama.cpp", "llama.cpp"))
+    pairs = [(a, b) for a, b in (("spate", "llama.cpp"), ("spate", "ik_llama.cpp"), ("spate", "ik_llama.cpp-plain"),
+                                 ("ik_llama.cpp", "llama.cpp"))
              if a in engines and b in engines]
     summary, rows = [], []
     for m in metrics:
@@ -222,7 +223,8 @@ def moe(path, _peer):
 
     opts = {e: sorted({f"{s['metric']}: {s['options']}" for s in samples if s["engine"] == e and s.get("options")})
             for e in engines}
-    print(f"\nMoE side by side on {run.get('model')} (spate {run.get('spate_commit', '?')}), {run.get('threads')} "
+    print(f"\nSide by side on {run.get('model')} (spate {run.get('spate_commit', '?')}, ISA {run.get('isa', 'native')}), "
+          f"{run.get('threads')} "
           f"threads, median (min-max) of "
           f"{run.get('reps')} rounds (serving {run.get('serve_reps', run.get('reps'))}), tok/s; load average before {run.get('loadavg_before')}, after "
           f"{run.get('loadavg_after')} ({run.get('ncpu')} cpus)")
