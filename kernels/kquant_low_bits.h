@@ -100,6 +100,28 @@ inline void fill_half_bias_table(const void* act, int64_t n_in, int64_t r0, int6
   }
 }
 
+// Split half-bias table of the avx2 Q6_K kernel for rows [r0, r1): entry (r - r0) * 2nb + 2b + h
+// = (lo & 0xffff) | hi << 16, lo = mul * (sum of activation quants k = 16h + 4j and 16h + 4j + 1,
+// j = 0..3, of block b of row r) and hi = mul * (the same at 16h + 4j + 2 and + 3): the two int16
+// lanes of a column's pair in vpmaddubsw's output over the half's 4 weight vectors (vector J
+// holds k = 4J .. 4J+3), so that adding the entry to every pair gives each lane its own share of
+// mul * s_h. |mul| <= 32: |lo|, |hi| <= 32 * 8 * 127 < 2^15. Exact.
+inline void fill_half_bias_split_table(const void* act, int64_t n_in, int64_t r0, int64_t r1, int mul,
+                                       int32_t* out) {
+  const int64_t nb = n_in / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int8_t* q = q8_act_at(act, n_in, r).qs;
+    for (int64_t hb = 0; hb < 2 * nb; ++hb, q += 16) {
+      int32_t lo = 0, hi = 0;
+      for (int j = 0; j < 4; ++j) {
+        lo += q[4 * j] + q[4 * j + 1];
+        hi += q[4 * j + 2] + q[4 * j + 3];
+      }
+      out[(r - r0) * 2 * nb + hb] = static_cast<int32_t>((uint32_t(mul * lo) & 0xffff) | uint32_t(mul * hi) << 16);
+    }
+  }
+}
+
 // Block-bias table for rows [r0, r1): entry (r - r0) * nb + b = mul * s, s = sum of the
 // 32 activation quants of block b of row r. Exact (|entry| <= 128 * 32 * 127). The start
 // value of a block's int32 sum when the weights are fed with an offset: Q8_0, IQ4_NL and MXFP4
@@ -132,6 +154,10 @@ inline constexpr bool half_mins_of = requires { requires Dec::half_mins; };
 // table (they declare bias_mul: Q6_K -32, Q3_K -4).
 template <class Dec>
 inline constexpr bool half_bias_of = requires { Dec::bias_mul; };
+// True for half-bias decoders whose table is the split one (fill_half_bias_split_table; the
+// avx2 Q6_K declares bias_split = true): the entry goes to both int16 lanes of every pair.
+template <class Dec>
+inline constexpr bool half_bias_split_of = requires { requires Dec::bias_split; };
 // The block-bias multiplier of decoders whose block sums start at mul * sum(a)
 // (they declare block_bias_mul: Q4_0 -8, Q5_0 -16; avx512 Q8_0 / IQ4_NL / MXFP4 -128); 0: none.
 template <class Dec>

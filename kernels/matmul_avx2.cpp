@@ -18,7 +18,9 @@
 // at -4 * sum(a) in the low int16 of each column's pair (a per-call table), so
 // the madd by the scale pair gives sc * (dot - 4 * sum(a)) exactly.
 // Integer partial sums never overflow int16: |maddubs| pairs are bounded by
-// 2*15*127 (4-bit; 8 summed), 2*31*127 / 2*32*127 (5/6-bit; 4 summed),
+// 2*15*127 (4-bit; 8 summed), 2*31*127 (5-bit; 4 summed), Q6_K's 8 terms
+// (q - 32) * a per lane once its split half bias is in (32*8*127; vpaddw wraps, so only
+// the final sum must fit),
 // 2*3*127 (Q2_K; 4 summed), 2*7*127 (Q3_K; 4 summed, plus 4*16*127),
 // 2*128*127 (8-bit; 1), 2*127*127 (IQ4_NL code book values; 1), 2*12*127 (MXFP4; 1).
 #include <immintrin.h>
@@ -144,16 +146,21 @@ struct dec_half_scaled {
   }
 };
 
-// Q6_K: value = sd*(sc_half*(q-32)), signed quants.
+// Q6_K: value = sd*(sc_half*(q-32)), fed as its unsigned quants q (0..63): each half's int16
+// pairs start at the split half-bias table's -32 * sum(a) shares (fill_half_bias_split_table),
+// so the madd by the scale pair gives sc * (dot - 32 * sum(a)) exactly, without the
+// vpabsb / vpsignb per row that signed quants need (pp512 of Q6_K tensors ~1.25x).
 struct dec_q6_k : dec_half_scaled {
   static constexpr ggml_type type = ggml_type::q6_k;
   using dec_half_scaled::dec_half_scaled;
-  static constexpr bool is_signed = true;
+  static constexpr bool is_signed = false;
+  static constexpr int bias_mul = -32;
+  static constexpr bool bias_split = true;
   template <int J>
   __m256i vec(int64_t b) const {
     const __m256i lo = nibble_vec<J>(g + L->qs + 128 * b);
     const __m256i hi = q6_hbits<J % 4>(load256(g + L->qh + 64 * b + 32 * (J / 4)));
-    return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+    return _mm256_or_si256(lo, hi);
   }
 };
 
@@ -221,13 +228,25 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
         __m256i av = bcast32(a[r].qs + 32 * b + 4 * J);
         if constexpr (Dec::is_signed) av = _mm256_sign_epi8(av, w);
         const __m256i p = _mm256_maddubs_epi16(wu, av);
-        if constexpr (J % Dec::chunk == 0 && half_bias_of<Dec>)  // bias in the low int16 of each pair
+        if constexpr (Dec::chunk == 1) {
+          // 8-bit quants: every product pair is folded into int32 at once (no int16 partial
+          // sum, which GCC spilled to the stack and reloaded, 8 stores per row and block).
+          const __m256i t = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+          if constexpr (J == 0 && block_bias_of<Dec>) isum[r] = _mm256_add_epi32(t, _mm256_set1_epi32(table[r][b]));
+          else if constexpr (J == 0) isum[r] = t;
+          else isum[r] = _mm256_add_epi32(isum[r], t);
+          pin(isum[r]);
+          continue;
+        }
+        if constexpr (J % Dec::chunk == 0 && half_bias_split_of<Dec>)  // each lane's share of the bias
+          s16[r] = _mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4]));
+        else if constexpr (J % Dec::chunk == 0 && half_bias_of<Dec>)  // bias in the low int16 of each pair
           s16[r] = _mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4] & 0xffff));
         else if constexpr (J % Dec::chunk == 0) s16[r] = p;
         else s16[r] = _mm256_add_epi16(s16[r], p);
         pin(s16[r]);
       }
-      if constexpr ((J + 1) % Dec::chunk == 0) {
+      if constexpr (Dec::chunk > 1 && (J + 1) % Dec::chunk == 0) {
         const __m256i m = dec.mult(b, J / 4);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
@@ -296,6 +315,7 @@ void run_quant(const packed_weight& w, const void* act, int64_t n_rows, float* y
       table = table_buffer(size_t((r1 - r0) * L.nb * n_table));
       if constexpr (half_mins_of<Dec>) fill_half_sum_pairs(act, n_in, r0, r1, table);
       else if constexpr (block_bias_of<Dec>) fill_block_bias_table(act, n_in, r0, r1, Dec::block_bias_mul, table);
+      else if constexpr (half_bias_split_of<Dec>) fill_half_bias_split_table(act, n_in, r0, r1, Dec::bias_mul, table);
       else fill_half_bias_table(act, n_in, r0, r1, Dec::bias_mul, table);
     }
     auto table_at = [&](int64_t row) { return table != nullptr ? table + (row - r0) * L.nb * n_table : nullptr; };

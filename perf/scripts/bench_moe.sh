@@ -12,8 +12,9 @@
 #   --reps N       rounds (default 3); figures are medians over them
 #   --serve-reps N rounds of the serving (default: --reps)
 #   --engines L    comma-separated, of spate,llama.cpp,ik_llama.cpp,ik_llama.cpp-plain (default the
-#                  first three; ik_llama.cpp-plain: the same binaries with no options, so that
-#                  ik_llama.cpp's best options and its defaults are both reported)
+#                  first three; ik_llama.cpp-plain: the same binaries with their defaults, so that
+#                  ik_llama.cpp's best options and its defaults are both reported; its batched-bench
+#                  and server get -fa off, without which 0.1.5 dies as below)
 #   --no-serve     the benchmarks only (pp512, tg128, bd16_*); --serve-only: the serving only
 #   --startup-only start-up only: per round and engine, a server started on a dropped page cache
 #                  (root; else as found) and again right after (a restart); ready_s each
@@ -208,7 +209,7 @@ engine_round() {  # ENGINE ROUND
     spate) spate_round "$2" ;;
     llama.cpp) peer_round llama.cpp "$LLAMA_BIN" "$2" "" "" ;;
     ik_llama.cpp) peer_round ik_llama.cpp "$IK_BIN" "$2" "$IK_BENCH_ARGS" "$IK_ARGS" ;;
-    ik_llama.cpp-plain) peer_round ik_llama.cpp-plain "$IK_BIN" "$2" "" "" ;;
+    ik_llama.cpp-plain) peer_round ik_llama.cpp-plain "$IK_BIN" "$2" "" "-fa off" ;;
   esac
 }
 
@@ -226,8 +227,8 @@ start_server() {  # ENGINE ROUND LOG CACHE
                PEER_BIN="$LLAMA_BIN" perf_start_engine peer "$log" || rc=$? ;;
     ik_llama.cpp) OPTIONS="$IK_ARGS"; VERSION="$(perf_peer_version "$IK_BIN")"
                   PEER_BIN="$IK_BIN" PEER_ARGS="$IK_ARGS ${PEER_ARGS:-}" perf_start_engine peer "$log" || rc=$? ;;
-    ik_llama.cpp-plain) VERSION="$(perf_peer_version "$IK_BIN")"
-                  PEER_BIN="$IK_BIN" perf_start_engine peer "$log" || rc=$? ;;
+    ik_llama.cpp-plain) OPTIONS="-fa off"; VERSION="$(perf_peer_version "$IK_BIN")"
+                  PEER_BIN="$IK_BIN" PEER_ARGS="-fa off ${PEER_ARGS:-}" perf_start_engine peer "$log" || rc=$? ;;
   esac
   if ((rc != 0)); then
     perf_record kind=failure engine="$engine" what=serve-start round="$round" cmd="$PERF_SERVER_CMD"

@@ -261,10 +261,11 @@ TEST_P(MatmulSimd, IQ4_NLExtremesExact) {
   EXPECT_NEAR(yr[0], want, 1e-3 * std::fabs(want));
 }
 
-// Q2_K / Q3_K at their integer extremes: largest quants, scales and mins
+// Q2_K / Q3_K / Q6_K at their integer extremes: largest quants, scales and mins
 // against activations at +-127 (after quantization) exercise the int16 sums of
-// the avx2 kernels (Q3_K's half bias included) and the half-sum tables at
-// their largest magnitudes. All levels share one float sequence: bitwise equal.
+// the avx2 kernels (Q3_K's half bias and Q6_K's split one included) and the
+// half-sum tables at their largest magnitudes. All levels share one float
+// sequence: bitwise equal.
 std::vector<uint8_t> extreme_k23_weight(ggml_type t, int64_t n_out, int64_t n_in) {
   const auto tr = *traits_of(uint32_t(t));
   std::vector<uint8_t> wq(size_t(row_bytes(tr, n_in) * n_out));
@@ -275,6 +276,12 @@ std::vector<uint8_t> extreme_k23_weight(ggml_type t, int64_t n_out, int64_t n_in
       for (int s = 0; s < 16; ++s) b[s] = s % 2 ? 0xff : 0xf0;  // scale 15 or 0, min 15
       put_half(b + 80, 0.25f);
       put_half(b + 82, 0.125f);
+    } else if (t == ggml_type::q6_k) {  // quants 63, 0 or pseudo-random; every scale -128 or +127
+      uint32_t lcg = uint32_t(i) * 2654435761u + 1;
+      if (i % 3 == 2)
+        for (int s = 0; s < 192; ++s) b[s] = uint8_t((lcg = lcg * 1664525u + 1013904223u) >> 24);
+      for (int s = 192; s < 208; ++s) b[s] = i % 2 ? 0x80 : 0x7f;
+      put_half(b + 208, 0.5f);
     } else {
       for (int s = 96; s < 108; ++s) b[s] = i % 2 ? 0x00 : 0xff;  // every scale -32 or +31
       put_half(b + 108, 0.5f);
@@ -287,8 +294,13 @@ TEST_P(MatmulSimd, K23ExtremesExact) {
   const int64_t n_out = 11, n_in = 512, n_rows = 10;
   std::vector<float> x(size_t(n_rows * n_in));
   for (int64_t r = 0; r < n_rows; ++r)
-    for (int64_t k = 0; k < n_in; ++k) x[r * n_in + k] = r % 2 ? ((k / 3) % 2 ? 1.0f : -1.0f) : float(r + 1) * -1.0f;
-  for (ggml_type t : {ggml_type::q2_k, ggml_type::q3_k}) {
+    for (int64_t k = 0; k < n_in; ++k) {
+      // Constant rows, period-6 signs, and + + - - over each k-quad: the last gives Q6_K's
+      // int16 lanes their largest products with a bias share that must come from the same k.
+      const float v = r % 3 == 0 ? float(r + 1) * -1.0f : (r % 3 == 1 ? ((k / 3) % 2 ? 1.0f : -1.0f) : (k % 4 < 2 ? 1.0f : -1.0f));
+      x[r * n_in + k] = v;
+    }
+  for (ggml_type t : {ggml_type::q2_k, ggml_type::q3_k, ggml_type::q6_k}) {
     const auto wq = extreme_k23_weight(t, n_out, n_in);
     const packed_weight wr = pack_weight(t, wq.data(), n_out, n_in, isa_level::scalar);
     const packed_weight wl = pack_weight(t, wq.data(), n_out, n_in, level());
