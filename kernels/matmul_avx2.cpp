@@ -38,7 +38,10 @@ namespace {
 // Empty asm that pins v in a register at this point: stops GCC from
 // re-associating the int16/int32 partial-sum chains into wide trees (which
 // spills the 16 ymm registers). Pure scheduling hint; no instructions.
-inline void pin(__m256i& v) { __asm__("" : "+x"(v)); }
+inline __m256i pinned(__m256i v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
 
 inline __m128i load64(const uint8_t* p) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)); }
 
@@ -232,29 +235,26 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
           // 8-bit quants: every product pair is folded into int32 at once (no int16 partial
           // sum, which GCC spilled to the stack and reloaded, 8 stores per row and block).
           const __m256i t = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-          if constexpr (J == 0 && block_bias_of<Dec>) isum[r] = _mm256_add_epi32(t, _mm256_set1_epi32(table[r][b]));
-          else if constexpr (J == 0) isum[r] = t;
-          else isum[r] = _mm256_add_epi32(isum[r], t);
-          pin(isum[r]);
+          if constexpr (J == 0 && block_bias_of<Dec>) isum[r] = pinned(_mm256_add_epi32(t, _mm256_set1_epi32(table[r][b])));
+          else if constexpr (J == 0) isum[r] = pinned(t);
+          else isum[r] = pinned(_mm256_add_epi32(isum[r], t));
           continue;
         }
         if constexpr (J % Dec::chunk == 0 && half_bias_split_of<Dec>)  // each lane's share of the bias
-          s16[r] = _mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4]));
+          s16[r] = pinned(_mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4])));
         else if constexpr (J % Dec::chunk == 0 && half_bias_of<Dec>)  // bias in the low int16 of each pair
-          s16[r] = _mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4] & 0xffff));
-        else if constexpr (J % Dec::chunk == 0) s16[r] = p;
-        else s16[r] = _mm256_add_epi16(s16[r], p);
-        pin(s16[r]);
+          s16[r] = pinned(_mm256_add_epi16(p, _mm256_set1_epi32(table[r][2 * b + J / 4] & 0xffff)));
+        else if constexpr (J % Dec::chunk == 0) s16[r] = pinned(p);
+        else s16[r] = pinned(_mm256_add_epi16(s16[r], p));
       }
       if constexpr (Dec::chunk > 1 && (J + 1) % Dec::chunk == 0) {
         const __m256i m = dec.mult(b, J / 4);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
           const __m256i t = _mm256_madd_epi16(s16[r], m);
-          if constexpr (J + 1 == Dec::chunk && block_bias_of<Dec>) isum[r] = _mm256_add_epi32(t, _mm256_set1_epi32(table[r][b]));
-          else if constexpr (J + 1 == Dec::chunk) isum[r] = t;
-          else isum[r] = _mm256_add_epi32(isum[r], t);
-          pin(isum[r]);
+          if constexpr (J + 1 == Dec::chunk && block_bias_of<Dec>) isum[r] = pinned(_mm256_add_epi32(t, _mm256_set1_epi32(table[r][b])));
+          else if constexpr (J + 1 == Dec::chunk) isum[r] = pinned(t);
+          else isum[r] = pinned(_mm256_add_epi32(isum[r], t));
         }
       }
     };
