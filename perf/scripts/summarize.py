@@ -3,6 +3,7 @@
 written by bench_vs_llamacpp.sh, bench_serving.sh, bench_structured.sh or bench_moe.sh).
 
 Usage: perf/scripts/summarize.py vs_llamacpp|serving|structured|moe FILE [--peer NAME]
+       perf/scripts/summarize.py grid FILE...   (bench_moe.sh files of several models and levels)
 
 Reads the "kind":"run" and "kind":"sample" (and "failure") records, appends the
 "kind":"median" records (and for vs_llamacpp "batch_gain") to FILE, and prints a
@@ -252,7 +253,36 @@ def moe(path, _peer):
     print_failures(failures, lambda f: f"{f.get('engine')} {f.get('what')} round {f.get('round')}")
 
 
+# grid: per ISA level, one row per model file, spate's median and its ratio to each peer. bd16 is
+# set against each peer's own form (llama.cpp: random tokens, ik_llama.cpp: token 0); "ik" is the
+# faster of ik_llama.cpp's best options and its defaults (ik_llama.cpp-plain) on each metric.
+GRID_METRICS = (("pp512", "pp512", "pp512"), ("tg128", "tg128", "tg128"), ("bd16", "bd16_rand", "bd16_tok0"))
+
+
+def grid(paths):
+    tables = {}
+    for path in paths:
+        _, run, samples, failures = load(path)
+        med = lambda e, m: median([s.get("tok_s") for s in samples if s["engine"] == e and s["metric"] == m])
+        row = [run.get("model", Path(path).name).removesuffix(".gguf")]
+        for name, m_llama, m_ik in GRID_METRICS:
+            spate_llama, spate_ik = med("spate", m_llama), med("spate", m_ik)
+            iks = [v for v in (med("ik_llama.cpp", m_ik), med("ik_llama.cpp-plain", m_ik)) if v is not None]
+            ik = max(iks) if iks else None
+            llama = med("llama.cpp", m_llama)
+            row.append(f"{fmt(spate_llama)}: {fmt_ratio(ratio(spate_ik, ik))} / {fmt_ratio(ratio(spate_llama, llama))}")
+        if failures:
+            row[0] += f" ({len(failures)} failed)"
+        tables.setdefault(run.get("isa", "native"), []).append(row)
+    for isa, rows in tables.items():
+        print(f"\nISA {isa}: spate tok/s: spate / ik_llama.cpp (the better of best options and defaults) / "
+              "llama.cpp 0.3.36, medians")
+        print_table(["model"] + [m[0] for m in GRID_METRICS], rows)
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "grid":
+        return grid(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kind", choices=["vs_llamacpp", "serving", "structured", "moe"])
     ap.add_argument("file")
