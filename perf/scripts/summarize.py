@@ -259,10 +259,30 @@ def moe(path, _peer):
 GRID_METRICS = (("pp512", "pp512", "pp512"), ("tg128", "tg128", "tg128"), ("bd16", "bd16_rand", "bd16_tok0"))
 
 
+def grid_shares(recs, run, med):
+    """spate's tg128 / pp512 / bd16 as shares of the rooflines probed around the run's rounds
+    (roofline_share.shares_of at the run's level; the kernel shares where the probe has the mixes)."""
+    try:
+        from roofline_share import shares_of, work_per_token
+        w = work_per_token(run["model_path"])
+    except (ImportError, OSError, KeyError):
+        return None
+    probes = [r for r in recs if r.get("kind") == "probe"]
+    keys = {k for r in probes for k, v in r.items() if isinstance(v, (int, float)) and k != "round"}
+    if not probes:
+        return None
+    probe = {k: median([r[k] for r in probes if k in r]) for k in keys}
+    isa = "avx2" if run.get("isa") == "avx2" else "avx512"
+    sh = shares_of(w, probe, med("spate", "tg128"), med("spate", "pp512"), med("spate", "bd16_rand"), isa)
+    pct = lambda k: f"{100 * sh[k]:.0f}%" if sh.get(k) is not None else "-"
+    return [pct("tg128_bandwidth"), f"{pct('pp512_kernel')} ({pct('pp512_compute')})",
+            f"{pct('bd16_kernel')} ({pct('bd16_compute')})", f"{probe.get('read_gb_s', 0):.1f}"]
+
+
 def grid(paths):
-    tables = {}
+    tables, share_rows = {}, {}
     for path in paths:
-        _, run, samples, failures = load(path)
+        recs, run, samples, failures = load(path)
         med = lambda e, m: median([s.get("tok_s") for s in samples if s["engine"] == e and s["metric"] == m])
         row = [run.get("model", Path(path).name).removesuffix(".gguf")]
         for name, m_llama, m_ik in GRID_METRICS:
@@ -274,10 +294,18 @@ def grid(paths):
         if failures:
             row[0] += f" ({len(failures)} failed)"
         tables.setdefault(run.get("isa", "native"), []).append(row)
+        sh = grid_shares(recs, run, med)
+        if sh:
+            share_rows.setdefault(run.get("isa", "native"), []).append([row[0]] + sh)
     for isa, rows in tables.items():
         print(f"\nISA {isa}: spate tok/s: spate / ik_llama.cpp (the better of best options and defaults) / "
               "llama.cpp 0.3.36, medians")
         print_table(["model"] + [m[0] for m in GRID_METRICS], rows)
+        if share_rows.get(isa):
+            print(f"\nISA {isa}: spate's shares of the rooflines probed around the rounds (median probe): tg128 of "
+                  "read bandwidth; pp512 and bd16 of the level's kernel-mix ceiling (of the int8 peak)")
+            print_table(["model", "tg128 bandwidth", "pp512 kernel (int8)", "bd16 kernel (int8)", "read GB/s"],
+                        share_rows[isa])
 
 
 def main():
