@@ -222,6 +222,13 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
     if constexpr (has_superblocks(Dec::type))
       if (b % 8 == 0) sbs = dec.superblock(b / 8);
     __m256i s16[R], isum[R];
+    // Adds the int32 products t to a row's block sum; the block's first products start it, at
+    // the block-bias table's value where the decoder has one.
+    auto fold = [&]<bool First>(__m256i& sum, __m256i t, const int32_t* row_table, int64_t blk) {
+      if constexpr (First && block_bias_of<Dec>) sum = pinned(_mm256_add_epi32(t, _mm256_set1_epi32(row_table[blk])));
+      else if constexpr (First) sum = pinned(t);
+      else sum = pinned(_mm256_add_epi32(sum, t));
+    };
     // One weight vector J: applied to all R rows (int16 partial sums), folded into int32 every chunk.
     auto step = [&]<int J>() {
       const __m256i w = dec.template vec<J>(b);
@@ -234,10 +241,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
         if constexpr (Dec::chunk == 1) {
           // 8-bit quants: every product pair is folded into int32 at once (no int16 partial
           // sum, which GCC spilled to the stack and reloaded, 8 stores per row and block).
-          const __m256i t = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
-          if constexpr (J == 0 && block_bias_of<Dec>) isum[r] = pinned(_mm256_add_epi32(t, _mm256_set1_epi32(table[r][b])));
-          else if constexpr (J == 0) isum[r] = pinned(t);
-          else isum[r] = pinned(_mm256_add_epi32(isum[r], t));
+          fold.template operator()<J == 0>(isum[r], _mm256_madd_epi16(p, _mm256_set1_epi16(1)), table[r], b);
           continue;
         }
         if constexpr (J % Dec::chunk == 0 && half_bias_split_of<Dec>)  // each lane's share of the bias
@@ -251,10 +255,7 @@ __attribute__((always_inline)) inline void tile_quant(const Dec& dec, int64_t nb
         const __m256i m = dec.mult(b, J / 4);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
-          const __m256i t = _mm256_madd_epi16(s16[r], m);
-          if constexpr (J + 1 == Dec::chunk && block_bias_of<Dec>) isum[r] = pinned(_mm256_add_epi32(t, _mm256_set1_epi32(table[r][b])));
-          else if constexpr (J + 1 == Dec::chunk) isum[r] = pinned(t);
-          else isum[r] = pinned(_mm256_add_epi32(isum[r], t));
+          fold.template operator()<J + 1 == Dec::chunk>(isum[r], _mm256_madd_epi16(s16[r], m), table[r], b);
         }
       }
     };

@@ -268,9 +268,9 @@ def grid_shares(recs, run, med):
     except (ImportError, OSError, KeyError):
         return None
     probes = [r for r in recs if r.get("kind") == "probe"]
-    keys = {k for r in probes for k, v in r.items() if isinstance(v, (int, float)) and k != "round"}
     if not probes:
         return None
+    keys = {k for r in probes for k, v in r.items() if isinstance(v, (int, float)) and k != "round"}
     probe = {k: median([r[k] for r in probes if k in r]) for k in keys}
     isa = "avx2" if run.get("isa") == "avx2" else "avx512"
     sh = shares_of(w, probe, med("spate", "tg128"), med("spate", "pp512"), med("spate", "bd16_rand"), isa)
