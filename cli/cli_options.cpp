@@ -23,7 +23,8 @@ namespace po = boost::program_options;
 
 void add_model_options(po::options_description& desc, model_options& o) {
   desc.add_options()
-      ("model", po::value(&o.model_path), "GGUF model file (default: the cached SmolLM2-135M-Instruct Q4_1)")
+      ("model", po::value(&o.model_paths)->composing(),
+       "GGUF model file (default: the cached SmolLM2-135M-Instruct Q4_1); spate serve takes it repeatedly, one model per file")
       ("threads", po::value(&o.n_threads)->default_value(0), "worker threads of the device executor (0 = physical cores)")
       ("block-size", po::value(&o.block_size)->default_value(16), "KV cache block size in tokens")
       ("kv-cache-memory", po::value(&o.kv_cache_memory)->default_value("auto"),
@@ -88,6 +89,8 @@ std::string finish_model_options(model_options& o) {
   if (level == spdlog::level::off && o.log_level != "off") return "--log-level must be one of trace, debug, info, warn, error, off";
   spdlog::set_level(level);
 
+  if (o.model_paths.size() > 1 && !o.several_models_ok) return "--model may be given once";
+  if (!o.model_paths.empty()) o.model_path = o.model_paths.front();
   if (o.model_path.empty()) o.model_path = default_model_path();
   if (o.n_threads < 0 || o.n_threads > 1024) return "--threads must be in [0, 1024]";
   if (o.n_threads == 0) o.n_threads = physical_core_count();
@@ -298,6 +301,17 @@ std::string resolve_kv_budget(model_options& mo) {
 
 }  // namespace
 
+std::string fit_loaded_model(model_options& mo, loaded_model& model, int32_t& max_model_len) {
+  if (mo.max_model_len > model.config.n_ctx_train) {
+    return "--max-model-len " + std::to_string(mo.max_model_len) + " is greater than the model's context length " +
+           std::to_string(model.config.n_ctx_train);
+  }
+  if (std::string err = resolve_kv_budget(mo); !err.empty()) return err;
+  max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model.config.n_ctx_train;
+  select_rope_factors(model.weights, model.config, max_model_len);
+  return "";
+}
+
 int load_model_for_command(const char* cmd, model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
                            const load_progress_fn& on_progress) {
   try {
@@ -307,18 +321,11 @@ int load_model_for_command(const char* cmd, model_options& mo, std::unique_ptr<l
     std::cerr << "spate " << cmd << ": " << e.what() << "\n";
     return 1;
   }
-  if (mo.max_model_len > model->config.n_ctx_train) {
-    std::cerr << "spate " << cmd << ": --max-model-len " << mo.max_model_len << " is greater than the model's context length "
-              << model->config.n_ctx_train << "\n";
-    return 2;
-  }
-  if (const std::string err = resolve_kv_budget(mo); !err.empty()) {
+  if (const std::string err = fit_loaded_model(mo, *model, max_model_len); !err.empty()) {
     spdlog::error("{}", err);
     std::cerr << "spate " << cmd << ": " << err << "\n";
     return 2;
   }
-  max_model_len = mo.max_model_len > 0 ? mo.max_model_len : model->config.n_ctx_train;
-  select_rope_factors(model->weights, model->config, max_model_len);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine_config.h"
 #include "kernels/ops.h"
@@ -49,6 +50,8 @@ inline constexpr uint64_t k_auto_kv_cache_bytes = 2ull << 30;
 
 struct model_options {
   std::string model_path;         // --model; default: the cached SmolLM2-135M-Instruct Q4_1
+  std::vector<std::string> model_paths;  // every --model given (serve takes several; the others one)
+  bool several_models_ok = false;        // set by serve before finish_model_options
   int32_t n_threads = 0;          // --threads; 0 = physical cores
   int32_t block_size = 16;        // --block-size
   std::string kv_cache_memory;    // --kv-cache-memory, e.g. "2GiB", or "auto" (see kv_cache_bytes)
@@ -120,6 +123,12 @@ std::string finish_model_options(model_options& opts);
 // stderr and returns the exit code (1: the model, 2: the flag); 0 on success.
 int load_model_for_command(const char* cmd, model_options& mo, std::unique_ptr<loaded_model>& model, int32_t& max_model_len,
                            const load_progress_fn& on_progress = {});
+
+// The checks and settings load_model_for_command applies after loading:
+// --max-model-len against the model's context (resolved into max_model_len),
+// the --kv-cache-memory budget against the memory left, the RoPE factors.
+// Returns "" or the error naming the flag.
+std::string fit_loaded_model(model_options& mo, loaded_model& model, int32_t& max_model_len);
 
 kernels::kv_dtype parse_kv_dtype(const std::string& s);
 

@@ -31,6 +31,11 @@ model_executor::model_executor(const loaded_model& m, const executor_config& cfg
 
 model_executor::model_executor(const loaded_model& m, const executor_config& cfg, model_executor& share_threads_with)
     : model_(m), cfg_(cfg), n_blocks_(kv_block_count(m.config, cfg)), pool_(share_threads_with.pool_),
+      turns_(share_threads_with.turns_), kv_(std::make_unique<kv_cache>(m.config, n_blocks_, cfg.block_size, cfg.kv_dtype)),
+      runner_(m.config, m.weights, *kv_, pool_) {}
+
+model_executor::model_executor(const loaded_model& m, const executor_config& cfg, thread_pool& pool, device_turns& turns)
+    : model_(m), cfg_(cfg), n_blocks_(kv_block_count(m.config, cfg)), pool_(pool), turns_(&turns),
       kv_(std::make_unique<kv_cache>(m.config, n_blocks_, cfg.block_size, cfg.kv_dtype)),
       runner_(m.config, m.weights, *kv_, pool_) {}
 
@@ -40,7 +45,10 @@ void model_executor::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t
   runner_.reserve(max_tokens, max_logit_rows, max_ctx);
 }
 
-void model_executor::forward(const forward_batch& batch, float* logits, float* hidden) { runner_.forward(batch, logits, hidden); }
+void model_executor::forward(const forward_batch& batch, float* logits, float* hidden) {
+  device_turns::turn t(turns_);
+  runner_.forward(batch, logits, hidden);
+}
 
 int32_t model_executor::n_embd() const { return model_.config.n_embd; }
 int32_t model_executor::kv_window() const { return model_.config.kv_window(); }
@@ -50,6 +58,7 @@ void model_executor::run_tasks(int64_t n_tasks, const std::function<void(int64_t
     if (n_tasks == 1) fn(0);
     return;
   }
+  device_turns::turn t(turns_);
   pool_.set_trace_label("engine_tasks");
   pool_.parallel_for(n_tasks, [&fn](int64_t task, int) { fn(task); });
 }

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "kernels/ops.h"
+#include "model/device_turns.h"
 #include "model/forward_executor.h"
 #include "model/kv_cache.h"
 #include "model/model_runner.h"
@@ -37,6 +38,10 @@ class model_executor final : public forward_executor {
   // model runs. The two executors must never be used concurrently, and
   // share_threads_with must outlive this one.
   model_executor(const loaded_model& m, const executor_config& cfg, model_executor& share_threads_with);
+  // Runs on a device executor shared with other models' engines (cfg.n_threads
+  // is ignored): every forward() and run_tasks() takes a turn on `turns`, so
+  // the engines alternate fairly. pool and turns must outlive the executor.
+  model_executor(const loaded_model& m, const executor_config& cfg, thread_pool& pool, device_turns& turns);
 
   int32_t n_vocab() const override;
   int32_t n_kv_blocks() const override { return n_blocks_; }
@@ -54,6 +59,7 @@ class model_executor final : public forward_executor {
   int32_t n_blocks_ = 0;
   std::unique_ptr<thread_pool> own_pool_;  // null when sharing another executor's
   thread_pool& pool_;
+  device_turns* turns_ = nullptr;          // null: the pool is not shared between engines
   std::unique_ptr<kv_cache> kv_;
   model_runner runner_;
 };

@@ -7,7 +7,7 @@ namespace spate {
 
 namespace json = boost::json;
 
-std::optional<api::api_error> ws_parse_message(const api::served_model& m, std::string_view msg, ws_create& out) {
+std::optional<api::api_error> ws_parse_event(std::string_view msg, ws_create& out) {
   // Type check first, so an unknown event gets a precise error; then the
   // fields go through the same parser as POST /v1/responses.
   boost::system::error_code ec;
@@ -32,11 +32,17 @@ std::optional<api::api_error> ws_parse_message(const api::served_model& m, std::
   o.erase("stream_id");  // WebSocket envelope metadata
   if (auto err = api::parse_request(api::endpoint::responses, json::serialize(o), out.req)) return err;
   out.req.stream = true;
-  if (!out.req.model.empty() && out.req.model != m.name) {
-    return api::api_error{404, "The model '" + out.req.model + "' does not exist", "not_found_error", "model", "model_not_found"};
-  }
+  return std::nullopt;
+}
+
+std::optional<api::api_error> ws_prepare(const api::served_model& m, ws_create& out) {
   if (auto err = api::validate_for_model(out.req, m.n_vocab)) return err;
   return prepare_generation(m, out.req, out.gen);
+}
+
+std::optional<api::api_error> ws_parse_message(const api::served_model& m, std::string_view msg, ws_create& out) {
+  if (auto err = ws_parse_event(msg, out)) return err;
+  return ws_prepare(m, out);
 }
 
 std::string ws_error_event(const api::api_error& e, int64_t sequence_number) {

@@ -22,8 +22,15 @@ struct ws_create {
   prepared_generation gen;
 };
 
-// Parses one text message. Returns nullopt and fills out, or the api_error
-// to report as an error event.
+// Parses one text message's event and request fields into out.req (no model
+// needed). Returns nullopt, or the api_error to report as an error event.
+std::optional<api::api_error> ws_parse_event(std::string_view msg, ws_create& out);
+
+// Validates out.req against the model it names (the server resolved it) and
+// prepares out.gen. Returns nullopt or the error event's api_error.
+std::optional<api::api_error> ws_prepare(const api::served_model& m, ws_create& out);
+
+// ws_parse_event, then ws_prepare.
 std::optional<api::api_error> ws_parse_message(const api::served_model& m, std::string_view msg, ws_create& out);
 
 std::string ws_error_event(const api::api_error& e, int64_t sequence_number);

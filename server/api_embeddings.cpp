@@ -7,6 +7,7 @@
 #include "server/api_router.h"
 #include "server/generation_submit.h"
 #include "server/metrics.h"
+#include "server/model_wait.h"
 #include "server/request_stream.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,12 +18,8 @@ namespace asio = boost::asio;
 namespace {
 
 // The token ids of every input, or the 400/404 that refuses the request.
-std::optional<api::api_error> prepare_inputs(const server_context& ctx, const api::embeddings_request& r,
+std::optional<api::api_error> prepare_inputs(const api::served_model& m, const api::embeddings_request& r,
                                              std::vector<std::vector<int32_t>>& inputs) {
-  const api::served_model& m = ctx.model;
-  if (!r.model.empty() && r.model != m.name) {
-    return api::api_error{404, "The model '" + r.model + "' does not exist", "not_found_error", "model", "model_not_found"};
-  }
   if (m.pooling == pooling_type::none) {
     return api::api_error{400, "this server does not serve embeddings (pooling is none; start it with --pooling mean|last|cls)",
                           "invalid_request_error", "", "embeddings_unsupported"};
@@ -42,12 +39,12 @@ std::optional<api::api_error> prepare_inputs(const server_context& ctx, const ap
   return std::nullopt;
 }
 
-std::vector<engine_request> embedding_requests(const server_context& ctx, const std::vector<std::vector<int32_t>>& inputs) {
+std::vector<engine_request> embedding_requests(const api::served_model& m, const std::vector<std::vector<int32_t>>& inputs) {
   std::vector<engine_request> reqs(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     reqs[i].prompt = inputs[i];
     reqs[i].params.temperature = 0.0f;
-    reqs[i].embed = ctx.model.pooling;
+    reqs[i].embed = m.pooling;
   }
   return reqs;
 }
@@ -59,19 +56,26 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   api::embeddings_request r;
   std::vector<std::vector<int32_t>> inputs;
   auto err = api::parse_embeddings(ex.req.body(), r);
-  if (!err) err = prepare_inputs(ctx, r, inputs);
+  model_handle lease;
+  if (!err) {
+    model_acquired got = co_await acquire_model(ctx, r.model, {}, std::chrono::seconds(1));
+    lease = std::move(got.lease);
+    err = std::move(got.error);
+  }
+  if (!err) err = prepare_inputs(lease->model(), r, inputs);
   auto stream = request_stream::create(co_await asio::this_coro::executor);
   std::vector<int64_t> ids;
-  if (!err) err = submit_all(ctx, embedding_requests(ctx, inputs), stream, ids, "input");
+  if (!err) err = submit_all(ctx, *lease, embedding_requests(lease->model(), inputs), stream, ids, "input");
   if (err) {
-    ctx.metrics.count_rejected(rejection_reason(*err));
+    (lease ? lease->metrics() : ctx.models->default_metrics()).count_rejected(rejection_reason(*err));
     ex.finish_reason = "rejected";
     co_await io.write_response(ex, make_error_response(static_cast<http::status>(err->status), err->message, err->code, v, err->param));
     co_return;
   }
   for (const auto& in : inputs) ex.prompt_tokens += static_cast<int64_t>(in.size());
-  io.watch_disconnect([&ctx, stream, ids] {
-    cancel_generation(ctx, ids);
+  const model_lease& m = *lease;
+  io.watch_disconnect([&m, stream, ids] {
+    cancel_generation(m, ids);
     stream->interrupt();
   });
   std::vector<std::vector<float>> vectors(inputs.size());
@@ -82,7 +86,7 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
       if (t.ev.type == engine_event::kind::tokens) continue;
       ++n_done;
       if (t.ev.type == engine_event::kind::error) {
-        ctx.metrics.count_error();
+        m.metrics().count_error();
         failure = t.ev.error;
       } else if (t.ev.reason != finish_reason::stop) {
         failure = "the request was aborted";  // shutdown cancels in-flight requests
@@ -93,19 +97,19 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   }
   io.unwatch();
   if (stream->interrupted()) {
-    ctx.metrics.count_cancelled();
+    m.metrics().count_cancelled();
     ex.finish_reason = "abort";
     co_return;  // the client is gone
   }
   if (!failure.empty()) {
-    cancel_generation(ctx, ids);
+    cancel_generation(m, ids);
     ex.finish_reason = "error";
     co_await io.write_response(ex, make_error_response(http::status::internal_server_error, failure, "", v));
     co_return;
   }
   ex.finish_reason = "stop";
   co_await io.write_response(ex, make_json_response(http::status::ok,
-                                                    api::format_embeddings(vectors, r.base64, ctx.model.name, ex.prompt_tokens), v));
+                                                    api::format_embeddings(vectors, r.base64, m.model().name, ex.prompt_tokens), v));
 }
 
 }  // namespace spate

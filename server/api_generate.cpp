@@ -9,6 +9,7 @@
 #include "server/generation_pump.h"
 #include "server/generation_submit.h"
 #include "server/metrics.h"
+#include "server/model_wait.h"
 #include "server/request_stream.h"
 
 namespace spate {
@@ -21,9 +22,9 @@ namespace {
 // requests and interrupts the stream (the pump then ends). Strand only.
 class disconnect_watch {
  public:
-  disconnect_watch(server_context& ctx, http_io& io, std::shared_ptr<request_stream> stream, std::vector<int64_t> ids) : io_(io) {
-    io_.watch_disconnect([&ctx, stream = std::move(stream), ids = std::move(ids)] {
-      cancel_generation(ctx, ids);
+  disconnect_watch(const model_lease& m, http_io& io, std::shared_ptr<request_stream> stream, std::vector<int64_t> ids) : io_(io) {
+    io_.watch_disconnect([&m, stream = std::move(stream), ids = std::move(ids)] {
+      cancel_generation(m, ids);
       stream->interrupt();
     });
   }
@@ -46,20 +47,10 @@ struct record_to_exchange {
   }
 };
 
-// Parse, model check, validation and preparation of the body.
-std::optional<api::api_error> prepare_request(server_context& ctx, http_exchange& ex, api::endpoint kind, api::parsed_request& r,
-                                              prepared_generation& g) {
-  std::optional<api::api_error> err = api::parse_request(kind, ex.req.body(), r);
-  if (!err && !r.unknown_fields.empty()) {
-    std::string names;
-    for (const auto& f : r.unknown_fields) names += (names.empty() ? "" : ", ") + f;
-    spdlog::debug("{}: ignoring unknown fields: {}", ex.request_id, names);
-  }
-  if (!err && !r.model.empty() && r.model != ctx.model.name) {
-    err = api::api_error{404, "The model '" + r.model + "' does not exist", "not_found_error", "model", "model_not_found"};
-  }
-  if (!err) err = api::validate_for_model(r, ctx.model.n_vocab);
-  if (!err) err = prepare_generation(ctx.model, r, g);
+// Validation and preparation of a parsed body against its model.
+std::optional<api::api_error> prepare_request(const model_lease& m, api::parsed_request& r, prepared_generation& g) {
+  std::optional<api::api_error> err = api::validate_for_model(r, m.model().n_vocab);
+  if (!err) err = prepare_generation(m.model(), r, g);
   return err;
 }
 
@@ -68,31 +59,53 @@ std::optional<api::api_error> prepare_request(server_context& ctx, http_exchange
 asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, http_io& io, api::endpoint kind) {
   api::parsed_request r;
   prepared_generation g;
-  std::optional<api::api_error> err = prepare_request(ctx, ex, kind, r, g);
+  std::optional<api::api_error> err = api::parse_request(kind, ex.req.body(), r);
+  if (!err && !r.unknown_fields.empty()) {
+    std::string names;
+    for (const auto& f : r.unknown_fields) names += (names.empty() ? "" : ", ") + f;
+    spdlog::debug("{}: ignoring unknown fields: {}", ex.request_id, names);
+  }
+  // A stream opens while its model loads, so that keep-alives flow.
+  sse_sink sse(ex, io, ctx.opts.sse_keepalive_s);
+  model_handle lease;
+  if (!err) {
+    keep_alive_fn keep_alive;
+    if (r.stream) keep_alive = [&sse]() -> asio::awaitable<void> {
+      co_await sse.open();
+      co_await sse.keep_alive();
+    };
+    model_acquired got = co_await acquire_model(ctx, r.model, std::move(keep_alive), sse.keepalive_interval());
+    lease = std::move(got.lease);
+    err = std::move(got.error);
+  }
+  if (!err) err = prepare_request(*lease, r, g);
   auto stream = request_stream::create(co_await asio::this_coro::executor);
   std::vector<int64_t> ids;
-  if (!err) err = submit_generation(ctx, g, stream, ids);
+  if (!err) err = submit_generation(ctx, *lease, g, stream, ids);
   if (err) {
-    ctx.metrics.count_rejected(rejection_reason(*err));
+    (lease ? lease->metrics() : ctx.models->default_metrics()).count_rejected(rejection_reason(*err));
     ex.finish_reason = "rejected";
-    co_await io.write_response(ex, make_error_response(static_cast<http::status>(err->status), err->message, err->code,
-                                                       ex.req.version(), err->param));
+    if (sse.opened()) {
+      co_await sse.fail(*err);
+    } else {
+      co_await io.write_response(ex, make_error_response(static_cast<http::status>(err->status), err->message, err->code,
+                                                         ex.req.version(), err->param));
+    }
     co_return;
   }
   ex.prompt_tokens = g.n_prompt_tokens();
-  auto formatter = make_formatter(ctx.model, r, g, [&ctx](const char* prefix) { return ctx.make_id(prefix); },
+  auto formatter = make_formatter(lease->model(), r, g, [&ctx](const char* prefix) { return ctx.make_id(prefix); },
                                   static_cast<int64_t>(std::time(nullptr)));
-  disconnect_watch watch(ctx, io, stream, ids);
+  disconnect_watch watch(*lease, io, stream, ids);
   generation_record rec;
   rec.t_arrival = ex.t_start;
   rec.gen = &g;
   record_to_exchange copy_back{rec, ex};
   if (r.stream) {
-    sse_sink sink(ex, io, ctx.opts.sse_keepalive_s);
-    co_await pump_generation(ctx, *stream, ids, *formatter, sink, rec);
+    co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sse, rec);
   } else {
     json_body_sink sink(ex, io);
-    co_await pump_generation(ctx, *stream, ids, *formatter, sink, rec);
+    co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sink, rec);
   }
 }
 

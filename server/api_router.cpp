@@ -5,6 +5,7 @@
 
 #include "engine/engine_api.h"
 #include "server/api_generate.h"
+#include "server/api_models.h"
 #include "server/api_tokenize.h"
 #include "server/api_embeddings.h"
 #include "server/api_profile.h"
@@ -28,41 +29,11 @@ const char* error_type_for(http::status st) {
   return "invalid_request_error";
 }
 
-json::object model_object(const server_context& ctx) {
-  json::object m;
-  m["id"] = ctx.model.name;
-  m["object"] = "model";
-  m["created"] = ctx.created_unix_s;
-  m["owned_by"] = "spate";
-  m["root"] = ctx.model.name;
-  m["max_model_len"] = ctx.model.max_model_len;
-  return m;
-}
-
-boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& ex, http_io& io) {
-  json::object body;
-  body["object"] = "list";
-  body["data"] = json::array{model_object(ctx)};
-  co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(body), ex.req.version()));
-}
-
 boost::asio::awaitable<void> handle_metrics(server_context& ctx, http_exchange& ex, http_io& io) {
-  ctx.metrics.update_from_engine(ctx.eng->stats());
   http::response<http::string_body> res{http::status::ok, ex.req.version()};
   res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-  res.body() = ctx.metrics.render_prometheus();
+  res.body() = server_metrics::render_all(ctx.models->metrics_for_scrape());
   co_await io.write_response(ex, std::move(res));
-}
-
-boost::asio::awaitable<void> handle_model(server_context& ctx, http_exchange& ex, http_io& io, const route_params& params) {
-  const unsigned v = ex.req.version();
-  const std::string_view id = params.get("id");
-  if (id != ctx.model.name) {
-    co_await io.write_response(ex, make_error_response(http::status::not_found, "The model '" + std::string(id) + "' does not exist",
-                                                       "model_not_found", v, "model"));
-    co_return;
-  }
-  co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(model_object(ctx)), v));
 }
 
 boost::asio::awaitable<void> handle_health(server_context&, http_exchange& ex, http_io& io) {
@@ -71,7 +42,7 @@ boost::asio::awaitable<void> handle_health(server_context&, http_exchange& ex, h
 
 boost::asio::awaitable<void> handle_ready(server_context& ctx, http_exchange& ex, http_io& io) {
   const unsigned v = ex.req.version();
-  if (ctx.ready.load() && !ctx.draining.load()) {
+  if (ctx.ready.load() && !ctx.draining.load() && ctx.models->pinned_loaded()) {
     co_await io.write_response(ex, make_json_response(http::status::ok, "{\"status\":\"ready\"}", v));
     co_return;
   }
@@ -156,7 +127,10 @@ route_table api_routes(bool ui_enabled) {
   t.add({{verb::get}, "/ready", route_auth::open, plain(handle_ready)});
   t.add({{verb::get}, "/metrics", route_auth::open, plain(handle_metrics)});
   t.add({{verb::get}, "/v1/models", route_auth::api_key, plain(handle_models)});
+  t.add({{verb::get}, "/models", route_auth::api_key, plain(handle_models)});
   t.add({{verb::get}, "/v1/models/{id...}", route_auth::api_key, handle_model});
+  t.add({{verb::post}, "/models/load", route_auth::api_key, flag(handle_model_load, true)});
+  t.add({{verb::post}, "/models/unload", route_auth::api_key, flag(handle_model_load, false)});
   t.add({{verb::post}, "/v1/completions", route_auth::api_key, generate(api::endpoint::completions)});
   t.add({{verb::post}, "/v1/chat/completions", route_auth::api_key, generate(api::endpoint::chat_completions)});
   t.add({{verb::post}, "/v1/responses", route_auth::api_key, generate(api::endpoint::responses)});

@@ -4,6 +4,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "server/api_router.h"
+#include "server/model_wait.h"
 #include "jinja/chat_template.h"
 #include "protocol/generation.h"
 #include "protocol/openai_request.h"
@@ -19,41 +20,37 @@ http::response<http::string_body> error_response(const api::api_error& e, unsign
   return make_error_response(static_cast<http::status>(e.status), e.message, e.code, version, e.param);
 }
 
-std::optional<api::api_error> check_model(const server_context& ctx, const std::string& model) {
-  if (model.empty() || model == ctx.model.name) return std::nullopt;
-  api::api_error e;
-  e.status = 404;
-  e.type = "not_found_error";
-  e.message = "The model '" + model + "' does not exist";
-  e.param = "model";
-  e.code = "model_not_found";
-  return e;
-}
-
 }  // namespace
+
+// The lease on the request's model, or the error to answer with.
+static boost::asio::awaitable<model_acquired> model_of(server_context& ctx, const std::optional<api::api_error>& parse_error,
+                                                const std::string& model) {
+  if (parse_error) co_return model_acquired{nullptr, parse_error};
+  co_return co_await acquire_model(ctx, model, {}, std::chrono::seconds(1));
+}
 
 boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange& ex, http_io& io, bool tokenize) {
   const unsigned v = ex.req.version();
-  const tokenizer& tok = *ctx.model.tok;
   json::object out;
   if (tokenize) {
     api::tokenize_request r;
-    auto err = api::parse_tokenize(ex.req.body(), r);
-    if (!err) err = check_model(ctx, r.model);
+    const model_acquired got = co_await model_of(ctx, api::parse_tokenize(ex.req.body(), r), r.model);
+    auto err = got.error;
     std::string text;
     std::vector<int32_t> ids;
     if (!err) {
+      const tokenizer& tok = *got.lease->model().tok;
       if (r.prompt) {
         text = *r.prompt;
         ids = tok.encode(text, r.add_special_tokens, /*parse_special=*/true);
-      } else if (!ctx.model.tmpl) {
+      } else if (!got.lease->model().tmpl) {
         err = api::api_error{400, "this model has no chat template", "invalid_request_error", "messages", "chat_template_missing"};
       } else {
         chat_template_options o;
         o.add_generation_prompt = r.add_generation_prompt;
         o.extra_context = r.template_extra;
         try {
-          text = ctx.model.tmpl->render(r.messages, o);
+          text = got.lease->model().tmpl->render(r.messages, o);
           if (r.continue_final_message) err = cut_after_final_message(r.messages, text);
           ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
         } catch (const std::exception& e) {
@@ -68,13 +65,15 @@ boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange&
     json::array arr;
     for (int32_t t : ids) arr.push_back(t);
     out["count"] = static_cast<int64_t>(ids.size());
-    out["max_model_len"] = ctx.model.max_model_len;
+    out["max_model_len"] = got.lease->model().max_model_len;
     out["tokens"] = std::move(arr);
   } else {
     api::detokenize_request r;
-    auto err = api::parse_detokenize(ex.req.body(), r);
-    if (!err) err = check_model(ctx, r.model);
+    const model_acquired got = co_await model_of(ctx, api::parse_detokenize(ex.req.body(), r), r.model);
+    auto err = got.error;
+    const tokenizer* tok_p = got.lease ? got.lease->model().tok : nullptr;
     if (!err) {
+      const tokenizer& tok = *tok_p;
       for (size_t i = 0; i < r.tokens.size(); ++i) {
         if (r.tokens[i] < 0 || r.tokens[i] >= tok.n_vocab()) {
           err = api::api_error{400, "token id " + std::to_string(r.tokens[i]) + " is outside the vocabulary [0, " + std::to_string(tok.n_vocab()) + ")",
@@ -87,7 +86,7 @@ boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange&
       co_await io.write_response(ex, error_response(*err, v));
       co_return;
     }
-    out["prompt"] = utf8::sanitize(tok.decode(r.tokens, /*skip_special=*/false));
+    out["prompt"] = utf8::sanitize(tok_p->decode(r.tokens, /*skip_special=*/false));
   }
   co_await io.write_response(ex, make_json_response(http::status::ok, json::serialize(out), v));
 }

@@ -18,12 +18,14 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 // cancelled unless it completed.
 class generation_run {
  public:
-  generation_run(server_context& ctx, const std::vector<int64_t>& ids) : ctx_(ctx), ids_(ids) { ctx_.n_inflight.fetch_add(1); }
+  generation_run(server_context& ctx, const model_lease& m, const std::vector<int64_t>& ids) : ctx_(ctx), m_(m), ids_(ids) {
+    ctx_.n_inflight.fetch_add(1);
+  }
   ~generation_run() {
     if (!completed_) {
       // Client gone (disconnect or failed write): the engine frees the blocks next step.
-      cancel_generation(ctx_, ids_);
-      ctx_.metrics.count_cancelled();
+      cancel_generation(m_, ids_);
+      m_.metrics().count_cancelled();
     }
     ctx_.n_inflight.fetch_sub(1);
   }
@@ -33,21 +35,22 @@ class generation_run {
 
  private:
   server_context& ctx_;
+  const model_lease& m_;
   const std::vector<int64_t>& ids_;
   bool completed_ = false;
 };
 
 // Metrics and TTFT of one engine event.
-void observe(server_context& ctx, const engine_event& e, generation_record& rec) {
+void observe(const model_lease& m, const engine_event& e, generation_record& rec) {
   switch (e.type) {
     case engine_event::kind::tokens:
       if (rec.ttft_s < 0) rec.ttft_s = seconds_since(rec.t_arrival);
       break;
     case engine_event::kind::finished:
-      ctx.metrics.observe_finished(e, seconds_since(rec.t_arrival));
+      m.metrics().observe_finished(e, seconds_since(rec.t_arrival));
       break;
     case engine_event::kind::error:
-      ctx.metrics.count_error();
+      m.metrics().count_error();
       break;
   }
 }
@@ -58,6 +61,8 @@ sse_sink::sse_sink(http_exchange& ex, http_io& io, double keepalive_s)
     : ex_(ex), io_(io), keepalive_(std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(keepalive_s))) {}
 
 asio::awaitable<void> sse_sink::open() {
+  if (opened_) co_return;
+  opened_ = true;
   http::response<http::empty_body> res{http::status::ok, ex_.req.version()};
   res.set(http::field::content_type, "text/event-stream; charset=utf-8");
   res.set(http::field::cache_control, "no-cache");
@@ -69,6 +74,11 @@ asio::awaitable<void> sse_sink::send(stream_events events) {
   std::string out;
   for (const auto& e : events) out += sse_frame(e);
   co_await io_.write_chunk(out);  // one chunk per batch; empty is not written
+}
+
+asio::awaitable<void> sse_sink::fail(const api::api_error& e) {
+  co_await io_.write_chunk("data: " + api::error_body(e) + "\n\ndata: [DONE]\n\n");
+  co_await io_.write_stream_end();
 }
 
 asio::awaitable<void> sse_sink::keep_alive() { co_await io_.write_chunk(": keep-alive\n\n"); }
@@ -90,9 +100,9 @@ asio::awaitable<void> ws_message_sink::send(stream_events events) {
   co_return;
 }
 
-asio::awaitable<bool> pump_generation(server_context& ctx, request_stream& rs, const std::vector<int64_t>& ids,
+asio::awaitable<bool> pump_generation(server_context& ctx, const model_lease& m, request_stream& rs, const std::vector<int64_t>& ids,
                                       generation_formatter& f, generation_sink& sink, generation_record& rec) {
-  generation_run run(ctx, ids);
+  generation_run run(ctx, m, ids);
   co_await sink.open();
   co_await sink.send(f.begin());
   while (!f.done()) {
@@ -107,7 +117,7 @@ asio::awaitable<bool> pump_generation(server_context& ctx, request_stream& rs, c
     }
     stream_events out;
     for (const tagged_event& te : evs) {
-      observe(ctx, te.ev, rec);
+      observe(m, te.ev, rec);
       for (auto& e : f.on_event(te.choice, te.ev)) out.push_back(std::move(e));
     }
     rec.completion_tokens = f.completion_tokens();
@@ -115,7 +125,7 @@ asio::awaitable<bool> pump_generation(server_context& ctx, request_stream& rs, c
     co_await sink.send(std::move(out));
   }
   run.mark_completed();
-  if (rec.gen) ctx.metrics.observe_request_params(rec.gen->n_prompts(), rec.gen->n, rec.gen->params.max_tokens.value_or(0));
+  if (rec.gen) m.metrics().observe_request_params(rec.gen->n_prompts(), rec.gen->n, rec.gen->params.max_tokens.value_or(0));
   co_await sink.send(f.end());
   co_await sink.close(f);
   co_return true;

@@ -51,11 +51,15 @@ class sse_sink final : public generation_sink {
   boost::asio::awaitable<void> send(stream_events events) override;
   boost::asio::awaitable<void> keep_alive() override;
   boost::asio::awaitable<void> close(const generation_formatter& f) override;
+  bool opened() const { return opened_; }
+  // After open(), instead of a generation: one error event, [DONE], the end.
+  boost::asio::awaitable<void> fail(const api::api_error& e);
 
  private:
   http_exchange& ex_;
   http_io& io_;
   std::chrono::steady_clock::duration keepalive_;
+  bool opened_ = false;  // open() writes the header once (a model load may have opened the stream)
 };
 
 // One JSON response (200 with the formatter's body, or 500 server_error with the engine error).
@@ -102,10 +106,10 @@ struct generation_record {
 // sink.close), or the stream is interrupted (returns false; the client is
 // gone). ids: the engine requests feeding rs. Unless the generation
 // completed -- interrupted, or a sink write threw -- the engine requests are
-// cancelled and the request counted as cancelled; once it completed, its
+// cancelled and the request counted as cancelled (in m's metrics); once it completed, its
 // parameters (rec.gen) are observed. Counts the request in
 // ctx.n_inflight while it runs.
-boost::asio::awaitable<bool> pump_generation(server_context& ctx, request_stream& rs, const std::vector<int64_t>& ids,
+boost::asio::awaitable<bool> pump_generation(server_context& ctx, const model_lease& m, request_stream& rs, const std::vector<int64_t>& ids,
                                              generation_formatter& f, generation_sink& sink, generation_record& rec);
 
 }  // namespace spate

@@ -14,13 +14,13 @@
 
 namespace spate {
 
-// Submits the choices: n per prompt (a completions request may carry several
+// Submits the choices to m's engine (its metrics count the generated tokens): n per prompt (a completions request may carry several
 // prompts; choice c is prompt c / n's sample c % n, which uses seed + c % n
 // when a seed was given). On a
 // refusal, already-submitted choices are cancelled and the error returned
 // (429 with Retry-After semantics when the queue is full, 400 context_length
 // for what can never fit, 503 when stopping). ids receives the engine ids.
-std::optional<api::api_error> submit_generation(server_context& ctx, const prepared_generation& g,
+std::optional<api::api_error> submit_generation(server_context& ctx, const model_lease& m, const prepared_generation& g,
                                                 const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids);
 
 // Submits the requests in order, request i's events as choice i of stream;
@@ -29,11 +29,11 @@ std::optional<api::api_error> submit_generation(server_context& ctx, const prepa
 // engine ever queues (--max-queued-requests) are refused before any is
 // submitted with a 400 naming the limit and `param` (what multiplied them):
 // a 429 would invite retries that can never succeed.
-std::optional<api::api_error> submit_all(server_context& ctx, std::vector<engine_request> reqs,
+std::optional<api::api_error> submit_all(server_context& ctx, const model_lease& m, std::vector<engine_request> reqs,
                                          const std::shared_ptr<request_stream>& stream, std::vector<int64_t>& ids,
                                          std::string_view param);
 
-void cancel_generation(server_context& ctx, const std::vector<int64_t>& ids);
+void cancel_generation(const model_lease& m, const std::vector<int64_t>& ids);
 
 // The answer to an engine refusal: 429 queue_full, 503 shutting_down, 400
 // context_length_exceeded, else 400.

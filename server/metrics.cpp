@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <mutex>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -50,11 +51,23 @@ std::string escape_label(std::string_view v) {
 
 using labels = std::vector<std::pair<std::string_view, std::string>>;
 
-class writer {
+class metrics_writer_impl {
  public:
-  explicit writer(const std::string& model_name) : model_name_(model_name) {}
+  explicit metrics_writer_impl(std::string model_name) : model_name_(std::move(model_name)) {}
+  void set_model(std::string model_name) { model_name_ = std::move(model_name); }
 
+  // Starts (or, for a family an earlier model wrote, continues) a family:
+  // several models' samples share one # HELP / # TYPE block.
   void family(std::string_view name, std::string_view type, std::string_view help) {
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (blocks_[i].first == name) {
+        current_ = i;
+        return;
+      }
+    }
+    blocks_.emplace_back(std::string(name), std::string());
+    current_ = blocks_.size() - 1;
+    std::string& out_ = blocks_[current_].second;
     out_ += "# HELP ";
     out_ += name;
     out_ += ' ';
@@ -66,6 +79,7 @@ class writer {
     out_ += '\n';
   }
   void sample(std::string_view name, const labels& extra, const std::string& value) {
+    std::string& out_ = blocks_[current_].second;
     out_ += name;
     labels all;
     if (!model_name_.empty()) all.emplace_back("model_name", model_name_);
@@ -119,17 +133,29 @@ class writer {
     sample(std::string(name) + "_sum", {}, format_value(sum));
     sample(std::string(name) + "_count", {}, std::to_string(acc));
   }
-  std::string take() { return std::move(out_); }
+  std::string take() {
+    std::string out;
+    for (auto& b : blocks_) out += b.second;
+    blocks_.clear();
+    return out;
+  }
 
  private:
-  const std::string& model_name_;
-  std::string out_;
+  std::string model_name_;
+  std::vector<std::pair<std::string, std::string>> blocks_;  // family name, its text
+  size_t current_ = 0;
 };
 
 constexpr std::array<std::string_view, 3> k_success_reasons = {"stop", "length", "abort"};
 constexpr std::array<std::string_view, 4> k_reject_reasons = {"invalid", "context_length", "queue_full", "other"};
+constexpr std::array<std::string_view, 4> k_unload_reasons = {"idle", "capacity", "memory", "request"};
 
 }  // namespace
+
+class metrics_writer : public metrics_writer_impl {
+ public:
+  using metrics_writer_impl::metrics_writer_impl;
+};
 
 histogram::histogram(std::vector<double> upper_bounds) : bounds_(std::move(upper_bounds)) {
   for (size_t i = 0; i < bounds_.size(); ++i) {
@@ -219,8 +245,12 @@ struct server_metrics::state {
   histogram max_tokens_param;
   std::array<std::atomic<uint64_t>, k_step_token_bounds.size() + 1> step_tokens{};
   std::atomic<uint64_t> step_tokens_sum{0};
-  std::vector<std::pair<std::string, std::string>> cache_config;  // set once before serving
-  int32_t n_spec_tokens = 0;                                       // set once before serving
+  std::atomic<double> loaded{0};
+  histogram load_seconds{{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}};
+  std::array<std::atomic<uint64_t>, k_unload_reasons.size()> unloads{};
+  mutable std::mutex config_mu;                                    // guards cache_config (set at a model's load)
+  std::vector<std::pair<std::string, std::string>> cache_config;
+  std::atomic<int32_t> n_spec_tokens{0};
   std::atomic<uint64_t> spec_drafts{0}, spec_draft_tokens{0}, spec_accepted{0};
   std::array<std::atomic<uint64_t>, k_max_speculative_tokens> spec_accepted_per_pos{};
 };
@@ -252,6 +282,7 @@ void server_metrics::set_num_speculative_tokens(int32_t k) {
 }
 
 void server_metrics::set_cache_config(std::vector<std::pair<std::string, std::string>> labels) {
+  std::lock_guard lock(s_->config_mu);
   s_->cache_config = std::move(labels);
 }
 
@@ -306,9 +337,32 @@ void server_metrics::count_rejected(std::string_view reason) {
 
 void server_metrics::count_error() { s_->errors.fetch_add(1, k_relaxed); }
 
+void server_metrics::set_loaded(bool loaded) { s_->loaded.store(loaded ? 1.0 : 0.0, k_relaxed); }
+
+void server_metrics::observe_load(double seconds) { s_->load_seconds.observe(seconds); }
+
+void server_metrics::count_unload(std::string_view reason) {
+  for (size_t i = 0; i < k_unload_reasons.size(); ++i)
+    if (k_unload_reasons[i] == reason) s_->unloads[i].fetch_add(1, k_relaxed);
+}
+
 std::string server_metrics::render_prometheus() const {
+  metrics_writer w(model_name_);
+  render_into(w);
+  return w.take();
+}
+
+std::string server_metrics::render_all(const std::vector<server_metrics*>& all) {
+  metrics_writer w("");
+  for (const server_metrics* m : all) {
+    w.set_model(m->model_name_);
+    m->render_into(w);
+  }
+  return w.take();
+}
+
+void server_metrics::render_into(metrics_writer& w) const {
   const state& s = *s_;
-  writer w(model_name_);
   w.gauge("spate:num_requests_running", "Number of requests in the running batch.", s.running.load(k_relaxed));
   w.gauge("spate:num_requests_waiting", "Number of requests waiting to be scheduled.", s.waiting.load(k_relaxed));
   w.gauge("spate:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).", s.kv_usage.load(k_relaxed));
@@ -348,22 +402,28 @@ std::string server_metrics::render_prometheus() const {
   w.hist("spate:request_params_max_tokens", "Histogram of the max_tokens request parameter.", s.max_tokens_param);
   w.counts_hist("spate:iteration_tokens_total", "Tokens per engine step.", k_step_token_bounds, s.step_tokens,
                  static_cast<double>(s.step_tokens_sum.load(k_relaxed)));
-  if (s.n_spec_tokens > 0) {
+  w.gauge("spate:models_loaded", "1 while the model is loaded (sum() counts the loaded models).", s.loaded.load(k_relaxed));
+  w.hist("spate:model_load_seconds", "Time to load the model (weights, KV cache, warmup).", s.load_seconds);
+  w.family("spate:model_unloads_total", "counter", "Unloads of the model, by reason (idle, capacity, memory, request).");
+  for (size_t i = 0; i < k_unload_reasons.size(); ++i)
+    w.sample("spate:model_unloads_total", {{"reason", std::string(k_unload_reasons[i])}}, std::to_string(s.unloads[i].load(k_relaxed)));
+  const int32_t n_spec_tokens = s.n_spec_tokens.load(k_relaxed);
+  if (n_spec_tokens > 0) {
     w.counter("spate:spec_decode_num_drafts_total", "Decodes that carried speculative draft tokens.", s.spec_drafts.load(k_relaxed));
     w.counter("spate:spec_decode_num_draft_tokens_total", "Draft tokens proposed.", s.spec_draft_tokens.load(k_relaxed));
     w.counter("spate:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", s.spec_accepted.load(k_relaxed));
     w.family("spate:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Draft tokens accepted, by position in the draft.");
-    for (int32_t i = 0; i < s.n_spec_tokens; ++i)
+    for (int32_t i = 0; i < n_spec_tokens; ++i)
       w.sample("spate:spec_decode_num_accepted_tokens_per_pos_total", {{"position", std::to_string(i)}},
                std::to_string(s.spec_accepted_per_pos[static_cast<size_t>(i)].load(k_relaxed)));
   }
+  std::lock_guard lock(s.config_mu);
   if (!s.cache_config.empty()) {
     w.family("spate:cache_config_info", "gauge", "Information of the KV cache configuration.");
     labels l;
     for (const auto& [k, v] : s.cache_config) l.emplace_back(k, v);
     w.sample("spate:cache_config_info", l, "1.0");
   }
-  return w.take();
 }
 
 }  // namespace spate

@@ -43,6 +43,10 @@
 //     spate:spec_decode_num_draft_tokens_total,
 //     spate:spec_decode_num_accepted_tokens_total,
 //     spate:spec_decode_num_accepted_tokens_per_pos_total{position="0".."k-1"}
+//   the model's loading (model_registry: set_loaded, observe_load, count_unload):
+//     spate:models_loaded (gauge, 1 while loaded: sum() counts the loaded models),
+//     spate:model_load_seconds (histogram: weights, KV cache, warmup),
+//     spate:model_unloads_total{reason="idle|capacity|memory|request"}
 //   info gauge (set_cache_config, value 1):
 //     spate:cache_config_info{block_size, cache_dtype, enable_prefix_caching,
 //                             num_cpu_blocks, num_gpu_blocks, kv_cache_memory_bytes}
@@ -60,6 +64,7 @@ namespace spate {
 
 struct engine_stats;
 struct engine_event;
+class metrics_writer;
 
 // A histogram with fixed upper bounds (le) plus the implicit +Inf bucket.
 // observe() is lock-free; NaN observations are dropped.
@@ -133,15 +138,24 @@ class server_metrics {
   void count_error();
 
   // The KV cache configuration shown as spate:cache_config_info's labels
-  // (label name, value), in order. Call once, before serving.
+  // (label name, value), in order. Set when the model loads.
   void set_cache_config(std::vector<std::pair<std::string, std::string>> labels);
-  // Speculative decoding's k (0: off, no spec_decode series). Call once, before serving.
+  // Speculative decoding's k (0: off, no spec_decode series). Set when the model loads.
   void set_num_speculative_tokens(int32_t k);
+
+  // The model's loading (model_registry.h).
+  void set_loaded(bool loaded);
+  void observe_load(double seconds);
+  // reason: idle, capacity, memory or request (anything else is not counted).
+  void count_unload(std::string_view reason);
 
   // The text exposition format, one family per # HELP / # TYPE block.
   std::string render_prometheus() const;
+  // Several models' series (each with its model_name), one block per family.
+  static std::string render_all(const std::vector<server_metrics*>& all);
 
  private:
+  void render_into(metrics_writer& w) const;
   struct state;
   std::string model_name_;
   std::unique_ptr<state> s_;

@@ -2,6 +2,7 @@
 
 #include "protocol/reasoning.h"
 #include "protocol/tool_calls.h"
+#include "util/byte_size.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +19,15 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("host", po::value(&o.host)->default_value(o.host), "address to listen on")
       ("port", po::value(&o.port)->default_value(o.port), "TCP port (0 = any free port)")
       ("served-model-name", po::value(&o.served_model_name), "model name in the API (default: the GGUF file name without .gguf)")
+      ("models-dir", po::value(&o.models_dir), "serve every *.gguf in this directory under its file name without .gguf, loaded on demand")
+      ("max-loaded-models", po::value(&o.max_loaded_models)->default_value(o.max_loaded_models),
+       "models loaded at once at most; the least recently used idle one is unloaded to make room (0 = no limit)")
+      ("models-memory-budget", po::value(&o.models_memory_budget),
+       "weights plus KV cache of the loaded models at most, e.g. 8GiB (default: no limit)")
+      ("model-load-timeout", po::value(&o.model_load_timeout_s)->default_value(o.model_load_timeout_s, "600"),
+       "seconds a request waits for its model to load (503 beyond)")
+      ("model-idle-unload", po::value(&o.model_idle_unload_s)->default_value(o.model_idle_unload_s, "0"),
+       "unload a model after this many idle seconds (0 = never; pinned models never)")
       ("api-key", po::value(&o.api_keys)->composing(), "require 'Authorization: Bearer KEY' on /v1 and tokenizer routes (repeatable)")
       ("api-key-file", po::value(&o.api_key_file), "file with one API key per line (# comments); re-read on SIGHUP")
       ("ssl-keyfile", po::value(&o.ssl_keyfile), "TLS private key (PEM); with --ssl-certfile serves HTTPS/WSS")
@@ -54,6 +64,14 @@ std::string finish_serve_options(serve_options& o) {
   if (o.max_body_bytes < 1024 || o.max_body_bytes > (1ull << 30)) return "--max-body-bytes must be in [1024, 1GiB]";
   if (o.max_ws_message_bytes < 1024 || o.max_ws_message_bytes > (1ull << 30)) return "--max-ws-message-bytes must be in [1024, 1GiB]";
   if (o.max_connections < 1) return "--max-connections must be >= 1";
+  if (o.max_loaded_models < 0) return "--max-loaded-models must be >= 0";
+  if (!(o.model_load_timeout_s > 0) || o.model_load_timeout_s > 86400) return "--model-load-timeout must be in (0, 86400] seconds";
+  if (!(o.model_idle_unload_s >= 0) || o.model_idle_unload_s > 1e9) return "--model-idle-unload must be >= 0 seconds";
+  if (!o.models_memory_budget.empty()) {
+    const auto b = parse_byte_size(o.models_memory_budget);
+    if (!b || *b == 0) return "--models-memory-budget must be a size such as 8GiB, got '" + o.models_memory_budget + "'";
+    o.models_memory_budget_bytes = *b;
+  }
   if (!o.pooling.empty() && o.pooling != "mean" && o.pooling != "last" && o.pooling != "cls")
     return "--pooling must be one of mean, last, cls; got '" + o.pooling + "'";
   if (o.json_whitespace != "bounded" && o.json_whitespace != "compact")

@@ -15,7 +15,15 @@ namespace spate::cli {
 struct serve_options {
   std::string host = "127.0.0.1";       // --host
   int32_t port = 8000;                  // --port (0 = any free port; the chosen one is logged)
-  std::string served_model_name;        // --served-model-name; default: the model file's stem
+  std::string served_model_name;        // --served-model-name; default: the model file's stem (one model only)
+  // Several models (model_registry.h): every *.gguf of --models-dir under its
+  // file stem, plus each --model; loaded on demand.
+  std::string models_dir;               // --models-dir
+  int32_t max_loaded_models = 0;        // --max-loaded-models; 0 = no limit
+  std::string models_memory_budget;     // --models-memory-budget, e.g. "8GiB": weights + KV of the loaded models; "" = no limit
+  uint64_t models_memory_budget_bytes = 0;  // parsed by finish_serve_options
+  double model_load_timeout_s = 600.0;  // --model-load-timeout: a request waits this long for its model to load
+  double model_idle_unload_s = 0.0;     // --model-idle-unload: unload a model idle this long (0 = never; pinned never)
   std::vector<std::string> api_keys;    // --api-key (repeatable); empty = no authentication
   std::string api_key_file;             // --api-key-file: one key per line (# comments); re-read on SIGHUP
   std::string ssl_keyfile;              // --ssl-keyfile (PEM)

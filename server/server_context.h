@@ -1,9 +1,10 @@
-// What every HTTP/WebSocket session shares: the model, the engine, the chat
-// template, the metrics, the serve options and the server's lifecycle flags.
+// What every HTTP/WebSocket session shares: the model registry (the models,
+// their engines, chat templates and metrics), the serve options and the
+// server's lifecycle flags.
 //
-// Thread-safety: the references point at objects that are themselves safe to
-// use from any I/O thread (engine::submit/cancel/stats, metrics, the const
-// model/tokenizer/chat template). The flags are atomics; open_ws locks.
+// Thread-safety: the registry is safe to use from any I/O thread, and so is
+// what a lease on a model gives (engine::submit/cancel/stats, metrics, the
+// const model/tokenizer/chat template). The flags are atomics; open_ws locks.
 #pragma once
 
 #include <atomic>
@@ -16,6 +17,7 @@
 
 #include "protocol/served_model.h"
 #include "server/cors.h"
+#include "server/model_registry.h"
 #include "server/idle_connections.h"
 #include "server/route_table.h"
 #include "server/serve_options.h"
@@ -23,19 +25,14 @@
 
 namespace spate {
 
-class engine;
-class server_metrics;
 
 // The spate API's routes (api_router.cpp): the OpenAI endpoints, the probes,
 // the profiler and tokenizer endpoints and, when ui_enabled, the chat page.
 route_table api_routes(bool ui_enabled);
 
 struct server_context {
-  api::served_model model;              // tokenizer, vocabulary, chat template, name, max_model_len
-  // Never null in a serving process (cmd_serve). Null only in the transport
-  // tests (tests/server), which build no engine and route no request to it.
-  engine* eng;
-  server_metrics& metrics;
+  // The models; requests take a lease on theirs (model_wait.h). Never null.
+  model_registry* models;
   cli::serve_options opts;
   int64_t created_unix_s = 0;
   cors_policy cors{opts.cors};          // from opts (--allowed-origins ...)

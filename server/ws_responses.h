@@ -60,6 +60,7 @@ struct ws_connection {
   bool drain = false;                  // the server drains: close with 1001 once idle and flushed
   std::vector<int64_t> ids;            // its engine requests
   std::shared_ptr<request_stream> rs;
+  model_handle lease;                  // the running response's model
   int64_t error_seq = 0;
 
   // Queues one text message for the writer. Never blocks.

@@ -104,14 +104,16 @@ def free_port() -> int:
 
 
 class SpateServer:
-    def __init__(self, *args, env=None, tls=None, api_key=None, model=None, port=None, threads=2):
+    def __init__(self, *args, env=None, tls=None, api_key=None, model=None, port=None, threads=2, single=True):
+        """single=False: no --model or --served-model-name (args name the models: --models-dir, --model...)."""
         self.port = port or free_port()
         self.model_name = MODEL_NAME
         self.tls = tls  # (certfile, keyfile) or None
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix="spate-serve-", suffix=".log", delete=False)
-        cmd = [str(SPATE_BIN), "serve", "--model", str(model or SPATE_MODEL), "--host", "127.0.0.1", "--port", str(self.port),
-               "--served-model-name", MODEL_NAME, "--threads", str(threads), *map(str, args)]
+        models = ["--model", str(model or SPATE_MODEL), "--served-model-name", MODEL_NAME] if single else []
+        cmd = [str(SPATE_BIN), "serve", *models, "--host", "127.0.0.1", "--port", str(self.port),
+               "--threads", str(threads), *map(str, args)]
         if tls:
             cmd += ["--ssl-certfile", str(tls[0]), "--ssl-keyfile", str(tls[1])]
         if api_key:

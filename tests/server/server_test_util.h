@@ -36,19 +36,30 @@ namespace beast = boost::beast;
 
 inline constexpr const char* k_model_name = "org/test-model";
 
-// A server_context over no model and no engine (served_model has a name
-// only). opts as given; the routes are api_routes(!opts.disable_ui) until a
-// test adds its own.
+// A server_context over a registry with one model that has no engine
+// (served_model has a name only). opts as given; the routes are
+// api_routes(!opts.disable_ui) until a test adds its own.
 struct test_context {
-  explicit test_context(cli::serve_options opts = {})
-      : metrics(k_model_name, 64), ctx{model(), nullptr, metrics, std::move(opts), 1700000000} {}
+  explicit test_context(cli::serve_options opts = {}) : registry(make_registry()), ctx{registry.get(), std::move(opts), 1700000000} {}
   static api::served_model model() {
     api::served_model m;
     m.max_model_len = 64;
     m.name = k_model_name;
     return m;
   }
-  server_metrics metrics;
+  static std::unique_ptr<model_registry> make_registry() {
+    auto r = std::make_unique<model_registry>(std::vector<model_spec>{}, nullptr, registry_options{});
+    auto m = std::make_unique<serving_model>();
+    m->info = model();
+    model_spec spec;
+    spec.id = k_model_name;
+    spec.pinned = true;
+    spec.max_model_len = 64;
+    r->add_loaded(std::move(spec), std::move(m));
+    return r;
+  }
+  server_metrics& metrics() { return registry->default_metrics(); }
+  std::unique_ptr<model_registry> registry;
   server_context ctx;
 };
 

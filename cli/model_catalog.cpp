@@ -1,0 +1,180 @@
+#include "cli/model_catalog.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "cli/speculative_options.h"
+#include "model/gguf_file.h"
+#include "util/byte_size.h"
+
+namespace spate::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A section's settings before they are applied.
+struct section {
+  std::string path;
+  std::map<std::string, std::string> values;  // key -> value, every key but path
+};
+
+const std::vector<std::string>& section_keys() {
+  static const std::vector<std::string> k = {"path", "chat-template", "max-model-len", "kv-cache-memory", "speculative-config",
+                                             "pooling", "pinned"};
+  return k;
+}
+
+// Splits "model.NAME.KEY" into sections. "" or the error.
+std::string read_sections(const section_options& opts, std::vector<std::pair<std::string, section>>& out) {
+  for (const auto& [key, value] : opts) {
+    const size_t dot = key.rfind('.');
+    if (!key.starts_with("model.") || dot <= 6) return "--config: unknown option '" + key + "'";
+    const std::string name = key.substr(6, dot - 6);
+    const std::string field = key.substr(dot + 1);
+    if (std::find(section_keys().begin(), section_keys().end(), field) == section_keys().end())
+      return "--config: [model." + name + "] has an unknown key '" + field + "' (known: path, chat-template, max-model-len, "
+             "kv-cache-memory, speculative-config, pooling, pinned)";
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& s) { return s.first == name; });
+    if (it == out.end()) it = out.insert(out.end(), {name, section{}});
+    if (field == "path") {
+      it->second.path = value;
+    } else {
+      it->second.values[field] = value;
+    }
+  }
+  return "";
+}
+
+std::optional<bool> parse_bool(const std::string& v) {
+  if (v == "true" || v == "1" || v == "yes" || v == "on") return true;
+  if (v == "false" || v == "0" || v == "no" || v == "off") return false;
+  return std::nullopt;
+}
+
+// Applies a section's values to m. "" or the error naming the key.
+std::string apply_section(const std::string& name, const section& s, catalog_model& m) {
+  const std::string where = "--config [model." + name + "] ";
+  for (const auto& [key, v] : s.values) {
+    if (key == "chat-template") {
+      m.serve.chat_template_file = v;
+    } else if (key == "pooling") {
+      if (v != "mean" && v != "last" && v != "cls") return where + "pooling must be mean, last or cls, got '" + v + "'";
+      m.serve.pooling = v;
+    } else if (key == "pinned") {
+      const auto b = parse_bool(v);
+      if (!b) return where + "pinned must be true or false, got '" + v + "'";
+      m.spec.pinned = *b;
+    } else if (key == "max-model-len") {
+      try {
+        size_t used = 0;
+        const long n = std::stol(v, &used);
+        if (used != v.size() || n < 0 || n > (1 << 24)) throw std::invalid_argument("range");
+        m.model.max_model_len = static_cast<int32_t>(n);
+      } catch (const std::exception&) {
+        return where + "max-model-len must be an integer in [0, 16777216], got '" + v + "'";
+      }
+    } else if (key == "kv-cache-memory") {
+      m.model.kv_cache_memory = v;
+      if (v != "auto") {
+        const auto bytes = parse_byte_size(v);
+        if (!bytes) return where + "kv-cache-memory '" + v + "' is not a size like 2GiB or 512MiB, or auto";
+        m.model.kv_cache_bytes = *bytes;
+      }
+    } else if (key == "speculative-config") {
+      m.engine.speculative_config_json = v;
+      m.engine.speculative = {};
+      m.engine.draft_model_path.clear();
+      if (auto err = parse_speculative_config(v, m.engine.speculative, m.engine.draft_model_path); !err.empty())
+        return where + err;
+    }
+  }
+  return "";
+}
+
+// Reads the file's GGUF header: the trained context (for listing) or the
+// reason it cannot be served, into spec.
+void check_file(model_spec& spec, const model_options& mo) {
+  std::error_code ec;
+  const auto size = fs::file_size(spec.path, ec);
+  spec.memory_bytes = (ec ? 0 : size) + mo.kv_cache_bytes;
+  try {
+    const auto f = gguf_file::open(spec.path);
+    const auto arch = f->get_string("general.architecture");
+    if (!arch) throw std::runtime_error(spec.path + ": general.architecture is missing");
+    const auto ctx = f->get_int(*arch + ".context_length");
+    if (ctx && *ctx > 0) spec.max_model_len = mo.max_model_len > 0 ? mo.max_model_len : static_cast<int32_t>(std::min<int64_t>(*ctx, 1 << 24));
+  } catch (const std::exception& e) {
+    spec.error = e.what();
+  }
+}
+
+catalog_model make_model(std::string id, std::string path, const catalog_inputs& in) {
+  catalog_model m;
+  m.spec.id = std::move(id);
+  m.spec.path = std::move(path);
+  m.model = *in.model;
+  m.model.model_path = m.spec.path;
+  m.engine = *in.engine;
+  m.serve = *in.serve;
+  return m;
+}
+
+}  // namespace
+
+bool single_model(const catalog_inputs& in) {
+  return in.models_dir.empty() && in.model_paths.size() <= 1 && in.sections.empty();
+}
+
+std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>& out) {
+  out.clear();
+  if (single_model(in)) {
+    std::string path = in.model_paths.empty() ? in.model->model_path : in.model_paths.front();
+    std::string id = in.serve->served_model_name.empty() ? fs::path(path).stem().string() : in.serve->served_model_name;
+    out.push_back(make_model(std::move(id), std::move(path), in));
+    out.back().spec.pinned = true;
+    return "";  // loaded at start-up, where its errors stop the server
+  }
+  if (!in.serve->served_model_name.empty())
+    return "--served-model-name names the model of a single-model server; with several, the ids are the file stems or the "
+           "config file's [model.NAME] sections";
+  auto add = [&](std::string id, std::string path) -> std::string {
+    for (const auto& m : out)
+      if (m.spec.id == id) return "two models have the id '" + id + "' (" + m.spec.path + " and " + path + ")";
+    out.push_back(make_model(std::move(id), std::move(path), in));
+    return "";
+  };
+  for (const auto& p : in.model_paths)
+    if (auto err = add(fs::path(p).stem().string(), p); !err.empty()) return err;
+  if (!in.models_dir.empty()) {
+    std::error_code ec;
+    if (!fs::is_directory(in.models_dir, ec)) return "--models-dir " + in.models_dir + ": not a readable directory";
+    std::vector<fs::path> files;
+    for (const auto& de : fs::directory_iterator(in.models_dir, ec))
+      if (de.path().extension() == ".gguf" && !de.is_directory()) files.push_back(de.path());
+    if (ec) return "--models-dir " + in.models_dir + ": " + ec.message();
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files)
+      if (auto err = add(f.stem().string(), f.string()); !err.empty()) return err;
+  }
+  std::vector<std::pair<std::string, section>> sections;
+  if (auto err = read_sections(in.sections, sections); !err.empty()) return err;
+  for (const auto& [name, s] : sections) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const catalog_model& m) { return m.spec.id == name; });
+    if (it == out.end()) {
+      if (s.path.empty()) return "--config [model." + name + "] needs a path (no --model or --models-dir file has that id)";
+      out.push_back(make_model(name, s.path, in));
+      it = out.end() - 1;
+    } else if (!s.path.empty()) {
+      it->spec.path = s.path;
+      it->model.model_path = s.path;
+    }
+    if (auto err = apply_section(name, s, *it); !err.empty()) return err;
+  }
+  if (out.empty()) return "--models-dir " + in.models_dir + " holds no *.gguf file";
+  for (auto& m : out) check_file(m.spec, m.model);
+  return "";
+}
+
+}  // namespace spate::cli

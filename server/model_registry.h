@@ -1,0 +1,215 @@
+// The models a server can serve (--model, repeated, and --models-dir) and the
+// ones it has loaded: requests name a model, the registry hands out a lease
+// on it, loading it first when needed; it keeps at most --max-loaded-models
+// (and the memory budget) loaded, unloading the least recently used idle one
+// to make room, and unloads idle models after --model-idle-unload seconds.
+// Pinned models load at start and never unload.
+//
+// The registry knows no weights: the command line supplies a model_loader
+// that builds a serving_model (weights, executor, engine, warmup) from a
+// model_spec. Loading and unloading run on the registry's own thread, never on
+// an I/O thread or another model's engine thread, so requests for loaded
+// models never wait behind a load.
+//
+// A lease keeps its model loaded: a model with requests running is never
+// unloaded. When a load needs the room a busy model holds, that model drains:
+// its running requests finish, new requests for it wait for its next load
+// (fair turns between models under --max-loaded-models 1), up to
+// registry_options::max_waiting per model (429 beyond).
+//
+// Thread-safety: every public member may be called from any thread. Waiters'
+// callbacks run on the registry thread (or inline in acquire); they must not
+// block and may not call back into the registry except to drop leases.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "protocol/openai_request.h"
+#include "protocol/served_model.h"
+
+namespace spate {
+
+class engine;
+class server_metrics;
+class histogram;
+
+enum class model_status { unloaded, loading, loaded, error };
+const char* model_status_name(model_status s);  // "unloaded", "loading", "loaded", "error"
+
+// What is known of a servable model before it is loaded (the command line
+// fills it from --model, --models-dir and the config file's model sections).
+struct model_spec {
+  std::string id;               // what requests name in "model"
+  std::string path;             // the GGUF file
+  bool pinned = false;          // loaded at start, never unloaded
+  int32_t max_model_len = 0;    // for listing and metrics buckets (0: unknown)
+  uint64_t memory_bytes = 0;    // estimated weights + KV, for the memory budget
+  std::string error;            // not servable (e.g. not a valid GGUF): listed with it, never loaded
+  std::string parent;           // a LoRA adapter's base model id ("" for a model)
+};
+
+// A loaded model: what its requests use. Built by the loader; destroying it
+// stops its engine (requests still in it finish with reason abort) and frees
+// its memory.
+struct serving_model {
+  virtual ~serving_model() = default;
+  api::served_model info;        // tokenizer, template, name == the spec's id, max_model_len
+  engine* eng = nullptr;         // never null in a serving process (null in the transport tests)
+  uint64_t memory_bytes = 0;     // weights + KV, measured after loading
+  // spate:cache_config_info's labels for this model.
+  std::vector<std::pair<std::string, std::string>> cache_config;
+  int32_t num_speculative_tokens = 0;
+};
+
+// Builds a serving model (blocking; runs on the registry thread or, at start,
+// the caller of load_blocking). Throws std::exception whose message says why
+// (it becomes the model's error).
+using model_loader = std::function<std::unique_ptr<serving_model>(const model_spec&)>;
+
+class model_registry;
+
+// Keeps one loaded model from unloading while held. Any thread; released by
+// destruction.
+class model_lease {
+ public:
+  model_lease(model_registry& r, std::string id, std::shared_ptr<serving_model> m, server_metrics& metrics)
+      : registry_(r), id_(std::move(id)), model_(std::move(m)), metrics_(metrics) {}
+  ~model_lease();
+  model_lease(const model_lease&) = delete;
+  model_lease& operator=(const model_lease&) = delete;
+
+  const std::string& id() const { return id_; }
+  const api::served_model& model() const { return model_->info; }
+  engine& eng() const { return *model_->eng; }
+  bool has_engine() const { return model_->eng != nullptr; }
+  server_metrics& metrics() const { return metrics_; }
+
+ private:
+  model_registry& registry_;
+  std::string id_;
+  std::shared_ptr<serving_model> model_;
+  server_metrics& metrics_;
+};
+using model_handle = std::shared_ptr<model_lease>;
+
+// The outcome of asking for a model: a lease, or the error to answer with
+// (404 model_not_found, 500 model_load_failed, 429 too many waiting, 503
+// stopping).
+struct model_acquired {
+  model_handle lease;
+  std::optional<api::api_error> error;
+};
+using model_acquired_fn = std::function<void(model_acquired)>;
+
+struct registry_options {
+  int32_t max_loaded_models = 0;        // --max-loaded-models; 0: no limit
+  uint64_t memory_budget_bytes = 0;     // --models-memory-budget; 0: no limit
+  double idle_unload_s = 0;             // --model-idle-unload; 0: never
+  int32_t max_waiting = 256;            // requests waiting for one model's load at most
+};
+
+// One row of GET /v1/models.
+struct model_row {
+  model_spec spec;
+  model_status status = model_status::unloaded;
+  std::string error;             // status error: why
+  int32_t max_model_len = 0;     // the loaded model's, else the spec's
+  int32_t n_leases = 0;          // requests holding it
+};
+
+class model_registry {
+ public:
+  model_registry(std::vector<model_spec> specs, model_loader loader, registry_options opts);
+  ~model_registry();  // stop()
+  model_registry(const model_registry&) = delete;
+  model_registry& operator=(const model_registry&) = delete;
+
+  // Adds a model that is already loaded (tests; a model loaded before
+  // serving). Before start().
+  void add_loaded(model_spec spec, std::unique_ptr<serving_model> m);
+
+  // Loads id now on the calling thread (start-up: the pinned models before
+  // /ready). Throws what the loader threw (the model is then in error).
+  void load_blocking(const std::string& id);
+
+  // Starts the registry thread (loads on demand, idle unloads).
+  void start();
+  // Stops the thread and unloads every model (their engines stop; requests in
+  // flight finish with reason abort). Waiters get 503. Idempotent.
+  void stop();
+  // Stops every loaded model's engine (the drain's last step): requests in
+  // flight finish with reason abort; the models stay listed.
+  void stop_engines();
+
+  // The model a request without "model" gets: the only one, else the first
+  // pinned, else the first listed without an error.
+  const std::string& default_id() const { return default_id_; }
+  bool knows(std::string_view id) const;
+
+  // A lease on id ("" = default_id()). Loaded: returned at once. Otherwise
+  // nullopt, the load is queued and on_ready is called once with the lease
+  // or the error when it ends. Unknown id, a model in error, too many
+  // waiting or a stopped registry: returned at once with the error.
+  std::optional<model_acquired> acquire(std::string_view id, model_acquired_fn on_ready);
+
+  // POST /models/load: like acquire, for no request (the lease, if any, is
+  // dropped by the caller). A model in error is retried.
+  std::optional<model_acquired> load(std::string_view id, model_acquired_fn on_ready);
+  // POST /models/unload: unloads id now when idle, else once its requests
+  // finish. Returns the error (404 unknown, 400 pinned or not loaded).
+  std::optional<api::api_error> unload(std::string_view id);
+
+  std::vector<model_row> list() const;
+  std::optional<model_row> find(std::string_view id) const;
+  // Every pinned model is loaded (the /ready condition besides warmup).
+  bool pinned_loaded() const;
+
+  // The per-model metrics, in listing order (every model, loaded or not; a
+  // model's counters outlive its unloads), refreshed from the loaded engines.
+  std::vector<server_metrics*> metrics_for_scrape();
+  // The metrics a request that names no servable model counts against.
+  server_metrics& default_metrics();
+
+  // Called by ~model_lease.
+  void release(const std::string& id);
+
+ private:
+  struct entry;
+  entry* find_entry(std::string_view id) const;
+  std::optional<model_acquired> acquire_locked(std::unique_lock<std::mutex>& lock, entry& e, model_acquired_fn on_ready,
+                                               bool for_request);
+  model_handle lease_locked(entry& e);
+  void thread_main();
+  // One round of the registry thread's work under lock: idle unloads, then
+  // the next load if any. Returns false when there was nothing to do.
+  bool work_once(std::unique_lock<std::mutex>& lock);
+  bool make_room_locked(std::unique_lock<std::mutex>& lock, entry& want);
+  void unload_locked(std::unique_lock<std::mutex>& lock, entry& e, const char* reason);
+  void run_load(std::unique_lock<std::mutex>& lock, entry& e);
+  int32_t n_loaded_locked() const;
+  uint64_t loaded_bytes_locked() const;
+
+  model_loader loader_;
+  registry_options opts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<entry>> entries_;  // listing order; never shrinks
+  std::string default_id_;
+  std::thread thread_;
+  bool stopping_ = false;
+  uint64_t use_clock_ = 0;                       // LRU order
+};
+
+}  // namespace spate
