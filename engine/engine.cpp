@@ -133,6 +133,8 @@ submit_result engine::impl::submit(engine_request r) {
   st->ss.hidden = r.embed != pooling_type::none;
   st->ss.max_len = n_prompt + *r.params.max_tokens;
   st->ss.speculate = r.params.speculative && !st->ss.hidden;
+  st->ss.adapter = r.adapter;
+  st->ss.cache_salt = r.cache_salt;
   std::lock_guard lk(mu_);
   if (stop_) {
     res.error = "the engine is stopped";

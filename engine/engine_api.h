@@ -183,6 +183,11 @@ struct engine_request {
   // generated, and `finished` (reason stop, usage with 0 completion tokens)
   // carries the pooled, L2-normalized final-normed hidden state.
   pooling_type embed = pooling_type::none;
+  // A LoRA adapter: the executor's slot (forward_seq::adapter), -1 for the
+  // base model. cache_salt keys this request's prefix-cache blocks apart from
+  // other adapters' (and the base's, 0): each adapter load gets its own.
+  int32_t adapter = -1;
+  uint64_t cache_salt = 0;
 };
 
 struct submit_result {

@@ -14,6 +14,10 @@ uint64_t mix(uint64_t h, uint64_t v) {
   return h ^ (h >> 31);
 }
 
+// The key a sequence's first block hangs off: the root, or the root mixed
+// with the request's salt.
+uint64_t root_key(uint64_t salt) { return salt == 0 ? k_root_key : mix(k_root_key, salt); }
+
 }  // namespace
 
 kv_block_manager::kv_block_manager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching)
@@ -27,10 +31,10 @@ uint64_t kv_block_manager::block_key(uint64_t parent, std::span<const int32_t> t
   return h;
 }
 
-uint64_t kv_block_manager::find_prefix(std::span<const int32_t> tokens) {
+uint64_t kv_block_manager::find_prefix(std::span<const int32_t> tokens, uint64_t salt) {
   const auto n_tokens = static_cast<int32_t>(tokens.size());
   match_.clear();
-  uint64_t key = k_root_key;
+  uint64_t key = root_key(salt);
   if (prefix_caching_ && n_tokens > 0) {
     // Never match the block holding the last token: it must be computed.
     const int32_t max_blocks = (n_tokens - 1) / block_size_;
@@ -46,17 +50,17 @@ uint64_t kv_block_manager::find_prefix(std::span<const int32_t> tokens) {
   return key;
 }
 
-int32_t kv_block_manager::probe(std::span<const int32_t> tokens) {
-  find_prefix(tokens);
+int32_t kv_block_manager::probe(std::span<const int32_t> tokens, uint64_t salt) {
+  find_prefix(tokens, salt);
   return static_cast<int32_t>(match_.size()) * block_size_;
 }
 
 int32_t kv_block_manager::admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state,
-                                bool reuse_prefix) {
+                                bool reuse_prefix, uint64_t salt) {
   const auto n_tokens = static_cast<int32_t>(tokens.size());
-  uint64_t key = k_root_key;
+  uint64_t key = root_key(salt);
   if (reuse_prefix) {
-    key = find_prefix(tokens);
+    key = find_prefix(tokens, salt);
   } else {
     match_.clear();
   }
@@ -88,10 +92,11 @@ bool kv_block_manager::grow(block_table& table, int64_t n_positions) {
   return true;
 }
 
-void kv_block_manager::commit(std::span<const int32_t> tokens, int32_t n_cached, const block_table& table, prefix_state& state) {
+void kv_block_manager::commit(std::span<const int32_t> tokens, int32_t n_cached, const block_table& table, prefix_state& state,
+                              uint64_t salt) {
   if (!prefix_caching_) return;
   const int32_t n_full = std::min<int32_t>(n_cached / block_size_, table.n_blocks());
-  uint64_t key = state.n_committed_blocks == 0 ? k_root_key : state.last_key;
+  uint64_t key = state.n_committed_blocks == 0 ? root_key(salt) : state.last_key;
   for (int32_t b = state.n_committed_blocks; b < n_full; ++b) {
     auto blk = tokens.subspan(static_cast<size_t>(b) * block_size_, static_cast<size_t>(block_size_));
     const uint64_t k = block_key(key, blk);

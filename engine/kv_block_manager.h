@@ -49,7 +49,9 @@ class kv_block_manager {
 
   // Positions of tokens a prefix-cache lookup would find cached now (a
   // multiple of block_size, at most tokens.size() - 1). No side effects.
-  int32_t probe(std::span<const int32_t> tokens);
+  // salt: the request's cache_salt (engine_request): blocks are keyed apart
+  // per salt (0: the base model's keys).
+  int32_t probe(std::span<const int32_t> tokens, uint64_t salt = 0);
 
   // Admission of a sequence that holds no blocks: reuses the longest cached
   // prefix of tokens, then allocates blocks for the first n_first positions
@@ -62,7 +64,7 @@ class kv_block_manager {
   // every position's hidden state); the blocks it completes are still cached.
   // Precondition: table is empty; tokens non-empty; state value-initialized.
   int32_t admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state,
-                bool reuse_prefix = true);
+                bool reuse_prefix = true, uint64_t salt = 0);
 
   // Grows table to cover n_positions. All or nothing: false (table unchanged)
   // when not enough blocks are available.
@@ -70,7 +72,7 @@ class kv_block_manager {
 
   // After a step computed KV for positions [0, n_cached) of tokens: keys and
   // registers the newly completed full blocks of the table.
-  void commit(std::span<const int32_t> tokens, int32_t n_cached, const block_table& table, prefix_state& state);
+  void commit(std::span<const int32_t> tokens, int32_t n_cached, const block_table& table, prefix_state& state, uint64_t salt = 0);
 
   // Releases the table's blocks (cached ones stay reusable) and resets state.
   void free(block_table& table, prefix_state& state);
@@ -78,7 +80,7 @@ class kv_block_manager {
  private:
   uint64_t block_key(uint64_t parent, std::span<const int32_t> tokens) const;
   // Fills match_ with the cached blocks of the longest prefix; returns the last key.
-  uint64_t find_prefix(std::span<const int32_t> tokens);
+  uint64_t find_prefix(std::span<const int32_t> tokens, uint64_t salt);
 
   block_pool pool_;
   int32_t block_size_;

@@ -19,6 +19,7 @@ forward_batch scheduler_output::to_batch() const {
     f.block_table = s.seq->blocks.ids();
     f.n_logits = s.samples && !s.hidden ? 1 + s.n_draft : 0;
     f.hidden = s.hidden;
+    f.adapter = s.seq->adapter;
     b.seqs.push_back(f);
   }
   return b;
@@ -160,14 +161,14 @@ void scheduler::admit_waiting(scheduler_output& out, int64_t& budget, bool chunk
   while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < cfg_.max_num_seqs && budget > 0) {
     sched_seq& s = *waiting_.front();
     const std::span<const int32_t> toks(*s.tokens);
-    const int32_t n_hit = s.hidden ? 0 : kv_.probe(toks);
+    const int32_t n_hit = s.hidden ? 0 : kv_.probe(toks, s.cache_salt);
     int32_t n_new = s.n_tokens() - n_hit;
     if (chunked) {
       n_new = static_cast<int32_t>(std::min<int64_t>(n_new, budget));
     } else if (n_new > budget && !out.seqs.empty()) {
       break;  // a whole prompt over the budget runs only alone
     }
-    const int32_t got = kv_.admit(toks, n_hit + n_new, s.blocks, s.prefix, !s.hidden);
+    const int32_t got = kv_.admit(toks, n_hit + n_new, s.blocks, s.prefix, !s.hidden, s.cache_salt);
     if (got < 0) break;  // not enough blocks: FIFO, wait for running requests
     s.n_cached = got;
     waiting_.pop_front();
@@ -224,7 +225,7 @@ void scheduler::on_verified(const scheduled_seq& q, int32_t n_accepted) {
 }
 
 void scheduler::commit_cached(sched_seq& s) {
-  kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix);
+  kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix, s.cache_salt);
   release_outside_window(s);  // after commit: just-completed blocks are registered first
 }
 

@@ -68,6 +68,8 @@ struct sched_seq {
   bool hidden = false;     // an embedding request: every position's hidden state, no prefix reuse, no logits
   int32_t max_len = 0;     // prompt + max_tokens: positions stay below max_len - 1 (0: max_model_len)
   bool speculate = false;  // decodes may carry draft tokens
+  int32_t adapter = -1;    // LoRA slot (forward_seq::adapter); -1: the base model
+  uint64_t cache_salt = 0; // separates its prefix-cache blocks (an adapter's KV differs from the base's)
   std::vector<int32_t> spec_tokens;  // the step's last token, then its drafts (a decode with drafts)
   draft_length draft_len;            // how many drafts the next decode asks for (adaptive k)
   enum class state { none, waiting, running, finished } where = state::none;

@@ -16,6 +16,7 @@ struct forward_seq {
   std::span<const int32_t> block_table;  // block ids; must cover n_past + tokens.size() positions
   int32_t n_logits = 1;                  // return logits for the last n_logits new tokens (0..tokens.size())
   bool hidden = false;                   // return the final-normed hidden state of every new token (embeddings)
+  int32_t adapter = -1;                  // the executor's LoRA adapter slot (model/lora.h); -1: the base model
 };
 
 struct forward_batch {

@@ -4,11 +4,17 @@
 #include <cmath>
 
 #include "model/layers_internal.h"
+#include "model/lora.h"
 #include "model/op_timeline.h"
 
 namespace spate::blocks {
 using detail::add_residual;
 using detail::residual_norm;
+
+// The index of layer L within s.w.layers.
+int32_t layer_index(const forward_step& s, const layer_weights& L) {
+  return static_cast<int32_t>(&L - s.w.layers.data());
+}
 
 const layer_weights& begin_layer(const forward_step& s, int32_t l) {
   s.timeline.layer(l);
@@ -49,6 +55,10 @@ void qkv_projection(const forward_step& s, residual r, const layer_weights& L) {
   s.proj.project(s.xn, s.cfg.n_embd, s.n_tokens,
                  {{&L.wq, s.q, s.cfg.q_dim()}, {&L.wk, s.k, s.cfg.kv_dim()}, {&L.wv, s.v, s.cfg.kv_dim()}},
                  prologue_of(pro));
+  if (s.lora) {
+    s.lora->apply(layer_index(s, L), s.xn, s.cfg.n_embd,
+                  {{lora_target::q, s.q, s.cfg.q_dim()}, {lora_target::k, s.k, s.cfg.kv_dim()}, {lora_target::v, s.v, s.cfg.kv_dim()}});
+  }
 }
 
 void rope_kv_store(const forward_step& s, int32_t l, qk_options o) {
@@ -130,6 +140,7 @@ void attention(const forward_step& s, int32_t l, attention_options o) {
 void output_projection(const forward_step& s, const layer_weights& L) {
   s.timeline.mark("o_proj");
   s.proj.project(s.attn, s.cfg.q_dim(), s.n_tokens, {{&L.wo, s.tmp, s.cfg.n_embd}});
+  if (s.lora) s.lora->apply(layer_index(s, L), s.attn, s.cfg.q_dim(), {{lora_target::o, s.tmp, s.cfg.n_embd}});
   if (L.bo.empty()) return;
   const auto& ops = kernels::ops();
   const int32_t D = s.cfg.n_embd;
@@ -141,6 +152,7 @@ void gated_ffn(const forward_step& s, residual r, const layer_weights& L, ffn_ac
   s.timeline.mark("gate_up_proj");
   residual_norm pro{s, r, L.ffn_norm.data()};
   s.proj.project(s.xn, D, s.n_tokens, {{&L.w_gate, s.gate, F}, {&L.w_up, s.up, F}}, prologue_of(pro));
+  if (s.lora) s.lora->apply(layer_index(s, L), s.xn, D, {{lora_target::gate, s.gate, F}, {lora_target::up, s.up, F}});
   s.timeline.mark("down_proj");
   // The gated activation, fused into the down projection's quantize loop.
   const auto& ops = kernels::ops();
@@ -149,6 +161,7 @@ void gated_ffn(const forward_step& s, residual r, const layer_weights& L, ffn_ac
     for (int64_t t = r0; t < r1; ++t) gated(s.gate + t * F, s.up + t * F, s.gate + t * F, F);
   };
   s.proj.project(s.gate, F, s.n_tokens, {{&L.w_down, s.tmp, D}}, prologue_of(down_in));
+  if (s.lora) s.lora->apply(layer_index(s, L), s.gate, F, {{lora_target::down, s.tmp, D}});
 }
 
 void residual_add(const forward_step& s, residual r) {

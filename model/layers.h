@@ -31,7 +31,8 @@
 
 namespace spate {
 
-class op_timeline;  // model/op_timeline.h (includes util/, which model's users do not see)
+class op_timeline;  // model/op_timeline.h
+class lora_runner;  // model/lora.h (includes util/, which model's users do not see)
 
 struct token_ref {
   int32_t seq;  // index into batch.seqs
@@ -86,6 +87,7 @@ struct forward_step {
   float* scratch;             // attention scratch, scratch_per_thread floats per pool thread
   int64_t scratch_per_thread;
   moe_workspace* moe;         // the MoE FFN's buffers; null for dense models
+  lora_runner* lora;          // the step's LoRA adapters; null when no row has one
 };
 
 namespace blocks {

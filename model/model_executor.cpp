@@ -39,6 +39,11 @@ model_executor::model_executor(const loaded_model& m, const executor_config& cfg
       kv_(std::make_unique<kv_cache>(m.config, n_blocks_, cfg.block_size, cfg.kv_dtype)),
       runner_(m.config, m.weights, *kv_, pool_) {}
 
+void model_executor::set_adapter(int32_t slot, std::shared_ptr<const lora_adapter> adapter) {
+  std::lock_guard lock(forward_mu_);
+  runner_.set_adapter(slot, std::move(adapter));
+}
+
 int32_t model_executor::n_vocab() const { return model_.config.n_vocab; }
 
 void model_executor::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) {
@@ -47,6 +52,7 @@ void model_executor::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t
 
 void model_executor::forward(const forward_batch& batch, float* logits, float* hidden) {
   device_turns::turn t(turns_);
+  std::lock_guard lock(forward_mu_);
   runner_.forward(batch, logits, hidden);
 }
 

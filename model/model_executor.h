@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "kernels/ops.h"
 #include "model/device_turns.h"
@@ -50,6 +51,10 @@ class model_executor final : public forward_executor {
   void forward(const forward_batch& batch, float* logits, float* hidden) override;
   int32_t n_embd() const override;
   int32_t kv_window() const override;
+  // Puts a LoRA adapter into slot `slot` (null empties it), between forward
+  // passes (it waits for the device turn). Requests name the slot
+  // (forward_seq::adapter). Any thread.
+  void set_adapter(int32_t slot, std::shared_ptr<const lora_adapter> adapter);
   // On the thread pool, one task per claim.
   void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override;
 
@@ -60,6 +65,7 @@ class model_executor final : public forward_executor {
   std::unique_ptr<thread_pool> own_pool_;  // null when sharing another executor's
   thread_pool& pool_;
   device_turns* turns_ = nullptr;          // null: the pool is not shared between engines
+  std::mutex forward_mu_;                  // forward() against set_adapter()
   std::unique_ptr<kv_cache> kv_;
   model_runner runner_;
 };

@@ -25,7 +25,13 @@ const arch_def& arch_of(const model_config& c) {
 }  // namespace
 
 model_runner::model_runner(const model_config& c, const model_weights& w, kv_cache& kv, thread_pool& pool)
-    : cfg_(c), w_(w), kv_(kv), pool_(pool), arch_(arch_of(c)), proj_(pool) {}
+    : cfg_(c), w_(w), kv_(kv), pool_(pool), arch_(arch_of(c)), proj_(pool), lora_(pool) {}
+
+void model_runner::set_adapter(int32_t slot, std::shared_ptr<const lora_adapter> adapter) {
+  if (slot < 0 || slot > 1024) throw std::invalid_argument("LoRA slot out of range");
+  if (static_cast<size_t>(slot) >= adapters_.size()) adapters_.resize(static_cast<size_t>(slot) + 1);
+  adapters_[static_cast<size_t>(slot)] = std::move(adapter);
+}
 
 void model_runner::reserve(int64_t max_tokens, int64_t max_logit_rows, int32_t max_ctx) {
   max_tokens = std::max<int64_t>(max_tokens, max_logit_rows);
@@ -126,6 +132,10 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
     }
   }
 
+  seq_of_row_.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) seq_of_row_[static_cast<size_t>(t)] = tokens_[static_cast<size_t>(t)].seq;
+  const bool lora = lora_.begin_step(batch, seq_of_row_, adapters_);
+
   op_timeline timeline(pool_, cfg_.n_layer);
   const forward_step step{.cfg = cfg_, .w = w_, .kv = kv_, .pool = pool_, .proj = proj_, .timeline = timeline,
                           .batch = batch, .tokens = tokens_.data(), .n_tokens = T,
@@ -136,7 +146,7 @@ void model_runner::forward(const forward_batch& batch, float* logits, float* hid
                           .attn = attn_.data(), .tmp = tmp_.data(), .gate = gate_.data(), .up = up_.data(),
                           .rope = rope_.data(), .rope_swa = separate_swa_rope() ? rope_swa_.data() : rope_.data(),
                           .scratch = scratch_.data(), .scratch_per_thread = scratch_per_thread_,
-                          .moe = cfg_.is_moe() ? &moe_ : nullptr};
+                          .moe = cfg_.is_moe() ? &moe_ : nullptr, .lora = lora ? &lora_ : nullptr};
   arch_.forward(step);
 }
 

@@ -23,6 +23,7 @@
 #include "model/model_weights.h"
 #include "model/projection.h"
 #include "model/thread_pool.h"
+#include "model/lora.h"
 
 namespace spate {
 
@@ -46,6 +47,10 @@ class model_runner {
   // rows without a hidden buffer.
   void forward(const forward_batch& batch, float* logits, float* hidden = nullptr);
 
+  // Puts adapter into LoRA slot `slot` (null empties it); forward_seq::adapter
+  // names a slot. Not during forward().
+  void set_adapter(int32_t slot, std::shared_ptr<const lora_adapter> adapter);
+
  private:
   void validate(const forward_batch& batch) const;
   // Sizes moe_ for steps of max_tokens tokens; returns the activation bytes its projections need.
@@ -58,6 +63,9 @@ class model_runner {
   thread_pool& pool_;
   const arch_def& arch_;
   projector proj_;  // owns the quantized activations
+  lora_runner lora_;
+  std::vector<std::shared_ptr<const lora_adapter>> adapters_;  // LoRA slots
+  std::vector<int32_t> seq_of_row_;
 
   // Workspaces, [T x dim] row-major.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, tmp_, gate_, up_;

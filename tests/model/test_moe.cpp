@@ -273,7 +273,7 @@ class MoeFfn : public ::testing::TestWithParam<std::tuple<kernels::isa_level, ui
                          .hidden_rows = nullptr, .n_hidden_rows = 0, .logits = nullptr, .hidden = nullptr,
                          .x = xs.data(), .xn = xn.data(), .q = nullptr, .k = nullptr, .v = nullptr, .attn = nullptr,
                          .tmp = tmp.data(), .gate = nullptr, .up = nullptr, .rope = nullptr, .rope_swa = nullptr,
-                         .scratch = nullptr, .scratch_per_thread = 0, .moe = &ws};
+                         .scratch = nullptr, .scratch_per_thread = 0, .moe = &ws, .lora = nullptr};
     blocks::moe_ffn(s, {}, w_.layers[0]);
     return tmp;
   }

@@ -1,0 +1,226 @@
+#include "model/lora.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace spate {
+
+namespace {
+
+struct target_name {
+  const char* name;  // the weight's name within a layer
+  lora_target target;
+};
+constexpr target_name k_targets[] = {{"attn_q", lora_target::q},     {"attn_k", lora_target::k},   {"attn_v", lora_target::v},
+                                     {"attn_output", lora_target::o}, {"ffn_gate", lora_target::gate}, {"ffn_up", lora_target::up},
+                                     {"ffn_down", lora_target::down}};
+
+const kernels::packed_weight& base_of(const layer_weights& L, lora_target t) {
+  switch (t) {
+    case lora_target::q: return L.wq;
+    case lora_target::k: return L.wk;
+    case lora_target::v: return L.wv;
+    case lora_target::o: return L.wo;
+    case lora_target::gate: return L.w_gate;
+    case lora_target::up: return L.w_up;
+    case lora_target::down: return L.w_down;
+  }
+  return L.wq;
+}
+
+std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// "blk.N.NAME.weight.lora_a|b" -> layer N, the target, whether a. False when the name is another tensor.
+bool parse_name(const std::string& name, int32_t& layer, lora_target& t, bool& is_a, const std::string& where) {
+  const bool a = name.ends_with(".weight.lora_a"), b = name.ends_with(".weight.lora_b");
+  if (!a && !b) return false;
+  const std::string weight = name.substr(0, name.size() - std::strlen(".lora_a"));
+  if (!weight.starts_with("blk.")) throw std::runtime_error(where + "tensor '" + weight + "' cannot be adapted (spate adapts the layers' attention and FFN projections)");
+  const size_t dot = weight.find('.', 4);
+  const std::string base = weight.substr(dot + 1, weight.size() - dot - 1 - std::strlen(".weight"));
+  try {
+    layer = std::stoi(weight.substr(4, dot - 4));
+  } catch (const std::exception&) {
+    throw std::runtime_error(where + "tensor '" + name + "' has no layer number");
+  }
+  for (const auto& tn : k_targets) {
+    if (base == tn.name) {
+      t = tn.target;
+      is_a = a;
+      return true;
+    }
+  }
+  throw std::runtime_error(where + "tensor '" + weight + "' cannot be adapted (spate adapts attn_q, attn_k, attn_v, attn_output, "
+                           "ffn_gate, ffn_up and ffn_down)");
+}
+
+}  // namespace
+
+std::shared_ptr<const lora_adapter> load_lora_adapter(const std::string& path, const model_config& c, const model_weights& w,
+                                                      int32_t max_rank, kernels::isa_level level) {
+  const std::string where = "LoRA adapter " + path + ": ";
+  std::shared_ptr<const gguf_file> f;
+  try {
+    f = gguf_file::open(path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(where + e.what());
+  }
+  if (f->get_string("general.type").value_or("") != "adapter" || f->get_string("adapter.type").value_or("") != "lora")
+    throw std::runtime_error(where + "not a LoRA adapter (general.type must be 'adapter' and adapter.type 'lora')");
+  const std::string arch = f->get_string("general.architecture").value_or("");
+  if (arch != c.arch) throw std::runtime_error(where + "its architecture '" + arch + "' is not the base model's '" + c.arch + "'");
+  auto ad = std::make_shared<lora_adapter>();
+  ad->path = path;
+  ad->file = f;
+  ad->alpha = static_cast<float>(f->get_float("adapter.lora.alpha").value_or(0.0));
+  ad->layers.resize(static_cast<size_t>(c.n_layer));
+  // Pairs by weight: [layer][target] -> (a, b).
+  std::vector<std::array<std::pair<const gguf_tensor_info*, const gguf_tensor_info*>, k_lora_targets>> pairs(
+      static_cast<size_t>(c.n_layer));
+  for (const gguf_tensor_info& ti : f->tensors()) {
+    int32_t layer = 0;
+    lora_target t{};
+    bool is_a = false;
+    if (!parse_name(ti.name, layer, t, is_a, where)) throw std::runtime_error(where + "unexpected tensor '" + ti.name + "'");
+    if (layer < 0 || layer >= c.n_layer)
+      throw std::runtime_error(where + "tensor '" + ti.name + "': the base model has " + std::to_string(c.n_layer) + " layers");
+    auto& p = pairs[static_cast<size_t>(layer)][static_cast<size_t>(t)];
+    (is_a ? p.first : p.second) = &ti;
+  }
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    for (const auto& tn : k_targets) {
+      const auto [ta, tb] = pairs[static_cast<size_t>(l)][static_cast<size_t>(tn.target)];
+      if (!ta && !tb) continue;
+      const std::string wname = "blk." + std::to_string(l) + "." + tn.name + ".weight";
+      if (!ta || !tb) throw std::runtime_error(where + "'" + wname + "' has lora_" + (ta ? "a" : "b") + " but no lora_" + (ta ? "b" : "a"));
+      const kernels::packed_weight& base = base_of(w.layers[static_cast<size_t>(l)], tn.target);
+      if (base.n_out() == 0)
+        throw std::runtime_error(where + "'" + wname + "': the base model has no such weight");
+      if (ta->dims.size() != 2 || tb->dims.size() != 2 || ta->dims[0] != base.n_in() || tb->dims[1] != base.n_out() ||
+          ta->dims[1] != tb->dims[0]) {
+        throw std::runtime_error(where + "'" + wname + "' has lora_a " + dims_text(ta->dims) + " and lora_b " + dims_text(tb->dims) +
+                                 ", which do not fit the base weight [" + std::to_string(base.n_in()) + ", " +
+                                 std::to_string(base.n_out()) + "] (lora_a must be [n_in, rank], lora_b [rank, n_out])");
+      }
+      const int64_t rank = ta->dims[1];
+      if (rank < 1 || (max_rank > 0 && rank > max_rank))
+        throw std::runtime_error(where + "'" + wname + "' has rank " + std::to_string(rank) + ", above --max-lora-rank " +
+                                 std::to_string(max_rank));
+      for (const gguf_tensor_info* ti : {ta, tb}) {
+        const auto type = static_cast<kernels::ggml_type>(ti->type);
+        if (type != kernels::ggml_type::f32 && type != kernels::ggml_type::f16 && type != kernels::ggml_type::bf16)
+          throw std::runtime_error(where + "'" + ti->name + "' is of type " + std::to_string(ti->type) + "; LoRA tensors must be F32, F16 or BF16");
+      }
+      auto m = std::make_unique<lora_matrix>();
+      m->a = kernels::pack_weight(static_cast<kernels::ggml_type>(ta->type), ta->data, rank, base.n_in(), level);
+      m->b = kernels::pack_weight(static_cast<kernels::ggml_type>(tb->type), tb->data, base.n_out(), rank, level);
+      m->scale = ad->alpha != 0.0f ? ad->alpha / static_cast<float>(rank) : 1.0f;
+      ad->bytes += m->a.bytes() + m->b.bytes();
+      ad->max_rank = std::max<int32_t>(ad->max_rank, static_cast<int32_t>(rank));
+      ad->layers[static_cast<size_t>(l)][static_cast<size_t>(tn.target)] = std::move(m);
+    }
+  }
+  if (ad->max_rank == 0) throw std::runtime_error(where + "holds no LoRA tensor");
+  return ad;
+}
+
+bool lora_runner::begin_step(const forward_batch& batch, std::span<const int32_t> seq_of_row,
+                             std::span<const std::shared_ptr<const lora_adapter>> slots) {
+  groups_.clear();
+  bool any = false;
+  for (const auto& s : batch.seqs) any |= s.adapter >= 0;
+  if (!any) return false;
+  for (size_t row = 0; row < seq_of_row.size(); ++row) {
+    const int32_t slot = batch.seqs[static_cast<size_t>(seq_of_row[row])].adapter;
+    if (slot < 0) continue;
+    if (static_cast<size_t>(slot) >= slots.size() || !slots[static_cast<size_t>(slot)])
+      throw std::invalid_argument("forward: no LoRA adapter in slot " + std::to_string(slot));
+    const lora_adapter* ad = slots[static_cast<size_t>(slot)].get();
+    auto it = std::find_if(groups_.begin(), groups_.end(), [ad](const group& g) { return g.adapter == ad; });
+    if (it == groups_.end()) it = groups_.insert(groups_.end(), group{ad, {}});
+    it->rows.push_back(static_cast<int64_t>(row));
+  }
+  return true;
+}
+
+void lora_runner::apply(int32_t layer, const float* x, int64_t ldx, std::initializer_list<lora_job> jobs) {
+  // Plan: one item per (group, job) whose adapter adapts the job's target.
+  items_.clear();
+  size_t xs = 0, acts = 0, ts = 0, ds = 0;
+  int64_t n_tasks_b = 0;
+  const int64_t n_threads = pool_.n_threads();
+  for (const group& g : groups_) {
+    const auto n = static_cast<int64_t>(g.rows.size());
+    const size_t x_off = xs;
+    bool used = false;
+    for (const lora_job& j : jobs) {
+      const lora_matrix* m = g.adapter->find(layer, j.target);
+      if (!m) continue;
+      used = true;
+      item it{&g, &j, m, x_off, acts, 0, ts, ds, 0, n_tasks_b};
+      acts += (kernels::act_bytes(m->a, n) + 63) / 64 * 64;
+      it.act_b_off = acts;
+      acts += (kernels::act_bytes(m->b, n) + 63) / 64 * 64;
+      ts += static_cast<size_t>(n * m->a.n_out());
+      ds += static_cast<size_t>(n * m->b.n_out());
+      const int64_t gran = kernels::col_granularity(m->b);
+      const int64_t want = std::max<int64_t>(1, 2 * n_threads);
+      it.chunk = std::max(gran, (m->b.n_out() + want - 1) / want / gran * gran);
+      n_tasks_b += (m->b.n_out() + it.chunk - 1) / it.chunk;
+      items_.push_back(it);
+    }
+    if (used) xs += static_cast<size_t>(n * ldx);
+  }
+  if (items_.empty()) return;
+  if (xg_.size() < xs) xg_.resize(xs);
+  if (act_.size() < acts) act_.resize(acts);
+  if (t_.size() < ts) t_.resize(ts);
+  if (d_.size() < ds) d_.resize(ds);
+  // Gather each group's rows (once for all its jobs).
+  for (const item& it : items_) {
+    if (&it != &items_.front() && (&it - 1)->g == it.g) continue;
+    float* dst = xg_.data() + it.x_off;
+    for (size_t r = 0; r < it.g->rows.size(); ++r)
+      std::memcpy(dst + static_cast<int64_t>(r) * ldx, x + it.g->rows[r] * ldx, static_cast<size_t>(ldx) * sizeof(float));
+  }
+  // t = A x, per item; then t's activations for B.
+  pool_.parallel_for(static_cast<int64_t>(items_.size()), [&](int64_t i, int) {
+    const item& it = items_[static_cast<size_t>(i)];
+    const auto n = static_cast<int64_t>(it.g->rows.size());
+    const float* xg = xg_.data() + it.x_off;
+    uint8_t* act_a = act_.data() + it.act_off;
+    float* t = t_.data() + it.t_off;
+    const int64_t rank = it.m->a.n_out();
+    kernels::quantize_act(it.m->a, xg, ldx, 0, n, act_a);
+    kernels::matmul(it.m->a, act_a, n, t, rank, 0, rank);
+    kernels::quantize_act(it.m->b, t, rank, 0, n, act_.data() + it.act_b_off);
+  });
+  // y[row] += scale * (B t)[row], by column chunks.
+  pool_.parallel_for(n_tasks_b, [&](int64_t task, int) {
+    auto found = std::upper_bound(items_.begin(), items_.end(), task, [](int64_t v, const item& it) { return v < it.first_task; });
+    const item& it = *(found - 1);
+    const auto n = static_cast<int64_t>(it.g->rows.size());
+    const int64_t n_out = it.m->b.n_out();
+    const int64_t c0 = (task - it.first_task) * it.chunk;
+    const int64_t c1 = std::min(n_out, c0 + it.chunk);
+    float* d = d_.data() + it.d_off;
+    kernels::matmul(it.m->b, act_.data() + it.act_b_off, n, d, n_out, c0, c1);
+    const float scale = it.m->scale;
+    for (int64_t r = 0; r < n; ++r) {
+      float* y = it.job->y + it.g->rows[static_cast<size_t>(r)] * it.job->ldy;
+      const float* dr = d + r * n_out;
+      for (int64_t col = c0; col < c1; ++col) y[col] += scale * dr[col];
+    }
+  });
+}
+
+}  // namespace spate
