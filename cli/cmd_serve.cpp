@@ -223,10 +223,14 @@ void log_authentication(const serve_options& so, const std::vector<std::string>&
 
 // What the listening line says of the models.
 std::string describe_models(const std::vector<catalog_model>& catalog, bool single, int32_t max_model_len) {
-  if (single) return "model '" + catalog.front().spec.id + "', max_model_len " + std::to_string(max_model_len);
+  std::string adapters;
+  for (const auto& m : catalog)
+    if (!m.spec.parent.empty()) adapters += (adapters.empty() ? "; LoRA adapters: " : ", ") + m.spec.id;
+  if (single) return "model '" + catalog.front().spec.id + "', max_model_len " + std::to_string(max_model_len) + adapters;
   std::string names;
-  for (const auto& m : catalog) names += (names.empty() ? "" : ", ") + m.spec.id + (m.spec.error.empty() ? "" : " (error)");
-  return std::to_string(catalog.size()) + " models: " + names;
+  for (const auto& m : catalog)
+    if (m.spec.parent.empty()) names += (names.empty() ? "" : ", ") + m.spec.id + (m.spec.error.empty() ? "" : " (error)");
+  return "models " + names + adapters;
 }
 
 // Builds the models' registry, the server context and the listener; binds,
@@ -264,7 +268,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, std::vector<
   spdlog::info("Listening on {}://{}:{} ({}); warming up", listener.tls() ? "https" : "http", so.host, listener.port(),
                describe_models(catalog, single, single_len));
   for (const auto& m : catalog)
-    if (m.spec.pinned) registry.load_blocking(m.spec.id);
+    if (m.spec.pinned && m.spec.parent.empty()) registry.load_blocking(m.spec.id);
   registry.start();
   ctx.ready = true;
   notifier.ready();

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "cli/speculative_options.h"
+#include <boost/json.hpp>
+
 #include "model/gguf_file.h"
 #include "util/byte_size.h"
 
@@ -110,6 +112,68 @@ void check_file(model_spec& spec, const model_options& mo) {
   }
 }
 
+// The base model of adapters that name none: the single model, else the first
+// pinned one, else the first without an error.
+std::string default_base(const std::vector<catalog_model>& out) {
+  for (const auto& m : out)
+    if (m.spec.pinned && m.spec.parent.empty()) return m.spec.id;
+  for (const auto& m : out)
+    if (m.spec.error.empty() && m.spec.parent.empty()) return m.spec.id;
+  return out.empty() ? "" : out.front().spec.id;
+}
+
+// One --lora-modules value: NAME=PATH or vLLM's JSON object. "" or the error.
+std::string parse_lora_module(const std::string& v, model_spec& spec) {
+  if (!v.empty() && v.front() == '{') {
+    boost::system::error_code ec;
+    const boost::json::value j = boost::json::parse(v, ec);
+    const auto* o = j.if_object();
+    const auto* name = o ? o->if_contains("name") : nullptr;
+    const auto* path = o ? o->if_contains("path") : nullptr;
+    if (ec || !name || !name->is_string() || !path || !path->is_string())
+      return "--lora-modules '" + v + "': a JSON value needs string \"name\" and \"path\"";
+    spec.id = std::string(name->as_string());
+    spec.path = std::string(path->as_string());
+    if (const auto* base = o->if_contains("base_model_name"); base && base->is_string()) spec.parent = std::string(base->as_string());
+  } else {
+    const size_t eq = v.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == v.size()) return "--lora-modules '" + v + "' must be NAME=PATH or a JSON object";
+    spec.id = v.substr(0, eq);
+    spec.path = v.substr(eq + 1);
+  }
+  return "";
+}
+
+// Reads an adapter's header: one that is not a LoRA adapter is listed with the error.
+void check_adapter_file(model_spec& spec) {
+  try {
+    const auto f = gguf_file::open(spec.path);
+    if (f->get_string("general.type").value_or("") != "adapter" || f->get_string("adapter.type").value_or("") != "lora")
+      spec.error = spec.path + ": not a LoRA adapter (general.type must be 'adapter' and adapter.type 'lora')";
+  } catch (const std::exception& e) {
+    spec.error = e.what();
+  }
+}
+
+// Adds the --lora-modules adapters to out. "" or the error.
+std::string add_lora_modules(const catalog_inputs& in, std::vector<catalog_model>& out) {
+  const std::string base = default_base(out);
+  for (const auto& v : in.serve->lora_modules) {
+    catalog_model a;
+    if (auto err = parse_lora_module(v, a.spec); !err.empty()) return err;
+    if (a.spec.parent.empty()) a.spec.parent = base;
+    const auto parent = std::find_if(out.begin(), out.end(), [&](const catalog_model& m) { return m.spec.id == a.spec.parent; });
+    if (parent == out.end() || !parent->spec.parent.empty())
+      return "--lora-modules " + a.spec.id + ": the base model '" + a.spec.parent + "' is not served";
+    for (const auto& m : out)
+      if (m.spec.id == a.spec.id) return "--lora-modules: the id '" + a.spec.id + "' is taken";
+    a.spec.max_model_len = parent->spec.max_model_len;
+    check_adapter_file(a.spec);
+    out.push_back(std::move(a));
+  }
+  return "";
+}
+
 catalog_model make_model(std::string id, std::string path, const catalog_inputs& in) {
   catalog_model m;
   m.spec.id = std::move(id);
@@ -134,7 +198,7 @@ std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>&
     std::string id = in.serve->served_model_name.empty() ? fs::path(path).stem().string() : in.serve->served_model_name;
     out.push_back(make_model(std::move(id), std::move(path), in));
     out.back().spec.pinned = true;
-    return "";  // loaded at start-up, where its errors stop the server
+    return add_lora_modules(in, out);  // the model loads at start-up, where its errors stop the server
   }
   if (!in.serve->served_model_name.empty())
     return "--served-model-name names the model of a single-model server; with several, the ids are the file stems or the "
@@ -174,7 +238,7 @@ std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>&
   }
   if (out.empty()) return "--models-dir " + in.models_dir + " holds no *.gguf file";
   for (auto& m : out) check_file(m.spec, m.model);
-  return "";
+  return add_lora_modules(in, out);
 }
 
 }  // namespace spate::cli

@@ -1,6 +1,9 @@
 #include "cli/serving_models.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <spdlog/spdlog.h>
@@ -10,6 +13,7 @@
 #include "cli/fault_injection.h"
 #include "engine/engine_api.h"
 #include "model/kv_cache.h"
+#include "model/lora.h"
 #include "model/model_executor.h"
 #include "protocol/constraint_compiler.h"
 #include "protocol/harmony_constraint.h"
@@ -169,11 +173,51 @@ class serving_models::live_model final : public serving_model {
   std::unique_ptr<api::constraint_compiler> constraints;
   std::unique_ptr<engine> eng_;
   std::atomic<int64_t> last_beat_us{now_us()};
+  int32_t max_lora_rank = 0;
   std::atomic<bool> running{false};  // warmup done, the engine loop beats
+
+  void install_adapter(const std::string& name, const std::string& path) override {
+    {
+      std::lock_guard lock(lora_mu_);
+      if (adapters_.count(name)) return;
+    }
+    auto ad = load_lora_adapter(path, parts.model->config, parts.model->weights, max_lora_rank, kernels::active_isa());
+    std::lock_guard lock(lora_mu_);
+    if (adapters_.count(name)) return;
+    if (slot_used_.size() < static_cast<size_t>(max_loras)) slot_used_.resize(static_cast<size_t>(max_loras), false);
+    const auto free_slot = std::find(slot_used_.begin(), slot_used_.end(), false);
+    if (free_slot == slot_used_.end())
+      throw std::runtime_error("all " + std::to_string(max_loras) + " LoRA slots of '" + info.name + "' are in use (--max-loras " +
+                               std::to_string(max_loras) + "); unload an adapter first");
+    const auto slot = static_cast<int32_t>(free_slot - slot_used_.begin());
+    exec->set_adapter(slot, std::move(ad));
+    *free_slot = true;
+    adapters_[name] = lora_slot{slot, owner_.next_salt_.fetch_add(1)};
+  }
+  void remove_adapter(const std::string& name) override {
+    std::lock_guard lock(lora_mu_);
+    const auto it = adapters_.find(name);
+    if (it == adapters_.end()) return;
+    exec->set_adapter(it->second.slot, nullptr);
+    slot_used_[static_cast<size_t>(it->second.slot)] = false;
+    adapters_.erase(it);
+  }
+  std::optional<lora_slot> adapter(const std::string& name) const override {
+    std::lock_guard lock(lora_mu_);
+    const auto it = adapters_.find(name);
+    if (it == adapters_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  mutable std::mutex lora_mu_;
+  std::map<std::string, lora_slot> adapters_;
+  std::vector<bool> slot_used_;
 };
 
 serving_models::serving_models(int32_t n_threads, service_notifier& notifier, int64_t debug_fail_forward_at, bool several_models)
-    : pool_(n_threads), notifier_(notifier), debug_fail_forward_at_(debug_fail_forward_at), several_models_(several_models) {}
+    : pool_(n_threads), notifier_(notifier), debug_fail_forward_at_(debug_fail_forward_at), several_models_(several_models),
+      next_salt_((static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}()) | 1) {}
 
 void serving_models::feed_watchdog() {
   const int64_t hb = notifier_.heartbeat_interval_us();
@@ -257,6 +301,8 @@ std::unique_ptr<serving_model> serving_models::build(const catalog_model& spec) 
                                                    kv_cache::bytes_per_block(p.model->config, live->exec->block_size(),
                                                                              parse_kv_dtype(m.model.kv_cache_dtype));
   live->eng = live->eng_.get();
+  live->max_loras = so.max_loras;
+  live->max_lora_rank = so.max_lora_rank;
   try {
     live->eng_->start();  // warmup, then the engine thread
   } catch (const std::exception& e) {

@@ -76,6 +76,7 @@ class serving_models {
   bool several_models_;
   mutable std::mutex mu_;
   std::set<const live_model*> live_;
+  std::atomic<uint64_t> next_salt_;  // prefix-cache salts of adapter installs (odd: never 0)
   std::string preloaded_id_;
   std::unique_ptr<model_parts> preloaded_;
 };

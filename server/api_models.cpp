@@ -1,6 +1,12 @@
 #include "server/api_models.h"
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
+#include <chrono>
 
 #include "server/api_router.h"
 #include "server/model_wait.h"
@@ -17,7 +23,7 @@ json::object model_object(const server_context& ctx, const model_row& r) {
   m["object"] = "model";
   m["created"] = ctx.created_unix_s;
   m["owned_by"] = "spate";
-  m["root"] = r.spec.parent.empty() ? r.spec.id : r.spec.parent;
+  m["root"] = r.spec.parent.empty() ? r.spec.id : r.spec.path;  // vLLM: an adapter's root is its path
   m["parent"] = r.spec.parent.empty() ? json::value(nullptr) : json::value(r.spec.parent);
   m["max_model_len"] = r.max_model_len;
   json::object st;
@@ -32,8 +38,11 @@ http::response<http::string_body> error_response(const api::api_error& e, unsign
   return make_error_response(static_cast<http::status>(e.status), e.message, e.code, v, e.param);
 }
 
-// The "model" of a {"model": ID} body, or the 400 that refuses it.
-std::optional<api::api_error> model_field(std::string_view body, std::string& id) {
+// String fields of a small JSON object body: each of `required` must be a
+// non-empty string; `optional` ones may be absent. Fills values in the same
+// order (absent: ""). Returns the 400 that refuses the body.
+std::optional<api::api_error> string_fields(std::string_view body, std::initializer_list<const char*> required,
+                                            std::initializer_list<const char*> optional, std::vector<std::string>& values) {
   boost::system::error_code ec;
   json::parse_options po;
   po.max_depth = 16;
@@ -42,15 +51,82 @@ std::optional<api::api_error> model_field(std::string_view body, std::string& id
     return api::api_error{400, ec ? "malformed JSON: " + ec.message() : "the body must be a JSON object", "invalid_request_error", "",
                           "invalid_json"};
   }
-  const json::value* m = v.as_object().if_contains("model");
-  if (!m || !m->is_string() || m->as_string().empty()) {
-    return api::api_error{400, "'model' must be a non-empty string", "invalid_request_error", "model", ""};
+  values.clear();
+  for (const char* k : required) {
+    const json::value* f = v.as_object().if_contains(k);
+    if (!f || !f->is_string() || f->as_string().empty())
+      return api::api_error{400, "'" + std::string(k) + "' must be a non-empty string", "invalid_request_error", k, ""};
+    values.emplace_back(f->as_string());
   }
-  id = std::string(m->as_string());
+  for (const char* k : optional) {
+    const json::value* f = v.as_object().if_contains(k);
+    if (f && !f->is_null() && !f->is_string())
+      return api::api_error{400, "'" + std::string(k) + "' must be a string", "invalid_request_error", k, ""};
+    values.emplace_back(f && f->is_string() ? std::string(f->as_string()) : std::string());
+  }
   return std::nullopt;
 }
 
+std::optional<api::api_error> model_field(std::string_view body, std::string& id) {
+  std::vector<std::string> v;
+  if (auto err = string_fields(body, {"model"}, {}, v)) return err;
+  id = v[0];
+  return std::nullopt;
+}
+
+// Waits (strand) for an adapter install's outcome, up to the load timeout.
+boost::asio::awaitable<std::optional<api::api_error>> add_adapter(server_context& ctx, model_spec spec) {
+  struct state {
+    explicit state(boost::asio::any_io_executor e) : ex(e), wake(e) {}
+    boost::asio::any_io_executor ex;
+    boost::asio::steady_timer wake;
+    bool done = false;
+    std::optional<api::api_error> err;
+  };
+  auto st = std::make_shared<state>(co_await boost::asio::this_coro::executor);
+  const std::string name = spec.id;
+  if (auto err = ctx.models->add_adapter(std::move(spec), [st](std::optional<api::api_error> e) {
+        boost::asio::post(st->ex, [st, e = std::move(e)]() mutable {
+          st->done = true;
+          st->err = std::move(e);
+          st->wake.cancel();
+        });
+      })) {
+    co_return err;
+  }
+  st->wake.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(ctx.opts.model_load_timeout_s)));
+  co_await st->wake.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+  if (!st->done)
+    co_return api::api_error{503, "the LoRA adapter '" + name + "' did not load within --model-load-timeout", "server_error", "", "model_load_timeout"};
+  co_return st->err;
+}
+
 }  // namespace
+
+boost::asio::awaitable<void> handle_lora_adapter(server_context& ctx, http_exchange& ex, http_io& io, bool load) {
+  const unsigned v = ex.req.version();
+  std::vector<std::string> f;
+  std::optional<api::api_error> err =
+      load ? string_fields(ex.req.body(), {"lora_name", "lora_path"}, {"base_model_name"}, f) : string_fields(ex.req.body(), {"lora_name"}, {}, f);
+  if (!err && load) {
+    model_spec spec;
+    spec.id = f[0];
+    spec.path = f[1];
+    spec.parent = f[2];
+    err = co_await add_adapter(ctx, std::move(spec));
+  } else if (!err) {
+    err = ctx.models->remove_adapter(f[0]);
+  }
+  if (err) {
+    co_await io.write_response(ex, error_response(*err, v));
+    co_return;
+  }
+  http::response<http::string_body> res{http::status::ok, v};
+  res.set(http::field::content_type, "text/plain; charset=utf-8");
+  res.body() = "Success: LoRA adapter '" + f[0] + (load ? "' added successfully." : "' removed successfully.");
+  co_await io.write_response(ex, std::move(res));
+}
 
 boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& ex, http_io& io) {
   json::array data;

@@ -18,5 +18,9 @@ boost::asio::awaitable<void> handle_model(server_context& ctx, http_exchange& ex
 // {"success": true}; unload: 200 once the unload is scheduled (it happens when
 // the model's running requests have finished).
 boost::asio::awaitable<void> handle_model_load(server_context& ctx, http_exchange& ex, http_io& io, bool load);
+// vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"[, "base_model_name"]}
+// (waits until it is installed: 200, or 400 naming the tensor that does not
+// fit) and POST /v1/unload_lora_adapter {"lora_name"}; answers in vLLM's text.
+boost::asio::awaitable<void> handle_lora_adapter(server_context& ctx, http_exchange& ex, http_io& io, bool load);
 
 }  // namespace spate

@@ -131,6 +131,8 @@ route_table api_routes(bool ui_enabled) {
   t.add({{verb::get}, "/v1/models/{id...}", route_auth::api_key, handle_model});
   t.add({{verb::post}, "/models/load", route_auth::api_key, flag(handle_model_load, true)});
   t.add({{verb::post}, "/models/unload", route_auth::api_key, flag(handle_model_load, false)});
+  t.add({{verb::post}, "/v1/load_lora_adapter", route_auth::api_key, flag(handle_lora_adapter, true)});
+  t.add({{verb::post}, "/v1/unload_lora_adapter", route_auth::api_key, flag(handle_lora_adapter, false)});
   t.add({{verb::post}, "/v1/completions", route_auth::api_key, generate(api::endpoint::completions)});
   t.add({{verb::post}, "/v1/chat/completions", route_auth::api_key, generate(api::endpoint::chat_completions)});
   t.add({{verb::post}, "/v1/responses", route_auth::api_key, generate(api::endpoint::responses)});

@@ -30,6 +30,8 @@ std::optional<api::api_error> submit_all(server_context& ctx, const model_lease&
                           "invalid_request_error", std::string(param), ""};
   }
   for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].adapter = m.adapter_slot();
+    reqs[i].cache_salt = m.cache_salt();
     // Generated tokens are counted as the engine delivers them (engine
     // thread), before the client can see them, cancelled requests included.
     reqs[i].on_event = [&metrics = m.metrics(), to_stream = stream->make_callback(static_cast<int32_t>(i))](const engine_event& e) {

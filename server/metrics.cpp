@@ -250,6 +250,8 @@ struct server_metrics::state {
   std::array<std::atomic<uint64_t>, k_unload_reasons.size()> unloads{};
   mutable std::mutex config_mu;                                    // guards cache_config (set at a model's load)
   std::vector<std::pair<std::string, std::string>> cache_config;
+  std::vector<std::pair<std::string, std::string>> lora_info;  // empty: no LoRA
+  double lora_info_time = 0;
   std::atomic<int32_t> n_spec_tokens{0};
   std::atomic<uint64_t> spec_drafts{0}, spec_draft_tokens{0}, spec_accepted{0};
   std::array<std::atomic<uint64_t>, k_max_speculative_tokens> spec_accepted_per_pos{};
@@ -337,6 +339,13 @@ void server_metrics::count_rejected(std::string_view reason) {
 
 void server_metrics::count_error() { s_->errors.fetch_add(1, k_relaxed); }
 
+void server_metrics::set_lora_info(std::string running, std::string waiting, int32_t max_lora, double unix_s) {
+  std::lock_guard lock(s_->config_mu);
+  s_->lora_info = {{"running_lora_adapters", std::move(running)}, {"waiting_lora_adapters", std::move(waiting)},
+                   {"max_lora", std::to_string(max_lora)}};
+  s_->lora_info_time = unix_s;
+}
+
 void server_metrics::set_loaded(bool loaded) { s_->loaded.store(loaded ? 1.0 : 0.0, k_relaxed); }
 
 void server_metrics::observe_load(double seconds) { s_->load_seconds.observe(seconds); }
@@ -423,6 +432,12 @@ void server_metrics::render_into(metrics_writer& w) const {
     labels l;
     for (const auto& [k, v] : s.cache_config) l.emplace_back(k, v);
     w.sample("spate:cache_config_info", l, "1.0");
+  }
+  if (!s.lora_info.empty()) {
+    w.family("spate:lora_requests_info", "gauge", "Running and waiting LoRA adapters of the model, and its adapter slots.");
+    labels l;
+    for (const auto& [k, v] : s.lora_info) l.emplace_back(k, v);
+    w.sample("spate:lora_requests_info", l, format_value(s.lora_info_time));
   }
 }
 

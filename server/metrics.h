@@ -47,6 +47,8 @@
 //     spate:models_loaded (gauge, 1 while loaded: sum() counts the loaded models),
 //     spate:model_load_seconds (histogram: weights, KV cache, warmup),
 //     spate:model_unloads_total{reason="idle|capacity|memory|request"}
+//   info gauge of a base model's LoRA adapters (set_lora_info, value: Unix time):
+//     spate:lora_requests_info{running_lora_adapters, waiting_lora_adapters, max_lora}
 //   info gauge (set_cache_config, value 1):
 //     spate:cache_config_info{block_size, cache_dtype, enable_prefix_caching,
 //                             num_cpu_blocks, num_gpu_blocks, kv_cache_memory_bytes}
@@ -148,6 +150,10 @@ class server_metrics {
   void observe_load(double seconds);
   // reason: idle, capacity, memory or request (anything else is not counted).
   void count_unload(std::string_view reason);
+  // spate:lora_requests_info (vLLM's): the adapters of this base model with
+  // running requests and with waiting ones (comma-separated), its adapter
+  // slots; the value is the Unix time of the update.
+  void set_lora_info(std::string running, std::string waiting, int32_t max_lora, double unix_s);
 
   // The text exposition format, one family per # HELP / # TYPE block.
   std::string render_prometheus() const;

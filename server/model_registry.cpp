@@ -5,6 +5,7 @@
 
 #include "engine/engine_api.h"
 #include "server/metrics.h"
+#include "server/model_registry_entry.h"
 
 namespace spate {
 
@@ -52,25 +53,22 @@ const char* model_status_name(model_status s) {
   return "unloaded";
 }
 
-struct model_registry::entry {
-  model_spec spec;
-  model_status status = model_status::unloaded;
-  std::string error;
-  std::shared_ptr<serving_model> model;      // while loaded
-  int32_t n_leases = 0;
-  uint64_t last_used = 0;                    // LRU clock
-  clock_type::time_point idle_since = clock_type::now();
-  const char* drain_reason = nullptr;        // unload once idle (room for another model, or /models/unload)
-  uint64_t wanted_seq = 0;                   // > 0: a load is queued (FIFO by this)
-  std::vector<model_acquired_fn> waiters;    // on_ready of queued requests and load calls
-  std::unique_ptr<server_metrics> metrics;
-  engine_stats past;                         // counters of the engines of earlier loads
-  bool cache_config_set = false;
-};
+
+model_lease::model_lease(model_registry& r, std::string id, std::shared_ptr<serving_model> m, server_metrics& metrics)
+    : registry_(r), id_(std::move(id)), model_(std::move(m)), metrics_(metrics), info_(model_->info) {
+  info_.name = id_;
+}
+
+model_lease::model_lease(model_registry& r, std::string id, std::shared_ptr<model_lease> base, server_metrics& metrics, lora_slot a)
+    : registry_(r), id_(std::move(id)), model_(base->model_), base_(std::move(base)), metrics_(metrics), adapter_(a),
+      info_(model_->info) {
+  info_.name = id_;
+}
 
 model_lease::~model_lease() {
   model_.reset();  // never the last owner of a model on a request's thread: the registry unloads it
   registry_.release(id_);
+  base_.reset();   // an adapter's base lease, after the adapter's
 }
 
 model_registry::model_registry(std::vector<model_spec> specs, model_loader loader, registry_options opts)
@@ -109,6 +107,14 @@ void model_registry::add_loaded(model_spec spec, std::unique_ptr<serving_model> 
 }
 
 model_registry::entry* model_registry::find_entry(std::string_view id) const {
+  for (const auto& e : entries_)
+    if (e->spec.id == id && !e->removed) return e.get();
+  return nullptr;
+}
+
+model_registry::entry* model_registry::find_any_entry(std::string_view id) const {
+  for (const auto& e : entries_)
+    if (e->spec.id == id && !e->removed) return e.get();
   for (const auto& e : entries_)
     if (e->spec.id == id) return e.get();
   return nullptr;
@@ -180,12 +186,13 @@ model_handle model_registry::lease_locked(entry& e) {
 void model_registry::release(const std::string& id) {
   {
     std::lock_guard lock(mu_);
-    entry* e = find_entry(id);
+    entry* e = find_any_entry(id);
     if (!e) return;
     --e->n_leases;
     e->last_used = ++use_clock_;
     e->idle_since = clock_type::now();
     if (e->n_leases > 0) return;
+    if (e->removed) queue_adapter_removal_locked(*e);
   }
   cv_.notify_all();
 }
@@ -214,6 +221,7 @@ std::optional<model_acquired> model_registry::acquire(std::string_view id, model
   std::unique_lock lock(mu_);
   entry* e = find_entry(id.empty() ? std::string_view(default_id_) : id);
   if (!e) return model_acquired{nullptr, not_found(id)};
+  if (!e->spec.parent.empty()) return acquire_adapter_locked(lock, *e, std::move(on_ready));
   return acquire_locked(lock, *e, std::move(on_ready), /*for_request=*/true);
 }
 
@@ -221,6 +229,7 @@ std::optional<model_acquired> model_registry::load(std::string_view id, model_ac
   std::unique_lock lock(mu_);
   entry* e = find_entry(id);
   if (!e) return model_acquired{nullptr, not_found(id)};
+  if (!e->spec.parent.empty()) return acquire_adapter_locked(lock, *e, std::move(on_ready));
   return acquire_locked(lock, *e, std::move(on_ready), /*for_request=*/false);
 }
 
@@ -229,6 +238,8 @@ std::optional<api::api_error> model_registry::unload(std::string_view id) {
     std::lock_guard lock(mu_);
     entry* e = find_entry(id);
     if (!e) return not_found(id);
+    if (!e->spec.parent.empty())
+      return api::api_error{400, "'" + e->spec.id + "' is a LoRA adapter: POST /v1/unload_lora_adapter unloads it", "invalid_request_error", "model", ""};
     if (e->spec.pinned) return api::api_error{400, "The model '" + e->spec.id + "' is pinned and never unloads", "invalid_request_error", "model", ""};
     if (e->status != model_status::loaded && e->status != model_status::loading)
       return api::api_error{400, "The model '" + e->spec.id + "' is not loaded", "invalid_request_error", "model", "model_not_loaded"};
@@ -238,7 +249,7 @@ std::optional<api::api_error> model_registry::unload(std::string_view id) {
   return std::nullopt;
 }
 
-model_row row_of(const model_spec& spec, model_status st, const std::string& err, const serving_model* m, int32_t n_leases) {
+static model_row row_of(const model_spec& spec, model_status st, const std::string& err, const serving_model* m, int32_t n_leases) {
   model_row r;
   r.spec = spec;
   r.status = st;
@@ -251,7 +262,11 @@ model_row row_of(const model_spec& spec, model_status st, const std::string& err
 std::vector<model_row> model_registry::list() const {
   std::lock_guard lock(mu_);
   std::vector<model_row> out;
-  for (const auto& e : entries_) out.push_back(row_of(e->spec, e->status, e->error, e->model.get(), e->n_leases));
+  for (const auto& e : entries_) {
+    if (e->removed) continue;
+    const entry* b = e->spec.parent.empty() ? e.get() : find_entry(e->spec.parent);
+    out.push_back(row_of(e->spec, status_locked(*e), e->error, b ? b->model.get() : nullptr, e->n_leases));
+  }
   return out;
 }
 
@@ -259,17 +274,19 @@ std::optional<model_row> model_registry::find(std::string_view id) const {
   std::lock_guard lock(mu_);
   const entry* e = find_entry(id);
   if (!e) return std::nullopt;
-  return row_of(e->spec, e->status, e->error, e->model.get(), e->n_leases);
+  const entry* b = e->spec.parent.empty() ? e : find_entry(e->spec.parent);
+  return row_of(e->spec, status_locked(*e), e->error, b ? b->model.get() : nullptr, e->n_leases);
 }
 
 bool model_registry::pinned_loaded() const {
   std::lock_guard lock(mu_);
   for (const auto& e : entries_)
-    if (e->spec.pinned && e->status != model_status::loaded) return false;
+    if (e->spec.pinned && e->spec.parent.empty() && e->status != model_status::loaded) return false;
   return true;
 }
 
 std::vector<server_metrics*> model_registry::metrics_for_scrape() {
+  refresh_lora_info();
   std::lock_guard lock(mu_);
   std::vector<server_metrics*> out;
   for (auto& e : entries_) {
@@ -328,6 +345,9 @@ void model_registry::run_load(std::unique_lock<std::mutex>& lock, entry& e) {
   e.status = model_status::loading;
   e.wanted_seq = 0;
   const model_spec spec = e.spec;
+  std::vector<std::pair<std::string, std::string>> adapters;  // (id, path) of its listed adapters
+  for (const auto& a : entries_)
+    if (a->spec.parent == spec.id && !a->removed && a->spec.error.empty()) adapters.emplace_back(a->spec.id, a->spec.path);
   lock.unlock();
   spdlog::info("Loading model '{}' from {}", spec.id, spec.path);
   const auto t0 = clock_type::now();
@@ -339,8 +359,24 @@ void model_registry::run_load(std::unique_lock<std::mutex>& lock, entry& e) {
   } catch (const std::exception& ex) {
     why = ex.what();
   }
+  // Its adapters go in with it (a broken one is listed with its error).
+  std::vector<std::pair<std::string, std::string>> adapter_errors;
+  for (const auto& [id, path] : m ? adapters : decltype(adapters){}) {
+    try {
+      m->install_adapter(id, path);
+    } catch (const std::exception& ex) {
+      adapter_errors.emplace_back(id, ex.what());
+      spdlog::error("LoRA adapter '{}': {}", id, ex.what());
+    }
+  }
   const double seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   lock.lock();
+  for (const auto& [id, err] : adapter_errors) {
+    if (entry* a = find_entry(id)) {
+      a->status = model_status::error;
+      a->error = err;
+    }
+  }
   std::vector<model_acquired_fn> waiters = std::move(e.waiters);
   e.waiters.clear();
   std::vector<model_acquired> outcomes;
@@ -368,6 +404,8 @@ void model_registry::run_load(std::unique_lock<std::mutex>& lock, entry& e) {
   if (waiters.empty()) return;
   lock.unlock();
   for (size_t i = 0; i < waiters.size(); ++i) waiters[i](std::move(outcomes[i]));
+  waiters.clear();  // their captures may hold leases: released outside the lock
+  outcomes.clear();
   lock.lock();
 }
 
@@ -399,6 +437,7 @@ bool model_registry::make_room_locked(std::unique_lock<std::mutex>& lock, entry&
                                "server_error", "model", "model_capacity"};
       lock.unlock();
       for (auto& w : waiters) w(model_acquired{nullptr, err});
+      waiters.clear();
       lock.lock();
       return false;
     }
@@ -412,6 +451,10 @@ bool model_registry::make_room_locked(std::unique_lock<std::mutex>& lock, entry&
 }
 
 bool model_registry::work_once(std::unique_lock<std::mutex>& lock) {
+  if (!jobs_.empty()) {
+    run_jobs(lock);
+    return true;
+  }
   const auto now = clock_type::now();
   for (auto& e : entries_) {
     if (e->status != model_status::loaded || e->n_leases > 0 || e->spec.pinned) continue;
@@ -424,7 +467,7 @@ bool model_registry::work_once(std::unique_lock<std::mutex>& lock) {
   }
   entry* next = nullptr;
   for (auto& e : entries_) {
-    if (e->wanted_seq == 0 || e->waiters.empty()) continue;
+    if (e->wanted_seq == 0 || e->waiters.empty() || !e->spec.parent.empty()) continue;
     if (e->status == model_status::loading) continue;
     if (!next || e->wanted_seq < next->wanted_seq) next = e.get();
   }
@@ -438,6 +481,8 @@ bool model_registry::work_once(std::unique_lock<std::mutex>& lock) {
     for (size_t i = 0; i < waiters.size(); ++i) outcomes.push_back(model_acquired{lease_locked(*next), std::nullopt});
     lock.unlock();
     for (size_t i = 0; i < waiters.size(); ++i) waiters[i](std::move(outcomes[i]));
+    waiters.clear();
+    outcomes.clear();
     lock.lock();
     return true;
   }
@@ -448,6 +493,7 @@ bool model_registry::work_once(std::unique_lock<std::mutex>& lock) {
     const api::api_error err = load_failed(next->spec.id, next->error);
     lock.unlock();
     for (auto& w : waiters) w(model_acquired{nullptr, err});
+    waiters.clear();
     lock.lock();
     return true;
   }

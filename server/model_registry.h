@@ -36,6 +36,8 @@
 #include <thread>
 #include <vector>
 
+#include <stdexcept>
+
 #include "protocol/openai_request.h"
 #include "protocol/served_model.h"
 
@@ -60,9 +62,19 @@ struct model_spec {
   std::string parent;           // a LoRA adapter's base model id ("" for a model)
 };
 
+// A LoRA adapter installed in a loaded model: its executor slot and the
+// prefix-cache salt of its requests (engine_request::adapter, cache_salt).
+struct lora_slot {
+  int32_t slot = -1;
+  uint64_t cache_salt = 0;
+};
+
 // A loaded model: what its requests use. Built by the loader; destroying it
 // stops its engine (requests still in it finish with reason abort) and frees
 // its memory.
+//
+// The LoRA members are called by the registry: install/remove on the
+// registry thread, adapter() from any thread (implementations lock).
 struct serving_model {
   virtual ~serving_model() = default;
   api::served_model info;        // tokenizer, template, name == the spec's id, max_model_len
@@ -71,6 +83,17 @@ struct serving_model {
   // spate:cache_config_info's labels for this model.
   std::vector<std::pair<std::string, std::string>> cache_config;
   int32_t num_speculative_tokens = 0;
+  int32_t max_loras = 0;         // adapter slots (0: takes no adapter)
+
+  // Loads the adapter file into a free slot (blocking). Throws
+  // std::exception whose message says why (shape mismatch naming the tensor,
+  // no free slot, not an adapter): the answer is a 400.
+  virtual void install_adapter(const std::string& name, const std::string& path) {
+    throw std::runtime_error("the model '" + info.name + "' takes no LoRA adapter");
+  }
+  // Frees the adapter's slot (no request may use it any more).
+  virtual void remove_adapter(const std::string& name) {}
+  virtual std::optional<lora_slot> adapter(const std::string& name) const { return std::nullopt; }
 };
 
 // Builds a serving model (blocking; runs on the registry thread or, at start,
@@ -80,27 +103,38 @@ using model_loader = std::function<std::unique_ptr<serving_model>(const model_sp
 
 class model_registry;
 
-// Keeps one loaded model from unloading while held. Any thread; released by
-// destruction.
+// Keeps one loaded model (and, for an adapter, its base) from unloading while
+// held. Any thread; released by destruction.
 class model_lease {
+  friend class model_registry;
+
  public:
-  model_lease(model_registry& r, std::string id, std::shared_ptr<serving_model> m, server_metrics& metrics)
-      : registry_(r), id_(std::move(id)), model_(std::move(m)), metrics_(metrics) {}
+  // A lease on model m, entry id.
+  model_lease(model_registry& r, std::string id, std::shared_ptr<serving_model> m, server_metrics& metrics);
+  // A lease on adapter `id` of base's model, in slot a.
+  model_lease(model_registry& r, std::string id, std::shared_ptr<model_lease> base, server_metrics& metrics, lora_slot a);
   ~model_lease();
   model_lease(const model_lease&) = delete;
   model_lease& operator=(const model_lease&) = delete;
 
+  // The model or adapter id: "model" in responses, model_name in metrics.
   const std::string& id() const { return id_; }
-  const api::served_model& model() const { return model_->info; }
+  const api::served_model& model() const { return info_; }  // the base's, named id()
   engine& eng() const { return *model_->eng; }
   bool has_engine() const { return model_->eng != nullptr; }
   server_metrics& metrics() const { return metrics_; }
+  // engine_request::adapter and cache_salt of its requests (-1, 0: the base model).
+  int32_t adapter_slot() const { return adapter_.slot; }
+  uint64_t cache_salt() const { return adapter_.cache_salt; }
 
  private:
   model_registry& registry_;
   std::string id_;
   std::shared_ptr<serving_model> model_;
+  std::shared_ptr<model_lease> base_;  // an adapter's lease on its base
   server_metrics& metrics_;
+  lora_slot adapter_;
+  api::served_model info_;
 };
 using model_handle = std::shared_ptr<model_lease>;
 
@@ -171,6 +205,16 @@ class model_registry {
   // finish. Returns the error (404 unknown, 400 pinned or not loaded).
   std::optional<api::api_error> unload(std::string_view id);
 
+  // POST /v1/load_lora_adapter: adds adapter spec (spec.parent: its base; ""
+  // = default_id()) and installs it into its base, loading the base first
+  // when needed. Returns the error at once (400 name taken, 404 base unknown,
+  // 503 stopping) or nullopt; then on_done gets the install's outcome (400
+  // naming the tensor whose shape does not fit; the adapter is then dropped).
+  std::optional<api::api_error> add_adapter(model_spec spec, std::function<void(std::optional<api::api_error>)> on_done);
+  // POST /v1/unload_lora_adapter: the adapter is no longer listed or served;
+  // its slot is freed once its running requests finish. 404 when unknown.
+  std::optional<api::api_error> remove_adapter(std::string_view name);
+
   std::vector<model_row> list() const;
   std::optional<model_row> find(std::string_view id) const;
   // Every pinned model is loaded (the /ready condition besides warmup).
@@ -184,10 +228,25 @@ class model_registry {
 
   // Called by ~model_lease.
   void release(const std::string& id);
+  // spate:lora_requests_info of each base with adapters, rendered into its metrics (at scrape).
+  void refresh_lora_info();
 
  private:
   struct entry;
-  entry* find_entry(std::string_view id) const;
+  entry* find_entry(std::string_view id) const;           // listed entries (not removed adapters)
+  entry* find_any_entry(std::string_view id) const;       // removed adapters too (their leases)
+  std::optional<model_acquired> acquire_adapter_locked(std::unique_lock<std::mutex>& lock, entry& a, model_acquired_fn on_ready);
+  // The adapter lease on a, over base lease b (installing a into b's model
+  // first on the registry thread when needed); delivers to on_ready.
+  // Returns the outcome when it is ready now; otherwise the install is queued
+  // on the registry thread and on_ready gets it.
+  std::optional<model_acquired> finish_adapter_acquire(model_handle b, const std::string& adapter_id, model_acquired_fn on_ready,
+                                                       bool on_registry_thread);
+  model_status status_locked(const entry& e) const;
+  model_acquired make_adapter_lease(model_handle base, const std::string& adapter_id, lora_slot a);
+  // Frees a removed adapter's slot in its base (when loaded), on the registry thread.
+  void queue_adapter_removal_locked(const entry& a);
+  void run_jobs(std::unique_lock<std::mutex>& lock);
   std::optional<model_acquired> acquire_locked(std::unique_lock<std::mutex>& lock, entry& e, model_acquired_fn on_ready,
                                                bool for_request);
   model_handle lease_locked(entry& e);
@@ -210,6 +269,7 @@ class model_registry {
   std::thread thread_;
   bool stopping_ = false;
   uint64_t use_clock_ = 0;                       // LRU order
+  std::deque<std::function<void()>> jobs_;       // run on the registry thread, unlocked (adapter installs)
 };
 
 }  // namespace spate

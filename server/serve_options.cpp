@@ -28,6 +28,11 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
        "seconds a request waits for its model to load (503 beyond)")
       ("model-idle-unload", po::value(&o.model_idle_unload_s)->default_value(o.model_idle_unload_s, "0"),
        "unload a model after this many idle seconds (0 = never; pinned models never)")
+      ("lora-modules", po::value(&o.lora_modules)->composing(),
+       "LoRA adapter served as model NAME: NAME=PATH, or {\"name\": ..., \"path\": ..., \"base_model_name\": ...} (repeatable)")
+      ("max-loras", po::value(&o.max_loras)->default_value(o.max_loras), "LoRA adapters loaded at once per base model")
+      ("max-lora-rank", po::value(&o.max_lora_rank)->default_value(o.max_lora_rank), "largest LoRA rank accepted")
+      ("enable-lora", po::bool_switch(), "accepted for vLLM command lines: LoRA is always enabled")
       ("api-key", po::value(&o.api_keys)->composing(), "require 'Authorization: Bearer KEY' on /v1 and tokenizer routes (repeatable)")
       ("api-key-file", po::value(&o.api_key_file), "file with one API key per line (# comments); re-read on SIGHUP")
       ("ssl-keyfile", po::value(&o.ssl_keyfile), "TLS private key (PEM); with --ssl-certfile serves HTTPS/WSS")
@@ -65,6 +70,8 @@ std::string finish_serve_options(serve_options& o) {
   if (o.max_ws_message_bytes < 1024 || o.max_ws_message_bytes > (1ull << 30)) return "--max-ws-message-bytes must be in [1024, 1GiB]";
   if (o.max_connections < 1) return "--max-connections must be >= 1";
   if (o.max_loaded_models < 0) return "--max-loaded-models must be >= 0";
+  if (o.max_loras < 1 || o.max_loras > 256) return "--max-loras must be in [1, 256]";
+  if (o.max_lora_rank < 1 || o.max_lora_rank > 4096) return "--max-lora-rank must be in [1, 4096]";
   if (!(o.model_load_timeout_s > 0) || o.model_load_timeout_s > 86400) return "--model-load-timeout must be in (0, 86400] seconds";
   if (!(o.model_idle_unload_s >= 0) || o.model_idle_unload_s > 1e9) return "--model-idle-unload must be >= 0 seconds";
   if (!o.models_memory_budget.empty()) {

@@ -24,6 +24,10 @@ struct serve_options {
   uint64_t models_memory_budget_bytes = 0;  // parsed by finish_serve_options
   double model_load_timeout_s = 600.0;  // --model-load-timeout: a request waits this long for its model to load
   double model_idle_unload_s = 0.0;     // --model-idle-unload: unload a model idle this long (0 = never; pinned never)
+  // LoRA adapters (model/lora.h), vLLM's flags:
+  std::vector<std::string> lora_modules;  // --lora-modules NAME=PATH or {"name", "path", "base_model_name"} (repeatable)
+  int32_t max_loras = 4;                // --max-loras: adapters loaded at once per base model (all may share a step)
+  int32_t max_lora_rank = 64;           // --max-lora-rank: larger adapters are refused at load
   std::vector<std::string> api_keys;    // --api-key (repeatable); empty = no authentication
   std::string api_key_file;             // --api-key-file: one key per line (# comments); re-read on SIGHUP
   std::string ssl_keyfile;              // --ssl-keyfile (PEM)
