@@ -48,10 +48,10 @@ SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/i
 #   C++: the llama.cpp references (logits within tolerance, greedy tokens up to
 #     near-ties; SmolLM2, Gemma 3, the random-weight architectures) and bitwise
 #     batch invariance of the model runner (alone, batched, staggered, chunked,
-#     threads, block sizes). Not Engine.*: they compare the engine's
+#     threads, block sizes; LoRA adapters mixed in a batch). Not Engine.*: they compare the engine's
 #     scheduling paths with each other at one level, over that runner.
-#   Python: embeddings against llama.cpp's, Gemma's greedy completions against
-#     llama.cpp's, sampled tool calls and structured outputs that must complete,
+#   Python: embeddings against llama.cpp's, Gemma's and the LoRA adapters' greedy
+#     completions against llama.cpp's, sampled tool calls and structured outputs that must complete,
 #     and outputs that must not depend on batching or speculation (constrained
 #     decoding, a list of prompts, ngram speculation), agent framework runs
 #     that must end (test_agents.py: which branch a run takes, call a tool
@@ -61,12 +61,12 @@ SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/i
 (
   export SPATE_MAX_ISA=avx2
   (cd build && ctest --output-on-failure -j 2 --timeout 1200 \
-    -R '^(Models/ReferenceLlamaCpp|Archs/ReferenceRandom|Models/BatchInvariance)\.')
+    -R '^(Models/ReferenceLlamaCpp|Archs/ReferenceRandom|Models/BatchInvariance|Lora)\.')
   python3 -m pytest -q tests/integration/test_embeddings.py tests/integration/test_gemma.py \
     tests/integration/test_tool_calls.py tests/integration/test_structured_outputs.py \
     tests/integration/test_constrained_batch_invariance.py tests/integration/test_completions_prompts.py \
     tests/integration/test_speculative.py tests/integration/test_agents.py tests/integration/test_tool_formats.py \
-    tests/integration/test_moe.py
+    tests/integration/test_moe.py tests/integration/test_lora.py
 )
 bash scripts/fuzz.sh all 30
 SANITIZE_CTEST_ARGS='-E ^(Models/ReferenceLlamaCpp|Engine\.|VocabTrie\.CachedMasksAlongADocumentEqualTheWalk)' \
