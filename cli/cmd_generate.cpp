@@ -1,6 +1,9 @@
 // `spate generate`: offline batched inference, like vLLM's LLM.generate.
 // Reads JSONL requests from stdin, runs them together, writes one JSONL result
 // per input line, in input order, to stdout. Logs go to stderr.
+// LoRA adapters (--lora-modules NAME=PATH, repeatable) are selected per line
+// with "lora": NAME (or "model": NAME); lines with different adapters and
+// lines without one run together in the same batches.
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 
 #include "util/byte_size.h"
 #include "engine/engine_api.h"
+#include "model/lora.h"
 #include "model/model_loader.h"
 #include "cli/cli_options.h"
 #include "cli/commands.h"
@@ -46,7 +50,26 @@ struct offline_request {
   size_t line_no = 0;           // for messages
   std::vector<int32_t> prompt;  // non-empty
   sampling_params params;       // validated; max_tokens set
+  int32_t adapter = -1;         // index into the --lora-modules, -1: none
 };
+
+// --lora-modules NAME=PATH, in order (an adapter's slot is its index).
+using lora_modules = std::vector<std::pair<std::string, std::string>>;
+
+// The adapter a line selects ("lora", else a "model" naming an adapter); "" or the problem.
+std::string read_adapter(const json::object& o, const lora_modules& loras, int32_t& out) {
+  out = -1;
+  for (const char* key : {"lora", "model"}) {
+    const json::value* v = o.if_contains(key);
+    if (!v || v->is_null()) continue;
+    if (!v->is_string()) return std::string("'") + key + "' must be a string";
+    for (size_t i = 0; i < loras.size(); ++i)
+      if (loras[i].first == v->as_string()) out = static_cast<int32_t>(i);
+    if (out >= 0) return "";
+    if (std::string_view(key) == "lora") return "unknown LoRA adapter '" + std::string(v->as_string()) + "' (--lora-modules names them)";
+  }
+  return "";
+}
 
 struct offline_result {
   int32_t prompt_tokens = 0;
@@ -106,7 +129,7 @@ std::string check_message(const generation_check& c) {
 // valid UTF-8 are replaced by U+FFFD before parsing, so such a prompt is
 // accepted (as tokenizers do) instead of failing as malformed JSON.
 std::string parse_request(const std::string& raw_line, const loaded_model& m, int32_t max_model_len,
-                          api::constraint_compiler& constraints, offline_request& out) {
+                          api::constraint_compiler& constraints, const lora_modules& loras, offline_request& out) {
   if (raw_line.size() > k_max_line_bytes) return "line is longer than " + std::to_string(k_max_line_bytes) + " bytes";
   const std::string line = utf8::sanitize(raw_line);
   boost::system::error_code ec;
@@ -116,10 +139,11 @@ std::string parse_request(const std::string& raw_line, const loaded_model& m, in
   const json::object& o = v.as_object();
   if (auto err = parse_sampling_json(o, out.params); !err.empty()) return err;
   if (auto err = read_prompt(o, *m.tok, m.config.n_vocab, out.prompt); !err.empty()) return err;
+  if (auto err = read_adapter(o, loras, out.adapter); !err.empty()) return err;
   const generation_check c = check_generation(out.prompt, out.params, 16, m.config.n_vocab, max_model_len);
   if (!c.ok()) return check_message(c);
   // Structured outputs: the same fields and compiler as the server's completions.
-  std::set<std::string, std::less<>> seen{"prompt", "prompt_token_ids"};
+  std::set<std::string, std::less<>> seen{"prompt", "prompt_token_ids", "lora", "model"};
   const auto get = [&](std::string_view k) -> const json::value* {
     seen.emplace(k);
     const json::value* v = o.if_contains(k);
@@ -138,7 +162,7 @@ std::string parse_request(const std::string& raw_line, const loaded_model& m, in
 
 // Reads the JSONL requests from stdin. Returns 0, or the exit code after
 // printing every bad line (1).
-int read_requests(const loaded_model& m, int32_t max_model_len, std::vector<offline_request>& requests) {
+int read_requests(const loaded_model& m, int32_t max_model_len, const lora_modules& loras, std::vector<offline_request>& requests) {
   api::constraint_compiler constraints(*m.tok);
   std::string line;
   size_t line_no = 0;
@@ -152,7 +176,7 @@ int read_requests(const loaded_model& m, int32_t max_model_len, std::vector<offl
     }
     offline_request r;
     r.line_no = line_no;
-    if (auto err = parse_request(line, m, max_model_len, constraints, r); !err.empty()) {
+    if (auto err = parse_request(line, m, max_model_len, constraints, loras, r); !err.empty()) {
       std::cerr << "spate generate: line " << line_no << ": " << err << "\n";
       ++n_errors;
       continue;
@@ -165,7 +189,8 @@ int read_requests(const loaded_model& m, int32_t max_model_len, std::vector<offl
 // Runs every request through one engine (all queued at once) and collects
 // their events into results. Returns 0, or 1 after printing why.
 int run_requests(const loaded_model& m, const executor_config& xc, engine_config ec, draft_model& draft,
-                 std::vector<offline_request>& requests, std::vector<offline_result>& results) {
+                 const std::vector<std::shared_ptr<const lora_adapter>>& adapters, std::vector<offline_request>& requests,
+                 std::vector<offline_result>& results) {
   ec.max_queued_requests = std::max<int32_t>(ec.max_queued_requests, static_cast<int32_t>(requests.size()));
   results.assign(requests.size(), offline_result{});
   std::mutex mu;
@@ -175,6 +200,7 @@ int run_requests(const loaded_model& m, const executor_config& xc, engine_config
   model_executor exec(m, xc);
   std::unique_ptr<model_executor> draft_exec;
   if (draft.model) draft_exec = attach_draft_model(draft, xc, exec, ec);
+  for (size_t i = 0; i < adapters.size(); ++i) exec.set_adapter(static_cast<int32_t>(i), adapters[i]);
   engine eng(exec, *m.tok, ec);
   for (size_t i = 0; i < requests.size(); ++i) {
     auto& req = requests[i];
@@ -183,6 +209,8 @@ int run_requests(const loaded_model& m, const executor_config& xc, engine_config
     engine_request er;
     er.prompt = std::move(req.prompt);
     er.params = req.params;
+    er.adapter = req.adapter;
+    er.cache_salt = static_cast<uint64_t>(req.adapter + 1);  // one prefix-cache key space per adapter
     // Runs on the engine thread; each request writes only its own slot.
     er.on_event = [&out, &mu, &cv, &n_done, &n_tokens](const engine_event& ev) {
       out.acc.add(ev);
@@ -250,11 +278,14 @@ int write_results(const std::vector<offline_request>& requests, const std::vecto
 }
 
 // Parses the command line into mo/eo. Returns -1 to go on, else the exit code.
-int parse_options(int argc, char** argv, model_options& mo, engine_options& eo) {
+int parse_options(int argc, char** argv, model_options& mo, engine_options& eo, lora_modules& loras) {
   po::options_description desc("spate generate: JSONL prompts on stdin -> JSONL results on stdout");
   add_model_options(desc, mo);
   add_engine_options(desc, eo);
-  desc.add_options()("help,h", "show this help");
+  std::vector<std::string> lora_args;
+  desc.add_options()("lora-modules", po::value(&lora_args)->composing(),
+                     "LoRA adapter NAME=PATH (repeatable); a line selects it with \"lora\": NAME")
+                    ("help,h", "show this help");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -269,6 +300,11 @@ int parse_options(int argc, char** argv, model_options& mo, engine_options& eo) 
   }
   std::string err = finish_model_options(mo);
   if (err.empty()) err = finish_engine_options(eo);
+  for (const auto& a : lora_args) {
+    const size_t eq = a.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == a.size()) err = "--lora-modules '" + a + "' must be NAME=PATH";
+    else loras.emplace_back(a.substr(0, eq), a.substr(eq + 1));
+  }
   if (!err.empty()) {
     std::cerr << "spate generate: " << err << "\n";
     return 2;
@@ -281,7 +317,8 @@ int parse_options(int argc, char** argv, model_options& mo, engine_options& eo) 
 int run_generate(int argc, char** argv) {
   model_options mo;
   engine_options eo;
-  if (const int rc = parse_options(argc, argv, mo, eo); rc >= 0) return rc;
+  lora_modules loras;
+  if (const int rc = parse_options(argc, argv, mo, eo, loras); rc >= 0) return rc;
   std::unique_ptr<loaded_model> model;
   int32_t max_model_len = 0;
   if (const int rc = load_model_for_command("generate", mo, model, max_model_len); rc != 0) return rc;
@@ -292,11 +329,21 @@ int run_generate(int argc, char** argv) {
       return 2;
     }
   }
+  std::vector<std::shared_ptr<const lora_adapter>> adapters;
+  for (const auto& [name, path] : loras) {
+    try {
+      adapters.push_back(load_lora_adapter(path, model->config, model->weights, 0, kernels::active_isa()));
+    } catch (const std::exception& e) {
+      std::cerr << "spate generate: --lora-modules " << name << ": " << e.what() << "\n";
+      return 2;
+    }
+  }
   std::vector<offline_request> requests;
-  if (const int rc = read_requests(*model, max_model_len, requests); rc != 0) return rc;
+  if (const int rc = read_requests(*model, max_model_len, loras, requests); rc != 0) return rc;
   std::vector<offline_result> results;
   try {
-    const int rc = run_requests(*model, make_executor_config(mo), make_engine_config(mo, eo, max_model_len), draft, requests, results);
+    const int rc = run_requests(*model, make_executor_config(mo), make_engine_config(mo, eo, max_model_len), draft, adapters, requests,
+                                results);
     if (rc != 0) return rc;
   } catch (const std::exception& e) {
     const std::string msg = flag_names(e.what());

@@ -147,3 +147,24 @@ def test_load_and_unload_at_run_time(server, adapters):
     assert m['spate:request_success_total{model_name="again",finished_reason="length"}'] == 3
     info = [k for k in m if k.startswith("spate:lora_requests_info{")]
     assert info and 'max_lora="4"' in info[0] and 'model_name="smollm2"' in info[0], info
+
+
+def test_offline_generate_selects_adapters_per_line(server, adapters):
+    from spate_server import SPATE_BIN, process_env
+    prompts = [c["prompt_ids"] for c in FIXTURE["adapters"]["a1"]["cases"][:3]]
+    lines, want = [], []
+    for p in prompts:
+        for model, key in (("smollm2", None), ("a1", "lora"), ("a2", "model")):
+            line = {"prompt_token_ids": p, "max_tokens": 10, "temperature": 0}
+            if key:
+                line[key] = model
+            lines.append(json.dumps(line))
+            want.append(complete(server.base_url, model, p, max_tokens=10).text)
+    r = subprocess.run([str(SPATE_BIN), "generate", "--model", str(SPATE_MODEL), "--threads", "2", "--lora-modules", f"a1={adapters['a1']}",
+                        "--lora-modules", f"a2={adapters['a2']}"], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                       timeout=300, env=process_env())
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [json.loads(l)["text"] for l in r.stdout.splitlines()] == want
+    bad = subprocess.run([str(SPATE_BIN), "generate", "--model", str(SPATE_MODEL), "--lora-modules", f"b={adapters['bad']}"],
+                         input="{}\n", capture_output=True, text=True, timeout=300, env=process_env())
+    assert bad.returncode == 2 and "blk.0.attn_k.weight" in bad.stderr
