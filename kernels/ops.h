@@ -75,6 +75,12 @@ struct ops_table {
                     int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out, float* scratch);
   // y[i] += x[i] (residual add)
   void (*add)(float* y, const float* x, int64_t n);
+  // A LoRA adapter's expansion into a projection's output row: for c in [0, n),
+  //   y[c] = fma(scale, sum over j < rank of t[j] * bt[j * ld + c], y[c])
+  // with bt = B transposed (rank rows of ld >= n floats). The sum is one chain
+  // of fused multiply-adds per column, j = 0 first, and the add into y one
+  // more (std::fma in the reference): every level gives the same bits.
+  void (*lora_expand)(float* y, const float* bt, int64_t ld, int32_t rank, const float* t, float scale, int64_t n);
 };
 
 // Rotary angles of position pos, shared by every ISA so all see identical values: for i in [0, n_rot/2),

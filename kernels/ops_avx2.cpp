@@ -172,6 +172,35 @@ void add_avx2(float* y, const float* x, int64_t n) {
   }
 }
 
+// ---------------------------------------------------------------- lora_expand
+// Four 8-column accumulators per pass (each an FMA chain over j, as the
+// reference's per column), then a masked tail.
+void lora_expand_avx2(float* y, const float* bt, int64_t ld, int32_t rank, const float* t, float scale, int64_t n) {
+  const __m256 sv = _mm256_set1_ps(scale);
+  int64_t c = 0;
+  for (; c + 32 <= n; c += 32) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t j = 0; j < rank; ++j) {
+      const __m256 tj = _mm256_set1_ps(t[j]);
+      const float* b = bt + j * ld + c;
+      a0 = _mm256_fmadd_ps(tj, _mm256_loadu_ps(b), a0);
+      a1 = _mm256_fmadd_ps(tj, _mm256_loadu_ps(b + 8), a1);
+      a2 = _mm256_fmadd_ps(tj, _mm256_loadu_ps(b + 16), a2);
+      a3 = _mm256_fmadd_ps(tj, _mm256_loadu_ps(b + 24), a3);
+    }
+    _mm256_storeu_ps(y + c, _mm256_fmadd_ps(sv, a0, _mm256_loadu_ps(y + c)));
+    _mm256_storeu_ps(y + c + 8, _mm256_fmadd_ps(sv, a1, _mm256_loadu_ps(y + c + 8)));
+    _mm256_storeu_ps(y + c + 16, _mm256_fmadd_ps(sv, a2, _mm256_loadu_ps(y + c + 16)));
+    _mm256_storeu_ps(y + c + 24, _mm256_fmadd_ps(sv, a3, _mm256_loadu_ps(y + c + 24)));
+  }
+  for (; c < n; c += 8) {
+    const __m256i m = tail_mask(std::min<int64_t>(8, n - c));
+    __m256 a = _mm256_setzero_ps();
+    for (int32_t j = 0; j < rank; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(t[j]), _mm256_maskload_ps(bt + j * ld + c, m), a);
+    _mm256_maskstore_ps(y + c, m, _mm256_fmadd_ps(sv, a, _mm256_maskload_ps(y + c, m)));
+  }
+}
+
 // ---------------------------------------------------------------- softmax
 void scale_inplace(float* x, int64_t n, float f) {
   const __m256 fv = _mm256_set1_ps(f);
@@ -322,7 +351,7 @@ void attention_avx2(const float* q, int32_t n_group, const paged_kv_view& kv, in
 
 const ops_table& ops_avx2_table() {
   static const ops_table table{rms_norm_avx2, rope_avx2,     swiglu_avx2,    geglu_avx2, swiglu_oai_avx2,
-                               softmax_avx2,  kv_store_avx2, attention_avx2, add_avx2};
+                               softmax_avx2,  kv_store_avx2, attention_avx2, add_avx2, lora_expand_avx2};
   return table;
 }
 

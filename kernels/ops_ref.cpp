@@ -141,13 +141,21 @@ void add_ref(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void lora_expand_ref(float* y, const float* bt, int64_t ld, int32_t rank, const float* t, float scale, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    float acc = 0.0f;
+    for (int32_t j = 0; j < rank; ++j) acc = std::fma(t[j], bt[j * ld + c], acc);
+    y[c] = std::fma(scale, acc, y[c]);
+  }
+}
+
 }  // namespace
 
 namespace detail {
 
 const ops_table& ops_ref_table() {
   static const ops_table table{rms_norm_ref, rope_ref,      swiglu_ref,    geglu_ref, swiglu_oai_ref,
-                               softmax_ref,  kv_store_ref, attention_ref, add_ref};
+                               softmax_ref,  kv_store_ref, attention_ref, add_ref, lora_expand_ref};
   return table;
 }
 

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernels/fp16.h"
+#include "kernels/ops.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -61,6 +63,27 @@ bool parse_name(const std::string& name, int32_t& layer, lora_target& t, bool& i
   }
   throw std::runtime_error(where + "tensor '" + weight + "' cannot be adapted (spate adapts attn_q, attn_k, attn_v, attn_output, "
                            "ffn_gate, ffn_up and ffn_down)");
+}
+
+// B (GGUF dims [rank, n_out]: n_out rows of rank values) as floats, transposed to [rank x n_out].
+std::vector<float> transposed_b(const gguf_tensor_info& tb, int64_t rank, int64_t n_out) {
+  std::vector<float> bt(static_cast<size_t>(rank * n_out));
+  const auto type = static_cast<kernels::ggml_type>(tb.type);
+  for (int64_t c = 0; c < n_out; ++c) {
+    for (int64_t j = 0; j < rank; ++j) {
+      const int64_t i = c * rank + j;
+      float v = 0.0f;
+      if (type == kernels::ggml_type::f32) {
+        std::memcpy(&v, tb.data + i * 4, 4);
+      } else {
+        uint16_t h = 0;
+        std::memcpy(&h, tb.data + i * 2, 2);
+        v = type == kernels::ggml_type::f16 ? kernels::fp16_to_f32(h) : kernels::bf16_to_f32(h);
+      }
+      bt[static_cast<size_t>(j * n_out + c)] = v;
+    }
+  }
+  return bt;
 }
 
 }  // namespace
@@ -122,9 +145,10 @@ std::shared_ptr<const lora_adapter> load_lora_adapter(const std::string& path, c
       }
       auto m = std::make_unique<lora_matrix>();
       m->a = kernels::pack_weight(static_cast<kernels::ggml_type>(ta->type), ta->data, rank, base.n_in(), level);
-      m->b = kernels::pack_weight(static_cast<kernels::ggml_type>(tb->type), tb->data, base.n_out(), rank, level);
+      m->n_out = base.n_out();
+      m->bt = transposed_b(*tb, rank, m->n_out);
       m->scale = ad->alpha != 0.0f ? ad->alpha / static_cast<float>(rank) : 1.0f;
-      ad->bytes += m->a.bytes() + m->b.bytes();
+      ad->bytes += m->a.bytes() + m->bt.size() * sizeof(float);
       ad->max_rank = std::max<int32_t>(ad->max_rank, static_cast<int32_t>(rank));
       ad->layers[static_cast<size_t>(l)][static_cast<size_t>(tn.target)] = std::move(m);
     }
@@ -153,72 +177,49 @@ bool lora_runner::begin_step(const forward_batch& batch, std::span<const int32_t
 }
 
 void lora_runner::apply(int32_t layer, const float* x, int64_t ldx, std::initializer_list<lora_job> jobs) {
-  // Plan: one item per (group, job) whose adapter adapts the job's target.
+  // Plan: one item per (group, job) whose adapter adapts the job's target,
+  // in tasks of consecutive rows (a row's result never depends on its task).
   items_.clear();
-  size_t xs = 0, acts = 0, ts = 0, ds = 0;
-  int64_t n_tasks_b = 0;
+  size_t xs = 0, acts = 0, ts = 0;
+  int64_t n_tasks = 0;
   const int64_t n_threads = pool_.n_threads();
   for (const group& g : groups_) {
     const auto n = static_cast<int64_t>(g.rows.size());
-    const size_t x_off = xs;
-    bool used = false;
     for (const lora_job& j : jobs) {
       const lora_matrix* m = g.adapter->find(layer, j.target);
       if (!m) continue;
-      used = true;
-      item it{&g, &j, m, x_off, acts, 0, ts, ds, 0, n_tasks_b};
+      const int64_t per_task = std::max<int64_t>(4, (n + 2 * n_threads - 1) / (2 * n_threads));
+      items_.push_back(item{&g, &j, m, xs, acts, ts, per_task, n_tasks});
+      xs += static_cast<size_t>(n * ldx);
       acts += (kernels::act_bytes(m->a, n) + 63) / 64 * 64;
-      it.act_b_off = acts;
-      acts += (kernels::act_bytes(m->b, n) + 63) / 64 * 64;
-      ts += static_cast<size_t>(n * m->a.n_out());
-      ds += static_cast<size_t>(n * m->b.n_out());
-      const int64_t gran = kernels::col_granularity(m->b);
-      const int64_t want = std::max<int64_t>(1, 2 * n_threads);
-      it.chunk = std::max(gran, (m->b.n_out() + want - 1) / want / gran * gran);
-      n_tasks_b += (m->b.n_out() + it.chunk - 1) / it.chunk;
-      items_.push_back(it);
+      ts += static_cast<size_t>(n * m->rank());
+      n_tasks += (n + per_task - 1) / per_task;
     }
-    if (used) xs += static_cast<size_t>(n * ldx);
   }
   if (items_.empty()) return;
   if (xg_.size() < xs) xg_.resize(xs);
   if (act_.size() < acts) act_.resize(acts);
   if (t_.size() < ts) t_.resize(ts);
-  if (d_.size() < ds) d_.resize(ds);
-  // Gather each group's rows (once for all its jobs).
-  for (const item& it : items_) {
-    if (&it != &items_.front() && (&it - 1)->g == it.g) continue;
-    float* dst = xg_.data() + it.x_off;
-    for (size_t r = 0; r < it.g->rows.size(); ++r)
-      std::memcpy(dst + static_cast<int64_t>(r) * ldx, x + it.g->rows[r] * ldx, static_cast<size_t>(ldx) * sizeof(float));
-  }
-  // t = A x, per item; then t's activations for B.
-  pool_.parallel_for(static_cast<int64_t>(items_.size()), [&](int64_t i, int) {
-    const item& it = items_[static_cast<size_t>(i)];
-    const auto n = static_cast<int64_t>(it.g->rows.size());
-    const float* xg = xg_.data() + it.x_off;
-    uint8_t* act_a = act_.data() + it.act_off;
-    float* t = t_.data() + it.t_off;
-    const int64_t rank = it.m->a.n_out();
-    kernels::quantize_act(it.m->a, xg, ldx, 0, n, act_a);
-    kernels::matmul(it.m->a, act_a, n, t, rank, 0, rank);
-    kernels::quantize_act(it.m->b, t, rank, 0, n, act_.data() + it.act_b_off);
-  });
-  // y[row] += scale * (B t)[row], by column chunks.
-  pool_.parallel_for(n_tasks_b, [&](int64_t task, int) {
+  const auto& ops = kernels::ops();
+  // Per task: gather its rows, t = A x, then y[row] += scale * B t.
+  pool_.parallel_for(n_tasks, [&](int64_t task, int) {
     auto found = std::upper_bound(items_.begin(), items_.end(), task, [](int64_t v, const item& it) { return v < it.first_task; });
     const item& it = *(found - 1);
     const auto n = static_cast<int64_t>(it.g->rows.size());
-    const int64_t n_out = it.m->b.n_out();
-    const int64_t c0 = (task - it.first_task) * it.chunk;
-    const int64_t c1 = std::min(n_out, c0 + it.chunk);
-    float* d = d_.data() + it.d_off;
-    kernels::matmul(it.m->b, act_.data() + it.act_b_off, n, d, n_out, c0, c1);
-    const float scale = it.m->scale;
-    for (int64_t r = 0; r < n; ++r) {
-      float* y = it.job->y + it.g->rows[static_cast<size_t>(r)] * it.job->ldy;
-      const float* dr = d + r * n_out;
-      for (int64_t col = c0; col < c1; ++col) y[col] += scale * dr[col];
+    const int64_t r0 = (task - it.first_task) * it.rows_per_task;
+    const int64_t r1 = std::min(n, r0 + it.rows_per_task);
+    const int64_t rank = it.m->rank();
+    float* xg = xg_.data() + it.x_off;
+    for (int64_t r = r0; r < r1; ++r)
+      std::memcpy(xg + r * ldx, x + it.g->rows[static_cast<size_t>(r)] * ldx, static_cast<size_t>(ldx) * sizeof(float));
+    const size_t row_act = kernels::act_bytes(it.m->a, 1);
+    uint8_t* act = act_.data() + it.act_off + static_cast<size_t>(r0) * row_act;
+    float* t = t_.data() + it.t_off + r0 * rank;
+    kernels::quantize_act(it.m->a, xg + r0 * ldx, ldx, 0, r1 - r0, act);
+    kernels::matmul(it.m->a, act, r1 - r0, t, rank, 0, rank);
+    for (int64_t r = r0; r < r1; ++r) {
+      ops.lora_expand(it.job->y + it.g->rows[static_cast<size_t>(r)] * it.job->ldy, it.m->bt.data(), it.m->n_out,
+                      static_cast<int32_t>(rank), t + (r - r0) * rank, it.m->scale, it.m->n_out);
     }
   });
 }

@@ -44,8 +44,10 @@ inline constexpr int k_lora_targets = 7;
 // One adapted weight: delta = scale * B (A x).
 struct lora_matrix {
   kernels::packed_weight a;  // [rank x n_in]
-  kernels::packed_weight b;  // [n_out x rank]
+  std::vector<float> bt;     // B transposed, [rank x n_out] (kernels' lora_expand reads it)
+  int64_t n_out = 0;
   float scale = 1.0f;
+  int32_t rank() const { return static_cast<int32_t>(a.n_out()); }
 };
 
 struct lora_adapter {
@@ -98,24 +100,23 @@ class lora_runner {
     const lora_adapter* adapter;
     std::vector<int64_t> rows;  // token rows, ascending
   };
-  // One (group, job) pair with a matrix: its workspaces' offsets.
+  // One (group, job) pair with a matrix, split into tasks of consecutive
+  // rows: its workspaces' offsets.
   struct item {
     const group* g;
     const lora_job* job;
     const lora_matrix* m;
-    size_t x_off;      // into xg_ (floats): the group's gathered rows
-    size_t act_off;    // into act_ (bytes): A's activations, then B's
-    size_t act_b_off;
+    size_t x_off;      // into xg_ (floats): the group's gathered rows, [n_rows x ldx]
+    size_t act_off;    // into act_ (bytes): A's activations
     size_t t_off;      // into t_ (floats): A x, [n_rows x rank]
-    size_t d_off;      // into d_ (floats): B (A x), [n_rows x n_out]
-    int64_t chunk;     // columns of B per task
+    int64_t rows_per_task;
     int64_t first_task;
   };
 
   thread_pool& pool_;
   std::vector<group> groups_;
   std::vector<item> items_;
-  std::vector<float> xg_, t_, d_;
+  std::vector<float> xg_, t_;
   std::vector<uint8_t> act_;
 };
 

@@ -33,7 +33,8 @@ std::shared_ptr<const lora_adapter> random_adapter(const loaded_model& m, int32_
       for (float& v : *b) v = dist(rng);
       auto mat = std::make_unique<lora_matrix>();
       mat->a = kernels::pack_weight(kernels::ggml_type::f32, a->data(), rank, base[t]->n_in(), kernels::active_isa());
-      mat->b = kernels::pack_weight(kernels::ggml_type::f32, b->data(), base[t]->n_out(), rank, kernels::active_isa());
+      mat->n_out = base[t]->n_out();
+      mat->bt = *b;  // any [rank x n_out] values will do
       mat->scale = ad->alpha / static_cast<float>(rank);
       ad->layers[l][static_cast<size_t>(t)] = std::move(mat);
       keep.push_back(std::move(a));

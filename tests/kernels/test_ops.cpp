@@ -290,6 +290,31 @@ TEST_P(OpsSimd, AddMatchesRefExactly) {
   }
 }
 
+TEST_P(OpsSimd, LoraExpandMatchesRefExactly) {
+  std::mt19937 rng(15);
+  for (int32_t rank : {1, 7, 16, 33}) {
+    for (int64_t n : tail_sizes()) {
+      const int64_t ld = n + 5;
+      const auto bt = random_vec(rng, ld * rank);
+      const auto t = random_vec(rng, rank, -3.0f, 3.0f);
+      auto yr = random_vec(rng, n);
+      auto ya = yr;
+      ref().lora_expand(yr.data(), bt.data(), ld, rank, t.data(), 0.75f, n);
+      simd().lora_expand(ya.data(), bt.data(), ld, rank, t.data(), 0.75f, n);
+      EXPECT_TRUE(bits_equal(ya, yr)) << "rank=" << rank << " n=" << n;
+      // The reference is the sum it states (in double, to float rounding).
+      for (int64_t c = 0; c < n; c += std::max<int64_t>(1, n / 7)) {
+        double s = 0;
+        for (int32_t j = 0; j < rank; ++j) s += static_cast<double>(t[static_cast<size_t>(j)]) * bt[static_cast<size_t>(j * ld + c)];
+        auto y0 = random_vec(rng, 1);
+        float y1 = y0[0];
+        ref().lora_expand(&y1, bt.data() + c, ld, rank, t.data(), 0.75f, 1);
+        EXPECT_NEAR(y1, y0[0] + 0.75 * s, 1e-4 * (1 + std::fabs(s))) << "rank=" << rank << " c=" << c;
+      }
+    }
+  }
+}
+
 TEST_P(OpsSimd, SoftmaxMatchesRef) {
   std::mt19937 rng(6);
   for (int64_t n : tail_sizes()) {
