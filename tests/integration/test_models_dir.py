@@ -213,3 +213,27 @@ def test_bad_catalogs_stop_the_start(tmp_path, models_dir):
     for args, needle in cases:
         r = subprocess.run([str(SPATE_BIN), "serve", "--port", "0", *map(str, args)], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and needle in r.stderr, (args, r.returncode, r.stderr)
+
+
+def test_a_stream_gets_keep_alives_while_its_model_loads(models_dir):
+    """A streamed request for an unloaded model opens its SSE stream at once and
+    sends keep-alive comments until the model has loaded, then its tokens."""
+    import socket
+    d, cfg = models_dir
+    s = SpateServer("--models-dir", d, "--config", cfg, "--sse-keepalive", "0.05", *SMALL_KV, single=False)
+    try:
+        s.wait_ready()
+        body = json.dumps({"model": "gemma", "prompt": "Hello", "max_tokens": 4, "stream": True}).encode()
+        with socket.create_connection(("127.0.0.1", s.port), timeout=120) as c:
+            c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            data = b""
+            while chunk := c.recv(65536):
+                data += chunk
+        text = data.decode(errors="replace")
+        assert text.startswith("HTTP/1.1 200"), text[:300]
+        first_data = text.index("data: {")
+        assert text.count(": keep-alive", 0, first_data) >= 1, text[:2000]
+        assert "data: [DONE]" in text
+    finally:
+        s.stop()

@@ -76,6 +76,7 @@ struct fixture {
           auto m = std::make_unique<fake_model>();
           m->info.name = s.id;
           m->max_loras = 2;
+          m->memory_bytes = s.memory_bytes;
           return m;
         }, o) {
     registry.start();
@@ -218,6 +219,22 @@ TEST(ModelRegistry, UnloadRouteWaitsForRunningRequests) {
   auto again = f.registry.unload("a");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->code, "model_not_loaded");
+}
+
+TEST(ModelRegistry, MemoryBudgetCountsWeightsAndKv) {
+  registry_options o;
+  o.memory_budget_bytes = 250;
+  std::vector<model_spec> specs = {spec("a"), spec("b"), spec("c")};
+  for (auto& s : specs) s.memory_bytes = 100;
+  fixture f(specs, o);
+  f.get("a");
+  f.get("b");  // 200 of 250
+  f.get("c");  // 300 would not fit: a, the least recently used, goes
+  EXPECT_EQ(f.status("a"), model_status::unloaded);
+  EXPECT_EQ(f.status("b"), model_status::loaded);
+  EXPECT_EQ(f.status("c"), model_status::loaded);
+  f.get("a");
+  EXPECT_EQ(f.status("b"), model_status::unloaded);
 }
 
 TEST(ModelRegistry, WaitersAreBounded) {
