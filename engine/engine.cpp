@@ -352,6 +352,9 @@ void engine::impl::finish_request(request_state& r, finish_reason why) {
   ev.type = engine_event::kind::finished;
   ev.request_id = id;
   ev.reason = why;
+  if (why == finish_reason::stop) {
+    if (const auto i = r.seq.stop_index()) ev.stop_index = static_cast<int32_t>(*i);
+  }
   ev.usage = r.usage;
   ev.metrics = std::move(r.metrics);
   if (r.embed != pooling_type::none && why == finish_reason::stop) ev.embedding = std::move(r.pooled);

@@ -159,6 +159,7 @@ struct engine_event {
   std::string text;                // tokens: text delta (may be empty while held back)
   std::vector<token_logprob> logprobs;  // tokens: one per token id when requested, else empty
   finish_reason reason = finish_reason::none;  // finished
+  int32_t stop_index = -1;         // finished with reason stop by a stop string: its index in params.stop; else -1
   request_usage usage;             // finished and error
   request_metrics metrics;         // finished
   std::string error;               // error: message

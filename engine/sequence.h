@@ -41,6 +41,8 @@ class sequence {
   // text delta that is now safe to emit (UTF-8 complete, no partial stop string).
   sample_result sample_next(std::span<float> logits, std::string& delta);
   void finish_with(finish_reason r) { finish_ = r; }
+  // The stop string (index into params.stop) that ended the output, if one did.
+  std::optional<size_t> stop_index() const { return stops_.stop_index(); }
 
  private:
   // Applies the constraint's mask; end-of-generation stays possible where it can end.

@@ -1,5 +1,9 @@
 #include "protocol/generation_format.h"
 
+#include <algorithm>
+
+#include "protocol/anthropic_format.h"
+
 #include "protocol/completions_format.h"
 #include "protocol/responses_format.h"
 
@@ -37,6 +41,11 @@ void choice_accumulator::add(const engine_event& e, bool keep_content) {
 
 std::unique_ptr<generation_formatter> make_formatter(const api::served_model& m, const api::parsed_request& r,
                                                      const prepared_generation& g, const id_maker& make_id, int64_t created) {
+  if (r.kind == api::endpoint::messages) {
+    std::string id = make_id("msg");
+    std::replace(id.begin(), id.end(), '-', '_');  // Anthropic's "msg_..."
+    return std::make_unique<anthropic_formatter>(m, r, g, std::move(id));
+  }
   if (r.kind == api::endpoint::responses) {
     std::string response_id = make_id("resp");
     std::string message_id = make_id("msg");

@@ -41,7 +41,8 @@ inline constexpr int32_t k_max_choices = 256;
 // top_logprobs goes up to max_top_logprobs (20).
 inline constexpr int32_t k_max_completion_logprobs = 5;
 
-enum class endpoint { completions, chat_completions, responses };
+// messages: Anthropic's Messages API (anthropic_request.h), served as a chat.
+enum class endpoint { completions, chat_completions, responses, messages };
 
 // OpenAI error object {"error":{"message","type","param","code"}}.
 struct api_error {

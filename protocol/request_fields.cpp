@@ -69,7 +69,8 @@ constexpr std::array<std::pair<std::string_view, unsigned>, 11> k_ignored = {{
 unsigned bit(endpoint e) {
   switch (e) {
     case endpoint::completions: return cmpl;
-    case endpoint::chat_completions: return chat;
+    case endpoint::chat_completions:
+    case endpoint::messages: return chat;  // translated into a chat body (anthropic_request.h)
     case endpoint::responses: return resp;
   }
   return 0;

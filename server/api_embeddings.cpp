@@ -58,7 +58,7 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   auto err = api::parse_embeddings(ex.req.body(), r);
   model_handle lease;
   if (!err) {
-    model_acquired got = co_await acquire_model(ctx, r.model, {}, std::chrono::seconds(1));
+    model_acquired got = co_await acquire_model(ctx, r.model, nullptr, std::chrono::seconds(1));
     lease = std::move(got.lease);
     err = std::move(got.error);
   }

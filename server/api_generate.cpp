@@ -4,6 +4,7 @@
 #include <ctime>
 #include <spdlog/spdlog.h>
 
+#include "protocol/anthropic_request.h"
 #include "protocol/generation_format.h"
 #include "server/api_router.h"
 #include "server/generation_pump.h"
@@ -59,14 +60,15 @@ std::optional<api::api_error> prepare_request(const model_lease& m, api::parsed_
 asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, http_io& io, api::endpoint kind) {
   api::parsed_request r;
   prepared_generation g;
-  std::optional<api::api_error> err = api::parse_request(kind, ex.req.body(), r);
+  std::optional<api::api_error> err =
+      kind == api::endpoint::messages ? api::parse_messages_request(ex.req.body(), r) : api::parse_request(kind, ex.req.body(), r);
   if (!err && !r.unknown_fields.empty()) {
     std::string names;
     for (const auto& f : r.unknown_fields) names += (names.empty() ? "" : ", ") + f;
     spdlog::debug("{}: ignoring unknown fields: {}", ex.request_id, names);
   }
   // A stream opens while its model loads, so that keep-alives flow.
-  sse_sink sse(ex, io, ctx.opts.sse_keepalive_s);
+  sse_sink sse(ex, io, ctx.opts.sse_keepalive_s, kind);
   model_handle lease;
   if (!err) {
     keep_alive_fn keep_alive;
@@ -74,10 +76,11 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
       co_await sse.open();
       co_await sse.keep_alive();
     };
-    model_acquired got = co_await acquire_model(ctx, r.model, std::move(keep_alive), sse.keepalive_interval());
+    model_acquired got = co_await acquire_model(ctx, r.model, keep_alive ? &keep_alive : nullptr, sse.keepalive_interval());
     lease = std::move(got.lease);
     err = std::move(got.error);
   }
+  (lease ? lease->metrics() : ctx.models->default_metrics()).count_api_request(kind == api::endpoint::messages ? "anthropic" : "openai");
   if (!err) err = prepare_request(*lease, r, g);
   auto stream = request_stream::create(co_await asio::this_coro::executor);
   std::vector<int64_t> ids;
@@ -88,8 +91,7 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
     if (sse.opened()) {
       co_await sse.fail(*err);
     } else {
-      co_await io.write_response(ex, make_error_response(static_cast<http::status>(err->status), err->message, err->code,
-                                                         ex.req.version(), err->param));
+      co_await io.write_response(ex, make_api_error_response(kind, *err, ex.req.version()));
     }
     co_return;
   }
@@ -104,9 +106,29 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
   if (r.stream) {
     co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sse, rec);
   } else {
-    json_body_sink sink(ex, io);
+    json_body_sink sink(ex, io, kind);
     co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sink, rec);
   }
+}
+
+asio::awaitable<void> handle_count_tokens(server_context& ctx, http_exchange& ex, http_io& io) {
+  constexpr auto kind = api::endpoint::messages;
+  api::parsed_request r;
+  prepared_generation g;
+  std::optional<api::api_error> err = api::parse_messages_request(ex.req.body(), r, /*count_only=*/true);
+  model_handle lease;
+  if (!err) {
+    model_acquired got = co_await acquire_model(ctx, r.model, nullptr, std::chrono::seconds(1));
+    lease = std::move(got.lease);
+    err = std::move(got.error);
+  }
+  if (!err) err = prepare_request(*lease, r, g);
+  if (err) {
+    co_await io.write_response(ex, make_api_error_response(kind, *err, ex.req.version()));
+    co_return;
+  }
+  auto res = make_json_response(http::status::ok, "{\"input_tokens\":" + std::to_string(g.n_prompt_tokens()) + "}", ex.req.version());
+  co_await io.write_response(ex, std::move(res));
 }
 
 }  // namespace spate

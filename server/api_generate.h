@@ -14,4 +14,8 @@ namespace spate {
 
 boost::asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, http_io& io, api::endpoint kind);
 
+// Anthropic's POST /v1/messages/count_tokens: the Messages body's prompt,
+// rendered and tokenized as /v1/messages would, as {"input_tokens": N}.
+boost::asio::awaitable<void> handle_count_tokens(server_context& ctx, http_exchange& ex, http_io& io);
+
 }  // namespace spate

@@ -154,7 +154,7 @@ boost::asio::awaitable<void> handle_model_load(server_context& ctx, http_exchang
   std::string id;
   std::optional<api::api_error> err = model_field(ex.req.body(), id);
   if (!err && load) {
-    model_acquired got = co_await acquire_model(ctx, id, {}, std::chrono::seconds(1), /*explicit_load=*/true);
+    model_acquired got = co_await acquire_model(ctx, id, nullptr, std::chrono::seconds(1), /*explicit_load=*/true);
     err = std::move(got.error);
   } else if (!err) {
     err = ctx.models->unload(id);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_api.h"
+#include "protocol/anthropic_request.h"
 #include "server/api_generate.h"
 #include "server/api_models.h"
 #include "server/api_tokenize.h"
@@ -78,6 +79,19 @@ http::response<http::string_body> make_error_response(http::status st, std::stri
   return res;
 }
 
+http::response<http::string_body> make_api_error_response(api::endpoint api, const api::api_error& e, unsigned version) {
+  if (api != api::endpoint::messages) {
+    return make_error_response(static_cast<http::status>(e.status), e.message, e.code, version, e.param);
+  }
+  auto res = make_json_response(static_cast<http::status>(e.status), api::anthropic_error_body(e.status, e.message), version);
+  if (e.status == 429 || e.status == 503) res.set(http::field::retry_after, "1");
+  return res;
+}
+
+api::endpoint api_of_path(std::string_view path) {
+  return path == "/v1/messages" || path.starts_with("/v1/messages/") ? api::endpoint::messages : api::endpoint::chat_completions;
+}
+
 bool is_sane_request_id(std::string_view v) {
   if (v.empty() || v.size() > 128) return false;
   for (char c : v) if (c < 0x21 || c > 0x7e) return false;
@@ -136,6 +150,8 @@ route_table api_routes(bool ui_enabled) {
   t.add({{verb::post}, "/v1/completions", route_auth::api_key, generate(api::endpoint::completions)});
   t.add({{verb::post}, "/v1/chat/completions", route_auth::api_key, generate(api::endpoint::chat_completions)});
   t.add({{verb::post}, "/v1/responses", route_auth::api_key, generate(api::endpoint::responses)});
+  t.add({{verb::post}, "/v1/messages", route_auth::api_key, generate(api::endpoint::messages)});
+  t.add({{verb::post}, "/v1/messages/count_tokens", route_auth::api_key, plain(handle_count_tokens)});
   t.add({{verb::post}, "/v1/embeddings", route_auth::api_key, plain(handle_embeddings)});
   t.add({{verb::post}, "/start_profile", route_auth::api_key, flag(handle_profile, true)});
   t.add({{verb::post}, "/stop_profile", route_auth::api_key, flag(handle_profile, false)});

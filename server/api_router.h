@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "protocol/openai_request.h"
 #include "server/http_io.h"
 #include "server/server_context.h"
 
@@ -38,6 +39,13 @@ std::optional<http::response<http::string_body>> check_ws_upgrade(server_context
 http::response<http::string_body> make_error_response(http::status st, std::string_view message, std::string_view code,
                                                       unsigned version, std::string_view param = {});
 http::response<http::string_body> make_json_response(http::status st, std::string body, unsigned version);
+
+// An api_error in the shape of the API that was called: Anthropic's
+// {"type":"error","error":{"type","message"}} for the Messages API, else
+// OpenAI's (make_error_response).
+http::response<http::string_body> make_api_error_response(api::endpoint api, const api::api_error& e, unsigned version);
+// The API a path belongs to, for errors before a route is chosen (401, 413, ...).
+api::endpoint api_of_path(std::string_view path);
 
 // X-Request-Id values we echo: 1..128 printable ASCII characters.
 bool is_sane_request_id(std::string_view v);

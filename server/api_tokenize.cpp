@@ -26,7 +26,7 @@ http::response<http::string_body> error_response(const api::api_error& e, unsign
 static boost::asio::awaitable<model_acquired> model_of(server_context& ctx, const std::optional<api::api_error>& parse_error,
                                                 const std::string& model) {
   if (parse_error) co_return model_acquired{nullptr, parse_error};
-  co_return co_await acquire_model(ctx, model, {}, std::chrono::seconds(1));
+  co_return co_await acquire_model(ctx, model, nullptr, std::chrono::seconds(1));
 }
 
 boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange& ex, http_io& io, bool tokenize) {

@@ -1,5 +1,6 @@
 #include "server/generation_pump.h"
 
+#include "protocol/anthropic_request.h"
 #include "server/api_router.h"
 #include "server/generation_submit.h"
 #include "server/metrics.h"
@@ -57,8 +58,9 @@ void observe(const model_lease& m, const engine_event& e, generation_record& rec
 
 }  // namespace
 
-sse_sink::sse_sink(http_exchange& ex, http_io& io, double keepalive_s)
-    : ex_(ex), io_(io), keepalive_(std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(keepalive_s))) {}
+sse_sink::sse_sink(http_exchange& ex, http_io& io, double keepalive_s, api::endpoint api)
+    : ex_(ex), io_(io), keepalive_(std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(keepalive_s))),
+      api_(api) {}
 
 asio::awaitable<void> sse_sink::open() {
   if (opened_) co_return;
@@ -77,11 +79,17 @@ asio::awaitable<void> sse_sink::send(stream_events events) {
 }
 
 asio::awaitable<void> sse_sink::fail(const api::api_error& e) {
-  co_await io_.write_chunk("data: " + api::error_body(e) + "\n\ndata: [DONE]\n\n");
+  if (api_ == api::endpoint::messages) {
+    co_await io_.write_chunk("event: error\ndata: " + api::anthropic_error_body(e.status, e.message) + "\n\n");
+  } else {
+    co_await io_.write_chunk("data: " + api::error_body(e) + "\n\ndata: [DONE]\n\n");
+  }
   co_await io_.write_stream_end();
 }
 
-asio::awaitable<void> sse_sink::keep_alive() { co_await io_.write_chunk(": keep-alive\n\n"); }
+asio::awaitable<void> sse_sink::keep_alive() {
+  co_await io_.write_chunk(api_ == api::endpoint::messages ? "event: ping\ndata: {\"type\": \"ping\"}\n\n" : ": keep-alive\n\n");
+}
 
 asio::awaitable<void> sse_sink::close(const generation_formatter&) { co_await io_.write_stream_end(); }
 
@@ -89,7 +97,9 @@ asio::awaitable<void> json_body_sink::close(const generation_formatter& f) {
   const final_body b = f.result();
   const unsigned v = ex_.req.version();
   if (!b.ok) {
-    co_await io_.write_response(ex_, make_error_response(http::status::internal_server_error, b.error, "", v));
+    const api::api_error err{500, b.error, "server_error", "", ""};
+    auto res = make_api_error_response(api_, err, v);
+    co_await io_.write_response(ex_, std::move(res));
   } else {
     co_await io_.write_response(ex_, make_json_response(http::status::ok, b.body, v));
   }

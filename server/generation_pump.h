@@ -42,10 +42,11 @@ class generation_sink {
   virtual boost::asio::awaitable<void> close(const generation_formatter& f) = 0;
 };
 
-// text/event-stream over a chunked HTTP response; ": keep-alive" comments every keepalive_s seconds.
+// text/event-stream over a chunked HTTP response; ": keep-alive" comments every
+// keepalive_s seconds (Anthropic's Messages API: `ping` events).
 class sse_sink final : public generation_sink {
  public:
-  sse_sink(http_exchange& ex, http_io& io, double keepalive_s);
+  sse_sink(http_exchange& ex, http_io& io, double keepalive_s, api::endpoint api = api::endpoint::chat_completions);
   std::chrono::steady_clock::duration keepalive_interval() const override { return keepalive_; }
   boost::asio::awaitable<void> open() override;
   boost::asio::awaitable<void> send(stream_events events) override;
@@ -59,13 +60,15 @@ class sse_sink final : public generation_sink {
   http_exchange& ex_;
   http_io& io_;
   std::chrono::steady_clock::duration keepalive_;
+  api::endpoint api_;
   bool opened_ = false;  // open() writes the header once (a model load may have opened the stream)
 };
 
-// One JSON response (200 with the formatter's body, or 500 server_error with the engine error).
+// One JSON response (200 with the formatter's body, or 500 with the engine
+// error, in the API's error shape).
 class json_body_sink final : public generation_sink {
  public:
-  json_body_sink(http_exchange& ex, http_io& io) : ex_(ex), io_(io) {}
+  json_body_sink(http_exchange& ex, http_io& io, api::endpoint api = api::endpoint::chat_completions) : ex_(ex), io_(io), api_(api) {}
   std::chrono::steady_clock::duration keepalive_interval() const override { return std::chrono::hours(24); }
   boost::asio::awaitable<void> open() override { co_return; }
   boost::asio::awaitable<void> send(stream_events) override { co_return; }
@@ -75,6 +78,7 @@ class json_body_sink final : public generation_sink {
  private:
   http_exchange& ex_;
   http_io& io_;
+  api::endpoint api_;
 };
 
 // WebSocket text messages: each event's JSON is handed to post_message (which

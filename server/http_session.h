@@ -108,7 +108,11 @@ class http_stream_io final : public http_io {
 template <class Stream>
 boost::asio::awaitable<void> write_early_error(Stream& s, server_context& ctx, http_exchange& ex, early_error e) {
   http_stream_io<Stream> io(s, ctx, false);
-  co_await io.write_response(ex, make_error_response(e.status, e.message, e.code, ex.req.version() ? ex.req.version() : 11));
+  // Built before the co_await: GCC 12 may destroy a braced temporary of a
+  // co_await expression twice.
+  const api::api_error err{static_cast<int>(e.status), e.message, "", "", e.code};
+  auto res = make_api_error_response(api_of_path(path_of(ex.req.target())), err, ex.req.version() ? ex.req.version() : 11);
+  co_await io.write_response(ex, std::move(res));
 }
 
 // Reads one request head into the parser: the raw bytes up to the blank line

@@ -148,6 +148,7 @@ class metrics_writer_impl {
 
 constexpr std::array<std::string_view, 3> k_success_reasons = {"stop", "length", "abort"};
 constexpr std::array<std::string_view, 4> k_reject_reasons = {"invalid", "context_length", "queue_full", "other"};
+constexpr std::array<std::string_view, 3> k_apis = {"openai", "anthropic", "ollama"};
 constexpr std::array<std::string_view, 4> k_unload_reasons = {"idle", "capacity", "memory", "request"};
 
 }  // namespace
@@ -245,6 +246,7 @@ struct server_metrics::state {
   histogram max_tokens_param;
   std::array<std::atomic<uint64_t>, k_step_token_bounds.size() + 1> step_tokens{};
   std::atomic<uint64_t> step_tokens_sum{0};
+  std::array<std::atomic<uint64_t>, k_apis.size()> api_requests{};
   std::atomic<double> loaded{0};
   histogram load_seconds{{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}};
   std::array<std::atomic<uint64_t>, k_unload_reasons.size()> unloads{};
@@ -346,6 +348,11 @@ void server_metrics::set_lora_info(std::string running, std::string waiting, int
   s_->lora_info_time = unix_s;
 }
 
+void server_metrics::count_api_request(std::string_view api) {
+  for (size_t i = 0; i < k_apis.size(); ++i)
+    if (k_apis[i] == api) s_->api_requests[i].fetch_add(1, k_relaxed);
+}
+
 void server_metrics::set_loaded(bool loaded) { s_->loaded.store(loaded ? 1.0 : 0.0, k_relaxed); }
 
 void server_metrics::observe_load(double seconds) { s_->load_seconds.observe(seconds); }
@@ -398,6 +405,9 @@ void server_metrics::render_into(metrics_writer& w) const {
     w.sample("spate:request_rejected_total", {{"reason", std::string(k_reject_reasons[i])}},
              std::to_string(s.rejected[i].load(k_relaxed)));
   w.counter("spate:request_errors_total", "Requests that failed in the engine.", s.errors.load(k_relaxed));
+  w.family("spate:api_requests_total", "counter", "Generation requests by the API they came through.");
+  for (size_t i = 0; i < k_apis.size(); ++i)
+    w.sample("spate:api_requests_total", {{"api", std::string(k_apis[i])}}, std::to_string(s.api_requests[i].load(k_relaxed)));
 
   w.hist("spate:time_to_first_token_seconds", "Time from submission to the engine to the first generated token.", s.ttft);
   w.hist("spate:inter_token_latency_seconds", "Time between consecutive generated tokens of a request.", s.itl);

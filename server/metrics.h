@@ -26,6 +26,8 @@
 //     spate:request_cancelled_total    (count_cancelled: the client went away)
 //     spate:request_rejected_total{reason="invalid|context_length|queue_full|other"} (count_rejected)
 //     spate:request_errors_total       (count_error: the engine failed a request)
+//     spate:api_requests_total{api="openai|anthropic|ollama"} (count_api_request:
+//       generation requests by the API they came through, refused ones included)
 //   histograms (observe_finished):
 //     spate:time_to_first_token_seconds, spate:inter_token_latency_seconds,
 //     spate:e2e_request_latency_seconds, spate:request_queue_time_seconds,
@@ -138,6 +140,8 @@ class server_metrics {
   void count_rejected(std::string_view reason);
   // A request the engine failed (event type error).
   void count_error();
+  // A generation request that came through api: "openai", "anthropic" or "ollama".
+  void count_api_request(std::string_view api);
 
   // The KV cache configuration shown as spate:cache_config_info's labels
   // (label name, value), in order. Set when the model loads.

@@ -24,7 +24,7 @@ struct wait_state {
 
 }  // namespace
 
-asio::awaitable<model_acquired> acquire_model(server_context& ctx, std::string_view id, keep_alive_fn keep_alive,
+asio::awaitable<model_acquired> acquire_model(server_context& ctx, std::string_view id, const keep_alive_fn* keep_alive,
                                               std::chrono::steady_clock::duration interval, bool explicit_load) {
   auto st = std::make_shared<wait_state>(co_await asio::this_coro::executor);
   auto on_ready = [st](model_acquired got) {
@@ -48,7 +48,7 @@ asio::awaitable<model_acquired> acquire_model(server_context& ctx, std::string_v
     }
     st->wake.expires_after(keep_alive ? std::min(left, interval) : left);
     co_await st->wake.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (!st->result && keep_alive && std::chrono::steady_clock::now() < deadline) co_await keep_alive();
+    if (!st->result && keep_alive && std::chrono::steady_clock::now() < deadline) co_await (*keep_alive)();
   }
   co_return std::move(*st->result);
 }

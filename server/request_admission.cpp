@@ -36,6 +36,8 @@ bool has_body(const http::request_header<>& h) {
 }
 
 bool bearer_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h) {
+  // Anthropic's clients send the key as x-api-key.
+  if (const auto x = h.find("x-api-key"); x != h.end() && key_in(keys, x->value())) return true;
   const auto it = h.find(http::field::authorization);
   if (it == h.end()) return false;
   std::string_view v = it->value();

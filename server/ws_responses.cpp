@@ -36,7 +36,7 @@ void end_response(ws_connection& st) {
 // A refusal becomes an error event.
 asio::awaitable<void> ws_respond(server_context& ctx, std::shared_ptr<ws_connection> st, ws_create c,
                                  std::chrono::steady_clock::time_point t_arrival) {
-  model_acquired got = co_await acquire_model(ctx, c.req.model, {}, std::chrono::seconds(1));
+  model_acquired got = co_await acquire_model(ctx, c.req.model, nullptr, std::chrono::seconds(1));
   std::optional<api::api_error> err = std::move(got.error);
   if (!err && st->closing) {
     end_response(*st);

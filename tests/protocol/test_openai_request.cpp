@@ -22,6 +22,7 @@ std::string kind_name(endpoint k) {
     case endpoint::completions: return "completions";
     case endpoint::chat_completions: return "chat";
     case endpoint::responses: return "responses";
+    case endpoint::messages: return "messages";
   }
   return "?";
 }
