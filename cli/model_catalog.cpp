@@ -95,6 +95,26 @@ std::string apply_section(const std::string& name, const section& s, catalog_mod
   return "";
 }
 
+// llama.cpp's names of general.file_type (llama_ftype), "" for others.
+std::string file_type_name(int64_t t) {
+  static const std::map<int64_t, const char*> names = {{0, "F32"},     {1, "F16"},     {2, "Q4_0"},    {3, "Q4_1"},   {7, "Q8_0"},
+                                                       {8, "Q5_0"},    {9, "Q5_1"},    {10, "Q2_K"},   {11, "Q3_K_S"}, {12, "Q3_K_M"},
+                                                       {13, "Q3_K_L"}, {14, "Q4_K_S"}, {15, "Q4_K_M"}, {16, "Q5_K_S"}, {17, "Q5_K_M"},
+                                                       {18, "Q6_K"},   {25, "IQ4_NL"}, {32, "BF16"},   {38, "MXFP4_MOE"}};
+  const auto it = names.find(t);
+  return it == names.end() ? "" : it->second;
+}
+
+// The architecture and file type from the file's header, when it can be read.
+void read_header(model_spec& spec) {
+  try {
+    const auto f = gguf_file::open(spec.path);
+    spec.arch = f->get_string("general.architecture").value_or("");
+    spec.quantization = file_type_name(f->get_int("general.file_type").value_or(-1));
+  } catch (const std::exception&) {
+  }
+}
+
 // Reads the file's GGUF header: the trained context (for listing) or the
 // reason it cannot be served, into spec.
 void check_file(model_spec& spec, const model_options& mo) {
@@ -105,6 +125,8 @@ void check_file(model_spec& spec, const model_options& mo) {
     const auto f = gguf_file::open(spec.path);
     const auto arch = f->get_string("general.architecture");
     if (!arch) throw std::runtime_error(spec.path + ": general.architecture is missing");
+    spec.arch = *arch;
+    spec.quantization = file_type_name(f->get_int("general.file_type").value_or(-1));
     const auto ctx = f->get_int(*arch + ".context_length");
     if (ctx && *ctx > 0) spec.max_model_len = mo.max_model_len > 0 ? mo.max_model_len : static_cast<int32_t>(std::min<int64_t>(*ctx, 1 << 24));
   } catch (const std::exception& e) {
@@ -198,6 +220,7 @@ std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>&
     std::string id = in.serve->served_model_name.empty() ? fs::path(path).stem().string() : in.serve->served_model_name;
     out.push_back(make_model(std::move(id), std::move(path), in));
     out.back().spec.pinned = true;
+    read_header(out.back().spec);  // its errors come when it loads, with their exit codes
     return add_lora_modules(in, out);  // the model loads at start-up, where its errors stop the server
   }
   if (!in.serve->served_model_name.empty())

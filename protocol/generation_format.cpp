@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "protocol/anthropic_format.h"
+#include "protocol/ollama_format.h"
 
 #include "protocol/completions_format.h"
 #include "protocol/responses_format.h"
@@ -41,6 +42,7 @@ void choice_accumulator::add(const engine_event& e, bool keep_content) {
 
 std::unique_ptr<generation_formatter> make_formatter(const api::served_model& m, const api::parsed_request& r,
                                                      const prepared_generation& g, const id_maker& make_id, int64_t created) {
+  if (r.ollama_kind) return std::make_unique<ollama_formatter>(m, r, g);
   if (r.kind == api::endpoint::messages) {
     std::string id = make_id("msg");
     std::replace(id.begin(), id.end(), '-', '_');  // Anthropic's "msg_..."

@@ -498,7 +498,9 @@ std::optional<api_error> parse_request(endpoint kind, std::string_view body, par
     case endpoint::completions: err = parse_completions(f, o, out); break;
     case endpoint::chat_completions: err = parse_chat(f, o, out); break;
     case endpoint::responses: err = parse_responses(f, o, out); break;
-    case endpoint::messages: return api_error{400, "internal: a Messages body goes through parse_messages_request", "", "", ""};
+    case endpoint::messages:
+    case endpoint::ollama_chat:
+    case endpoint::ollama_generate: return api_error{400, "internal: this API's body has its own parser", "", "", ""};
   }
   if (err) return err;
   if (auto e = check_sampling_ranges(out, f)) return e;

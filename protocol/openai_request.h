@@ -41,8 +41,10 @@ inline constexpr int32_t k_max_choices = 256;
 // top_logprobs goes up to max_top_logprobs (20).
 inline constexpr int32_t k_max_completion_logprobs = 5;
 
-// messages: Anthropic's Messages API (anthropic_request.h), served as a chat.
-enum class endpoint { completions, chat_completions, responses, messages };
+// messages: Anthropic's Messages API (anthropic_request.h), served as a chat;
+// ollama_chat, ollama_generate: Ollama's /api/chat and /api/generate
+// (ollama_request.h), served as a chat or a completion.
+enum class endpoint { completions, chat_completions, responses, messages, ollama_chat, ollama_generate };
 
 // OpenAI error object {"error":{"message","type","param","code"}}.
 struct api_error {
@@ -122,6 +124,10 @@ struct parsed_request {
   bool chat_logprobs = false;  // chat: logprobs:true
   // Structured output (output_constraint.h); compiled by prepare_generation.
   output_constraint constraint;
+  // Set for Ollama's routes (ollama_chat, ollama_generate): the answer is
+  // Ollama's (kind stays the served shape: chat or completions).
+  std::optional<endpoint> ollama_kind;
+  int64_t load_duration_ns = 0;  // Ollama's load_duration: what the request waited for its model (set by the server)
   // chat (vLLM's): return the reasoning (reasoning_content) when the server
   // has a reasoning parser; false drops it from the response.
   bool include_reasoning = true;

@@ -70,7 +70,9 @@ unsigned bit(endpoint e) {
   switch (e) {
     case endpoint::completions: return cmpl;
     case endpoint::chat_completions:
-    case endpoint::messages: return chat;  // translated into a chat body (anthropic_request.h)
+    case endpoint::messages:
+    case endpoint::ollama_chat: return chat;  // translated into a chat body (anthropic_request.h, ollama_request.h)
+    case endpoint::ollama_generate: return cmpl | chat;
     case endpoint::responses: return resp;
   }
   return 0;

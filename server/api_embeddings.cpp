@@ -7,6 +7,7 @@
 #include "server/api_router.h"
 #include "server/generation_submit.h"
 #include "server/metrics.h"
+#include "protocol/ollama_request.h"
 #include "server/model_wait.h"
 #include "server/request_stream.h"
 #include "tokenizer/tokenizer.h"
@@ -49,13 +50,38 @@ std::vector<engine_request> embedding_requests(const api::served_model& m, const
   return reqs;
 }
 
+// The body of the API's route as an embeddings request.
+std::optional<api::api_error> parse_body(embed_api api, std::string_view body, api::embeddings_request& r) {
+  if (api == embed_api::openai) return api::parse_embeddings(body, r);
+  return api::parse_ollama_embed(body, api == embed_api::ollama_legacy, r.model, r.texts);
+}
+
+// The answer to the vectors of r's inputs.
+std::string format_answer(embed_api api, const std::vector<std::vector<float>>& vectors, const api::embeddings_request& r,
+                          const std::string& model, int64_t prompt_tokens, std::chrono::steady_clock::time_point t_start) {
+  if (api == embed_api::openai) return api::format_embeddings(vectors, r.base64, model, prompt_tokens);
+  namespace json = boost::json;
+  const auto vec = [](const std::vector<float>& v) {
+    json::array a;
+    for (float f : v) a.push_back(f);
+    return a;
+  };
+  if (api == embed_api::ollama_legacy) return json::serialize(json::object{{"embedding", vec(vectors.front())}});
+  json::array all;
+  for (const auto& v : vectors) all.push_back(vec(v));
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t_start).count();
+  return json::serialize(json::object{{"model", model}, {"embeddings", std::move(all)}, {"total_duration", ns}, {"load_duration", 0},
+                                      {"prompt_eval_count", prompt_tokens}});
+}
+
 }  // namespace
 
-asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, http_io& io) {
+asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, http_io& io, embed_api api) {
   const unsigned v = ex.req.version();
+  const api::endpoint shape = api == embed_api::openai ? api::endpoint::chat_completions : api::endpoint::ollama_chat;
   api::embeddings_request r;
   std::vector<std::vector<int32_t>> inputs;
-  auto err = api::parse_embeddings(ex.req.body(), r);
+  auto err = parse_body(api, ex.req.body(), r);
   model_handle lease;
   if (!err) {
     model_acquired got = co_await acquire_model(ctx, r.model, nullptr, std::chrono::seconds(1));
@@ -69,7 +95,8 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   if (err) {
     (lease ? lease->metrics() : ctx.models->default_metrics()).count_rejected(rejection_reason(*err));
     ex.finish_reason = "rejected";
-    co_await io.write_response(ex, make_error_response(static_cast<http::status>(err->status), err->message, err->code, v, err->param));
+    auto res = make_api_error_response(shape, *err, v);
+    co_await io.write_response(ex, std::move(res));
     co_return;
   }
   for (const auto& in : inputs) ex.prompt_tokens += static_cast<int64_t>(in.size());
@@ -104,12 +131,14 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   if (!failure.empty()) {
     cancel_generation(m, ids);
     ex.finish_reason = "error";
-    co_await io.write_response(ex, make_error_response(http::status::internal_server_error, failure, "", v));
+    const api::api_error e{500, failure, "server_error", "", ""};
+    auto res = make_api_error_response(shape, e, v);
+    co_await io.write_response(ex, std::move(res));
     co_return;
   }
   ex.finish_reason = "stop";
-  co_await io.write_response(ex, make_json_response(http::status::ok,
-                                                    api::format_embeddings(vectors, r.base64, m.model().name, ex.prompt_tokens), v));
+  auto res = make_json_response(http::status::ok, format_answer(api, vectors, r, m.model().name, ex.prompt_tokens, ex.t_start), v);
+  co_await io.write_response(ex, std::move(res));
 }
 
 }  // namespace spate

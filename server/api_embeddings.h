@@ -13,6 +13,11 @@
 
 namespace spate {
 
-boost::asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, http_io& io);
+// Which API's embeddings route: OpenAI's /v1/embeddings, Ollama's /api/embed
+// ({"embeddings": [[...]]} with timings) or its older /api/embeddings
+// ({"embedding": [...]}, one prompt). Errors come in the API's shape.
+enum class embed_api { openai, ollama, ollama_legacy };
+
+boost::asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, http_io& io, embed_api api = embed_api::openai);
 
 }  // namespace spate

@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include "protocol/anthropic_request.h"
+#include "protocol/ollama_request.h"
+#include "server/api_ollama.h"
 #include "protocol/generation_format.h"
 #include "server/api_router.h"
 #include "server/generation_pump.h"
@@ -55,32 +57,57 @@ std::optional<api::api_error> prepare_request(const model_lease& m, api::parsed_
   return err;
 }
 
+// The body of the API's route, parsed into r (Ollama's extras into ollama).
+std::optional<api::api_error> parse_body(api::endpoint kind, std::string_view body, api::parsed_request& r, api::ollama_extras& ollama) {
+  switch (kind) {
+    case api::endpoint::messages: return api::parse_messages_request(body, r);
+    case api::endpoint::ollama_chat:
+    case api::endpoint::ollama_generate: return api::parse_ollama_request(kind, body, r, ollama);
+    default: return api::parse_request(kind, body, r);
+  }
+}
+
+const char* api_label(api::endpoint kind) {
+  if (kind == api::endpoint::messages) return "anthropic";
+  if (kind == api::endpoint::ollama_chat || kind == api::endpoint::ollama_generate) return "ollama";
+  return "openai";
+}
+
 }  // namespace
 
 asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, http_io& io, api::endpoint kind) {
   api::parsed_request r;
   prepared_generation g;
-  std::optional<api::api_error> err =
-      kind == api::endpoint::messages ? api::parse_messages_request(ex.req.body(), r) : api::parse_request(kind, ex.req.body(), r);
+  api::ollama_extras ollama;
+  std::optional<api::api_error> err = parse_body(kind, ex.req.body(), r, ollama);
   if (!err && !r.unknown_fields.empty()) {
     std::string names;
     for (const auto& f : r.unknown_fields) names += (names.empty() ? "" : ", ") + f;
     spdlog::debug("{}: ignoring unknown fields: {}", ex.request_id, names);
   }
-  // A stream opens while its model loads, so that keep-alives flow.
+  // A stream opens while its model loads, so that keep-alives flow (not NDJSON's: it has none).
   sse_sink sse(ex, io, ctx.opts.sse_keepalive_s, kind);
   model_handle lease;
   if (!err) {
     keep_alive_fn keep_alive;
-    if (r.stream) keep_alive = [&sse]() -> asio::awaitable<void> {
+    if (r.stream && !r.ollama_kind) keep_alive = [&sse]() -> asio::awaitable<void> {
       co_await sse.open();
       co_await sse.keep_alive();
     };
+    const auto t_load = std::chrono::steady_clock::now();
     model_acquired got = co_await acquire_model(ctx, r.model, keep_alive ? &keep_alive : nullptr, sse.keepalive_interval());
+    r.load_duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t_load).count();
     lease = std::move(got.lease);
     err = std::move(got.error);
   }
-  (lease ? lease->metrics() : ctx.models->default_metrics()).count_api_request(kind == api::endpoint::messages ? "anthropic" : "openai");
+  (lease ? lease->metrics() : ctx.models->default_metrics()).count_api_request(api_label(kind));
+  if (!err && r.ollama_kind) {
+    err = ollama_check(lease->model(), ollama);
+    if (!err && ollama.empty_prompt) {  // Ollama's way to load (or, keep_alive 0, unload) a model
+      co_await ollama_load_answer(ctx, ex, io, *lease, r, ollama);
+      co_return;
+    }
+  }
   if (!err) err = prepare_request(*lease, r, g);
   auto stream = request_stream::create(co_await asio::this_coro::executor);
   std::vector<int64_t> ids;
@@ -91,7 +118,8 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
     if (sse.opened()) {
       co_await sse.fail(*err);
     } else {
-      co_await io.write_response(ex, make_api_error_response(kind, *err, ex.req.version()));
+      auto res = make_api_error_response(kind, *err, ex.req.version());
+      co_await io.write_response(ex, std::move(res));
     }
     co_return;
   }
@@ -103,12 +131,16 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
   rec.t_arrival = ex.t_start;
   rec.gen = &g;
   record_to_exchange copy_back{rec, ex};
-  if (r.stream) {
+  if (r.stream && r.ollama_kind) {
+    ndjson_sink sink(ex, io);
+    co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sink, rec);
+  } else if (r.stream) {
     co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sse, rec);
   } else {
     json_body_sink sink(ex, io, kind);
     co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sink, rec);
   }
+  if (ollama.keep_alive_s && *ollama.keep_alive_s == 0) ctx.models->unload(lease->id());  // once its requests finish
 }
 
 asio::awaitable<void> handle_count_tokens(server_context& ctx, http_exchange& ex, http_io& io) {

@@ -5,6 +5,8 @@
 
 #include "engine/engine_api.h"
 #include "protocol/anthropic_request.h"
+#include "protocol/ollama_request.h"
+#include "server/api_ollama.h"
 #include "server/api_generate.h"
 #include "server/api_models.h"
 #include "server/api_tokenize.h"
@@ -80,6 +82,11 @@ http::response<http::string_body> make_error_response(http::status st, std::stri
 }
 
 http::response<http::string_body> make_api_error_response(api::endpoint api, const api::api_error& e, unsigned version) {
+  if (api == api::endpoint::ollama_chat || api == api::endpoint::ollama_generate) {
+    auto res = make_json_response(static_cast<http::status>(e.status), api::ollama_error_body(e.message), version);
+    if (e.status == 429 || e.status == 503) res.set(http::field::retry_after, "1");
+    return res;
+  }
   if (api != api::endpoint::messages) {
     return make_error_response(static_cast<http::status>(e.status), e.message, e.code, version, e.param);
   }
@@ -89,6 +96,7 @@ http::response<http::string_body> make_api_error_response(api::endpoint api, con
 }
 
 api::endpoint api_of_path(std::string_view path) {
+  if (path.starts_with("/api/")) return api::endpoint::ollama_chat;
   return path == "/v1/messages" || path.starts_with("/v1/messages/") ? api::endpoint::messages : api::endpoint::chat_completions;
 }
 
@@ -152,7 +160,8 @@ route_table api_routes(bool ui_enabled) {
   t.add({{verb::post}, "/v1/responses", route_auth::api_key, generate(api::endpoint::responses)});
   t.add({{verb::post}, "/v1/messages", route_auth::api_key, generate(api::endpoint::messages)});
   t.add({{verb::post}, "/v1/messages/count_tokens", route_auth::api_key, plain(handle_count_tokens)});
-  t.add({{verb::post}, "/v1/embeddings", route_auth::api_key, plain(handle_embeddings)});
+  add_ollama_routes(t, generate(api::endpoint::ollama_chat), generate(api::endpoint::ollama_generate));
+  t.add({{verb::post}, "/v1/embeddings", route_auth::api_key, [](server_context& ctx, http_exchange& ex, http_io& io, const route_params&) { return handle_embeddings(ctx, ex, io); }});
   t.add({{verb::post}, "/start_profile", route_auth::api_key, flag(handle_profile, true)});
   t.add({{verb::post}, "/stop_profile", route_auth::api_key, flag(handle_profile, false)});
   t.add({{verb::post}, "/tokenize", route_auth::api_key, flag(handle_tokenize, true)});

@@ -93,6 +93,23 @@ asio::awaitable<void> sse_sink::keep_alive() {
 
 asio::awaitable<void> sse_sink::close(const generation_formatter&) { co_await io_.write_stream_end(); }
 
+asio::awaitable<void> ndjson_sink::open() {
+  http::response<http::empty_body> res{http::status::ok, ex_.req.version()};
+  res.set(http::field::content_type, "application/x-ndjson");
+  co_await io_.write_stream_header(ex_, std::move(res));
+}
+
+asio::awaitable<void> ndjson_sink::send(stream_events events) {
+  std::string out;
+  for (const auto& e : events) {
+    out += e.data;
+    out += '\n';
+  }
+  co_await io_.write_chunk(out);
+}
+
+asio::awaitable<void> ndjson_sink::close(const generation_formatter&) { co_await io_.write_stream_end(); }
+
 asio::awaitable<void> json_body_sink::close(const generation_formatter& f) {
   const final_body b = f.result();
   const unsigned v = ex_.req.version();

@@ -81,6 +81,22 @@ class json_body_sink final : public generation_sink {
   api::endpoint api_;
 };
 
+// Ollama's streaming: application/x-ndjson over a chunked HTTP response, one
+// JSON object per line; no keep-alives (NDJSON has no comments).
+class ndjson_sink final : public generation_sink {
+ public:
+  ndjson_sink(http_exchange& ex, http_io& io) : ex_(ex), io_(io) {}
+  std::chrono::steady_clock::duration keepalive_interval() const override { return std::chrono::hours(24); }
+  boost::asio::awaitable<void> open() override;
+  boost::asio::awaitable<void> send(stream_events events) override;
+  boost::asio::awaitable<void> keep_alive() override { co_return; }
+  boost::asio::awaitable<void> close(const generation_formatter&) override;
+
+ private:
+  http_exchange& ex_;
+  http_io& io_;
+};
+
 // WebSocket text messages: each event's JSON is handed to post_message (which
 // queues it for the connection's writer and must not block).
 class ws_message_sink final : public generation_sink {

@@ -60,6 +60,8 @@ struct model_spec {
   uint64_t memory_bytes = 0;    // estimated weights + KV, for the memory budget
   std::string error;            // not servable (e.g. not a valid GGUF): listed with it, never loaded
   std::string parent;           // a LoRA adapter's base model id ("" for a model)
+  std::string arch;             // general.architecture (listing: Ollama's family)
+  std::string quantization;     // general.file_type's name, e.g. Q4_K_M ("" when unknown)
 };
 
 // A LoRA adapter installed in a loaded model: its executor slot and the

