@@ -23,6 +23,20 @@ std::string type_name(const json::value& v) {
   }
 }
 
+// The object and type of content block b at `at`, or the 400.
+std::optional<api_error> block_at(const json::value& b, const std::string& at, const json::object*& o, std::string_view& ty) {
+  o = b.if_object();
+  const json::value* type = o ? o->if_contains("type") : nullptr;
+  if (!type || !type->is_string()) return bad(at + ": a content block needs a string 'type'", at);
+  ty = type->as_string();
+  return std::nullopt;
+}
+
+api_error unsupported_block(const std::string& at, std::string_view ty) {
+  return bad(at + ": content block type '" + std::string(ty) + "' is not supported by this server (text, tool_use, tool_result" +
+                 " and thinking are)", at + ".type");
+}
+
 // The text of a string, or of an array of text blocks (joined by "\n"), at `where`.
 std::optional<api_error> text_of(const json::value& v, const std::string& where, std::string& out) {
   out.clear();
@@ -34,10 +48,10 @@ std::optional<api_error> text_of(const json::value& v, const std::string& where,
   size_t i = 0;
   for (const json::value& b : v.as_array()) {
     const std::string at = where + "[" + std::to_string(i++) + "]";
-    const json::object* o = b.if_object();
-    const json::value* t = o ? o->if_contains("type") : nullptr;
-    if (!t || !t->is_string()) return bad(at + ": a content block needs a string 'type'", at);
-    if (t->as_string() != "text") return bad(at + ": block type '" + std::string(t->as_string()) + "' is not supported here (text only)", at);
+    const json::object* o = nullptr;
+    std::string_view ty;
+    if (auto err = block_at(b, at, o, ty)) return err;
+    if (ty != "text") return bad(at + ": block type '" + std::string(ty) + "' is not supported here (text only)", at);
     const json::value* text = o->if_contains("text");
     if (!text || !text->is_string()) return bad(at + ".text: must be a string", at + ".text");
     if (!out.empty()) out += "\n";
@@ -62,10 +76,9 @@ std::optional<api_error> user_message(const json::value& content, const std::str
   size_t i = 0;
   for (const json::value& b : content.as_array()) {
     const std::string at = where + "[" + std::to_string(i++) + "]";
-    const json::object* o = b.if_object();
-    const json::value* type = o ? o->if_contains("type") : nullptr;
-    if (!type || !type->is_string()) return bad(at + ": a content block needs a string 'type'", at);
-    const std::string_view ty = type->as_string();
+    const json::object* o = nullptr;
+    std::string_view ty;
+    if (auto err = block_at(b, at, o, ty)) return err;
     if (ty == "text") {
       const json::value* s = o->if_contains("text");
       if (!s || !s->is_string()) return bad(at + ".text: must be a string", at + ".text");
@@ -84,8 +97,7 @@ std::optional<api_error> user_message(const json::value& content, const std::str
       if (const json::value* e = o->if_contains("is_error"); e && e->is_bool() && e->as_bool()) result = "Error: " + result;
       t.messages.push_back(json::object{{"role", "tool"}, {"tool_call_id", id->as_string()}, {"content", result}});
     } else {
-      return bad(at + ": content block type '" + std::string(ty) + "' is not supported by this server (text, tool_use, tool_result" +
-                     " and thinking are)", at + ".type");
+      return unsupported_block(at, ty);
     }
   }
   if (!text.empty() || content.as_array().empty()) t.messages.push_back(json::object{{"role", "user"}, {"content", text}});
@@ -104,10 +116,9 @@ std::optional<api_error> assistant_message(const json::value& content, const std
   size_t i = 0;
   for (const json::value& b : content.as_array()) {
     const std::string at = where + "[" + std::to_string(i++) + "]";
-    const json::object* o = b.if_object();
-    const json::value* type = o ? o->if_contains("type") : nullptr;
-    if (!type || !type->is_string()) return bad(at + ": a content block needs a string 'type'", at);
-    const std::string_view ty = type->as_string();
+    const json::object* o = nullptr;
+    std::string_view ty;
+    if (auto err = block_at(b, at, o, ty)) return err;
     if (ty == "text") {
       const json::value* s = o->if_contains("text");
       if (!s || !s->is_string()) return bad(at + ".text: must be a string", at + ".text");
@@ -125,8 +136,7 @@ std::optional<api_error> assistant_message(const json::value& content, const std
     } else if (ty == "thinking" || ty == "redacted_thinking") {
       continue;  // earlier turns' reasoning is not replayed to the model
     } else {
-      return bad(at + ": content block type '" + std::string(ty) + "' is not supported by this server (text, tool_use, tool_result" +
-                     " and thinking are)", at + ".type");
+      return unsupported_block(at, ty);
     }
   }
   json::object m{{"role", "assistant"}, {"content", text}};

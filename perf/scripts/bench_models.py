@@ -17,7 +17,6 @@ Usage: perf/scripts/bench_models.py [--model GGUF] [--spate build/spate] [--thre
 import argparse
 import concurrent.futures
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from perflib import free_port, median  # noqa: E402
+from perflib import Server, median  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 PROMPT = ("Write a long and detailed story about a lighthouse keeper who finds a message in a bottle, describing the sea, "
@@ -39,31 +38,14 @@ def post(url, body, timeout=600):
         return json.loads(r.read())
 
 
-def start(spate, args, env=None, log=None):
-    port = free_port()
-    p = subprocess.Popen([spate, "serve", "--host", "127.0.0.1", "--port", str(port), *args], stdout=log or subprocess.DEVNULL,
-                         stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        if p.poll() is not None:
-            sys.exit(f"spate serve exited with {p.returncode}")
-        try:
-            with urllib.request.urlopen(base + "/ready", timeout=2) as r:
-                if r.status == 200:
-                    return p, base
-        except OSError:
-            pass
-        time.sleep(0.2)
-    sys.exit("spate serve not ready")
+def start(spate, args, env=None):
+    """spate serve on a free loopback port, ready; returns (server, its URL)."""
+    s = Server([spate, "serve", "--host", "127.0.0.1", "--port", "{port}", *args], env=env).start()
+    return s, s.url
 
 
-def stop(p):
-    p.terminate()
-    try:
-        p.wait(60)
-    except subprocess.TimeoutExpired:
-        p.kill()
+def stop(s):
+    s.stop(grace_s=60.0)
 
 
 def throughput(base, models, n_streams=16, max_tokens=128):
@@ -121,7 +103,7 @@ def bench_cold(a, out):
     Path(a.model).read_bytes()  # into the page cache
     for warm in (True, False):
         p, base = start(a.spate, ["--models-dir", str(d), "--threads", str(a.threads), "--kv-cache-memory", "1GiB"],
-                        env={} if warm else {"SPATE_SKIP_WARMUP": "1"})
+                        env=None if warm else {"SPATE_SKIP_WARMUP": "1"})
         try:
             times = []
             for _ in range(a.reps):
