@@ -260,7 +260,10 @@ std::optional<api_error> parse_messages_request(std::string_view body, parsed_re
     if (err) return err;
   }
   chat["messages"] = std::move(t.messages);
-  if (const json::value* s = in.if_contains("stop_sequences"); s && !s->is_null()) chat["stop"] = *s;
+  if (const json::value* s = in.if_contains("stop_sequences"); s && !s->is_null()) {
+    if (!s->is_array()) return bad("stop_sequences: must be an array of strings, got " + type_name(*s), "stop_sequences");
+    chat["stop"] = *s;
+  }
   for (const char* k : {"temperature", "top_p", "top_k"}) {
     if (const json::value* f = in.if_contains(k); f && !f->is_null()) chat[k] = *f;
   }

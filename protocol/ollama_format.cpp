@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "protocol/logprobs_format.h"
 #include "protocol/ollama_request.h"
 
 namespace spate {
@@ -66,7 +67,7 @@ void ollama_formatter::add_events(const api::output_events& evs, pieces& p) {
   }
 }
 
-json::object ollama_formatter::chunk(const pieces& p, bool done) const {
+json::object ollama_formatter::chunk(const pieces& p, bool done, const std::vector<token_logprob>* lps) const {
   json::object o = envelope();
   if (chat_) {
     json::object msg{{"role", "assistant"}, {"content", p.content}};
@@ -77,6 +78,7 @@ json::object ollama_formatter::chunk(const pieces& p, bool done) const {
     o["response"] = p.content;
     if (!p.thinking.empty()) o["thinking"] = p.thinking;
   }
+  if (lps && req_.params.logprobs) o["logprobs"] = chat_logprobs(*model_.tok, *lps)["content"];
   o["done"] = done;
   return o;
 }
@@ -110,11 +112,15 @@ stream_events ollama_formatter::on_event(int32_t, const engine_event& e) {
     } else {
       p.content = e.text;
     }
-    if (!p.content.empty() || !p.thinking.empty() || !p.calls.empty()) out.push_back({"", json::serialize(chunk(p, false))});
+    pending_logprobs_.insert(pending_logprobs_.end(), e.logprobs.begin(), e.logprobs.end());
+    if (!p.content.empty() || !p.thinking.empty() || !p.calls.empty()) {
+      out.push_back({"", json::serialize(chunk(p, false, &pending_logprobs_))});
+      pending_logprobs_.clear();
+    }
     return out;
   }
   if (parser_) add_events(parser_->finish(e.reason == finish_reason::length), p);
-  json::object last = chunk(p, true);
+  json::object last = chunk(p, true, pending_logprobs_.empty() ? nullptr : &pending_logprobs_);
   add_stats(last);
   out.push_back({"", json::serialize(last)});
   return out;
@@ -140,7 +146,7 @@ final_body ollama_formatter::result() const {
     for (const auto& call : parsed.calls)
       p.calls.push_back(json::object{{"function", json::object{{"name", call.name}, {"arguments", arguments_object(call.arguments)}}}});
   }
-  json::object o = chunk(p, true);
+  json::object o = chunk(p, true, &acc_.logprobs);
   add_stats(o);
   return {true, json::serialize(o), ""};
 }

@@ -7,7 +7,9 @@
 //   generate: {"model", "created_at", "response", ["thinking"], "done": false}
 // and a last object with "done": true, "done_reason" (stop | length), and
 // total_duration, load_duration, prompt_eval_count, prompt_eval_duration,
-// eval_count, eval_duration (nanoseconds). Not streamed: that last object
+// eval_count, eval_duration (nanoseconds). With "logprobs": true, a chunk
+// carries "logprobs": [{"token", "logprob", "bytes", "top_logprobs"}] for the
+// tokens it covers (the whole answer's when not streamed). Not streamed: that last object
 // carries the whole message / response. An engine error is {"error": ...}.
 //
 // Thread-safety: as generation_formatter (one per request).
@@ -44,7 +46,7 @@ class ollama_formatter final : public generation_formatter {
     boost::json::array calls;
   };
   void add_events(const api::output_events& evs, pieces& p);
-  boost::json::object chunk(const pieces& p, bool done) const;
+  boost::json::object chunk(const pieces& p, bool done, const std::vector<token_logprob>* lps = nullptr) const;
   void add_stats(boost::json::object& o) const;
 
   const api::served_model& model_;
@@ -58,6 +60,7 @@ class ollama_formatter final : public generation_formatter {
   std::unique_ptr<api::output_parser> parser_;
   std::vector<std::string> call_args_;  // streaming: arguments of the calls in progress, by index
   std::vector<std::string> call_names_;
+  std::vector<token_logprob> pending_logprobs_;  // streaming: not yet sent with a chunk
 };
 
 }  // namespace spate

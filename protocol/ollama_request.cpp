@@ -100,6 +100,22 @@ std::optional<api_error> translate_messages(const json::value& msgs, json::array
   return std::nullopt;
 }
 
+// Ollama's logprobs (bool) and top_logprobs (0..20): the count of alternatives, set when logprobs is true.
+std::optional<api_error> read_logprobs(const json::object& in, std::optional<int32_t>& n_top) {
+  n_top.reset();
+  const json::value* lp = in.if_contains("logprobs");
+  if (lp && !lp->is_null() && !lp->is_bool()) return bad("logprobs: must be a boolean", "logprobs");
+  int64_t top = 0;
+  if (const json::value* t = in.if_contains("top_logprobs"); t && !t->is_null()) {
+    if (!t->is_int64() && !t->is_uint64()) return bad("top_logprobs: must be an integer", "top_logprobs");
+    top = t->is_int64() ? t->as_int64() : static_cast<int64_t>(std::min<uint64_t>(t->as_uint64(), 1000));
+    if (top < 0 || top > max_top_logprobs)
+      return bad("top_logprobs: must be in [0, " + std::to_string(max_top_logprobs) + "], got " + std::to_string(top), "top_logprobs");
+  }
+  if (lp && lp->is_bool() && lp->as_bool()) n_top = static_cast<int32_t>(top);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<double> parse_keep_alive(const json::value& v) {
@@ -143,13 +159,18 @@ std::optional<api_error> parse_ollama_request(endpoint kind, std::string_view bo
   if (const json::value* t = in.if_contains("template"); t && t->is_string() && !t->as_string().empty())
     return bad("template: a per-request template is not supported (spate uses the model's or --chat-template)", "template");
   static const std::set<std::string, std::less<>> chat_keys = {"model", "messages", "tools", "tool_choice", "format", "options", "stream",
-                                                               "keep_alive", "think"};
+                                                               "keep_alive", "think", "logprobs", "top_logprobs"};
   static const std::set<std::string, std::less<>> gen_keys = {"model",  "prompt", "suffix",     "images",  "format", "options", "system",
-                                                              "template", "stream", "raw", "keep_alive", "context", "think"};
+                                                              "template", "stream", "raw", "keep_alive", "context", "think",
+                                                              "logprobs", "top_logprobs"};
   if (const json::value* think = in.if_contains("think"); think && !think->is_null()) {
-    if (!think->is_bool() && !think->is_string()) return bad("think: must be a boolean or low, medium, high", "think");
+    const bool level = think->is_string() && (think->as_string() == "low" || think->as_string() == "medium" || think->as_string() == "high");
+    if (!think->is_bool() && !level) return bad("think: must be a boolean or \"low\", \"medium\", \"high\"", "think");
     req["chat_template_kwargs"] = json::object{{"enable_thinking", !think->is_bool() || think->as_bool()}};
+    if (level) req["reasoning_effort"] = *think;  // gpt-oss's levels, as Ollama maps them
   }
+  std::optional<int32_t> n_top_logprobs;  // set when logprobs is true
+  if (auto err = read_logprobs(in, n_top_logprobs)) return err;
   if (kind == endpoint::ollama_chat) {
     json::array msgs;
     const json::value* m = in.if_contains("messages");
@@ -197,6 +218,7 @@ std::optional<api_error> parse_ollama_request(endpoint kind, std::string_view bo
   }
   out.unknown_fields = std::move(unknown);
   out.ollama_kind = kind;
+  if (n_top_logprobs) out.params.logprobs = n_top_logprobs;
   return std::nullopt;
 }
 

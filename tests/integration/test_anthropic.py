@@ -4,6 +4,7 @@ count_tokens, stop sequences, errors as the SDK's exceptions, x-api-key, and
 the same greedy text as the OpenAI chat endpoint."""
 
 import json
+from pathlib import Path
 
 import anthropic
 import openai
@@ -147,3 +148,74 @@ def test_requests_are_counted_by_api(server):
     after = server.metrics()
     assert after['spate:api_requests_total{api="anthropic"}'] == before['spate:api_requests_total{api="anthropic"}'] + 1
     assert after['spate:api_requests_total{api="openai"}'] == before['spate:api_requests_total{api="openai"}'] + 1
+
+
+ONE = [{"role": "user", "content": "x"}]
+BAD_BODIES = [  # (body, a word the message must name)
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"text": "hi"}]}]}, "type"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "text"}]}]}, "text"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [5]}]}, "content[0]"),
+    ({"max_tokens": 4, "messages": [{"role": "robot", "content": "x"}]}, "robot"),
+    ({"max_tokens": 4, "messages": [{"role": "user"}]}, "content"),
+    ({"max_tokens": "4", "messages": ONE}, "max_tokens"),
+    ({"max_tokens": 0, "messages": ONE}, "max_tokens"),
+    ({"max_tokens": 4, "messages": "hi"}, "messages"),
+    ({"max_tokens": 4, "messages": ONE, "system": 5}, "system"),
+    ({"max_tokens": 4, "messages": ONE, "stop_sequences": "x"}, "stop_sequences"),
+    ({"max_tokens": 4, "messages": ONE, "top_k": "x"}, "top_k"),
+    ({"max_tokens": 4, "messages": ONE, "stream": "yes"}, "stream"),
+    ({"max_tokens": 4, "messages": ONE, "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+      "tool_choice": {"type": "tool", "name": "g"}}, "'g'"),
+    ({"max_tokens": 4, "messages": ONE, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "web_search_20250305"),
+    ({"max_tokens": 4, "messages": ONE, "tools": [{"name": "f"}]}, "input_schema"),
+    ({"max_tokens": 4, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "g", "input": "{}"}]}]},
+     "input"),
+    ({"max_tokens": 4, "messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "g", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "x"}]}]}, "t2"),
+    ({"max_tokens": 4, "messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "g", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "image"}]}]}]}, "image"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]}, "document"),
+    ({"max_tokens": 4, "messages": ONE, "thinking": {"type": "sometimes"}}, "thinking.type"),
+    ({"max_tokens": 4, "messages": ONE, "metadata": "u1"}, "metadata"),
+]
+
+
+@pytest.mark.parametrize("body,names", BAD_BODIES, ids=[f"bad{i}" for i in range(len(BAD_BODIES))])
+def test_bad_input_gets_a_400_in_anthropics_shape_naming_the_field(server, body, names):
+    h = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
+    st, out, _ = post_json(server.base_url, "/v1/messages", body, headers=h)
+    assert st == 400, json.dumps(out)
+    assert out["type"] == "error" and out["error"]["type"] == "invalid_request_error", json.dumps(out)
+    assert names in out["error"]["message"], out["error"]["message"]
+    if names != "max_tokens":  # count_tokens checks the same blocks
+        st, out, _ = post_json(server.base_url, "/v1/messages/count_tokens", {k: v for k, v in body.items() if k != "max_tokens"}, headers=h)
+        assert st == 400 and names in out["error"]["message"], json.dumps(out)
+    st, ok, _ = post_json(server.base_url, "/v1/messages", {"max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}, headers=h)
+    assert st == 200 and ok["type"] == "message"
+
+
+R1 = Path(__file__).resolve().parents[3] / "shared" / "testdata" / "chat-templates" / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+
+
+def test_reasoning_comes_back_as_thinking_blocks_streamed_or_not():
+    # DeepSeek-R1's template opens "<think>": the output up to "</think>" is reasoning.
+    s = SpateServer("--kv-cache-memory", "128MiB", "--chat-template", str(R1)).wait_ready()
+    try:
+        ask = [{"role": "user", "content": "What is 2+2? Think first."}]
+        oa = openai.OpenAI(base_url=s.base_url + "/v1", api_key="unused", max_retries=0)
+        ref = oa.chat.completions.create(model=MODEL_NAME, max_tokens=12, temperature=0, messages=ask).choices[0].message
+        reasoning = ref.model_extra.get("reasoning_content") or ref.model_extra.get("reasoning")
+        assert reasoning
+        c = anthropic.Anthropic(base_url=s.base_url, api_key="unused", max_retries=0, timeout=300)
+        m = c.messages.create(model=MODEL_NAME, max_tokens=12, messages=ask, extra_body=GREEDY)
+        assert m.content[0].type == "thinking" and m.content[0].thinking == reasoning
+        assert "".join(b.text for b in m.content if b.type == "text") == (ref.content or "")
+        with c.messages.stream(model=MODEL_NAME, max_tokens=12, messages=ask, extra_body=GREEDY) as st:
+            types = [e.type for e in st]
+            final = st.get_final_message()
+        assert final.content[0].type == "thinking" and final.content[0].thinking == reasoning
+        assert types[0] == "message_start" and types[-1] == "message_stop" and "thinking" in types
+    finally:
+        s.stop()

@@ -138,3 +138,57 @@ def test_empty_prompt_loads_and_keep_alive_zero_unloads(server):
     assert st == 200 and body["done"] and body["done_reason"] == "load"
     m = server.metrics()
     assert m['spate:api_requests_total{api="ollama"}'] >= 1
+
+
+ONE = [{"role": "user", "content": "x"}]
+BAD_BODIES = [  # (route, body, a word the message must name)
+    ("/api/chat", {"messages": ONE}, "model"),
+    ("/api/chat", {"messages": "x"}, "messages"),
+    ("/api/chat", {"messages": [{"role": "user", "content": 5}]}, "content"),
+    ("/api/chat", {"messages": ONE, "stream": "no"}, "stream"),
+    ("/api/chat", {"messages": ONE, "options": "hot"}, "options"),
+    ("/api/chat", {"messages": ONE, "options": {"temperature": "hot"}}, "temperature"),
+    ("/api/chat", {"messages": ONE, "options": {"num_predict": "many"}}, "num_predict"),
+    ("/api/chat", {"messages": ONE, "options": {"stop": 5}}, "stop"),
+    ("/api/chat", {"messages": ONE, "options": {"seed": 1.5}}, "seed"),
+    ("/api/chat", {"messages": ONE, "options": {"top_k": [1]}}, "top_k"),
+    ("/api/chat", {"messages": ONE, "format": "yaml"}, "format"),
+    ("/api/chat", {"messages": ONE, "format": {"type": "bogus"}}, "bogus"),
+    ("/api/chat", {"messages": ONE, "tools": [{"type": "function"}]}, "function"),
+    ("/api/chat", {"messages": ONE, "keep_alive": "soon"}, "keep_alive"),
+    ("/api/chat", {"messages": ONE, "think": "very"}, "think"),
+    ("/api/chat", {"messages": ONE, "logprobs": "yes"}, "logprobs"),
+    ("/api/chat", {"messages": ONE, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    ("/api/generate", {"prompt": 5}, "prompt"),
+    ("/api/generate", {"prompt": "x", "template": "{{ .Prompt }}"}, "template"),
+    ("/api/embed", {"input": 5}, "input"),
+    ("/api/show", {}, "model"),
+]
+
+
+@pytest.mark.parametrize("route,body,names", BAD_BODIES, ids=[f"bad{i}" for i in range(len(BAD_BODIES))])
+def test_bad_input_gets_a_400_in_ollamas_shape_naming_the_field(server, route, body, names):
+    full = dict(body, stream=body.get("stream", False))
+    if names != "model":
+        full["model"] = MODEL_NAME
+    st, out, _ = post_json(server.base_url, route, full)
+    assert st == 400 and set(out) == {"error"}, json.dumps(out)
+    assert names in out["error"], out["error"]
+    assert client(server).chat(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2}).done
+
+
+def test_logprobs_match_the_openai_chat_endpoint_streamed_or_not(server):
+    msgs = [{"role": "user", "content": "Name a colour."}]
+    r = client(server).chat(model=MODEL_NAME, messages=msgs, options=dict(GREEDY, num_predict=8), logprobs=True, top_logprobs=2)
+    assert len(r.logprobs) == r.eval_count
+    oa = openai.OpenAI(base_url=server.base_url + "/v1", api_key="unused", max_retries=0)
+    ref = oa.chat.completions.create(model=MODEL_NAME, max_tokens=8, temperature=0, messages=msgs, logprobs=True, top_logprobs=2)
+    want = [(t.token, round(t.logprob, 4), [(a.token, round(a.logprob, 4)) for a in t.top_logprobs]) for t in ref.choices[0].logprobs.content]
+    got = [(t.token, round(t.logprob, 4), [(a.token, round(a.logprob, 4)) for a in t.top_logprobs]) for t in r.logprobs]
+    assert got == want
+    streamed = []
+    for part in client(server).chat(model=MODEL_NAME, messages=msgs, options=dict(GREEDY, num_predict=8), logprobs=True, top_logprobs=2,
+                                    stream=True):
+        streamed += [(t.token, round(t.logprob, 4), [(a.token, round(a.logprob, 4)) for a in t.top_logprobs]) for t in part.logprobs or []]
+    assert streamed == want
+    assert client(server).chat(model=MODEL_NAME, messages=msgs, options=dict(GREEDY, num_predict=2)).logprobs is None
