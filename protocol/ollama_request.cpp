@@ -119,7 +119,7 @@ std::optional<api_error> read_logprobs(const json::object& in, std::optional<int
 }  // namespace
 
 std::optional<double> parse_keep_alive(const json::value& v) {
-  if (v.is_number()) return v.to_number<double>();
+  if (v.is_number()) return v.to_number<double>();  // a JSON number is finite
   if (!v.is_string()) return std::nullopt;
   const std::string s(v.as_string());
   if (s.empty()) return std::nullopt;
@@ -130,6 +130,7 @@ std::optional<double> parse_keep_alive(const json::value& v) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+  if (!std::isfinite(n)) return std::nullopt;
   const std::string unit = s.substr(used);
   if (unit.empty() || unit == "s") return n;
   if (unit == "ms") return n / 1000.0;

@@ -140,7 +140,7 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
     json_body_sink sink(ex, io, kind);
     co_await pump_generation(ctx, *lease, *stream, ids, *formatter, sink, rec);
   }
-  if (ollama.keep_alive_s && *ollama.keep_alive_s == 0) ctx.models->unload(lease->id());  // once its requests finish
+  if (ollama.keep_alive_s) ctx.models->set_keep_alive(lease->id(), *ollama.keep_alive_s);  // 0: once its requests finish
 }
 
 asio::awaitable<void> handle_count_tokens(server_context& ctx, http_exchange& ex, http_io& io) {

@@ -165,7 +165,7 @@ std::optional<api::api_error> ollama_check(const api::served_model& m, const api
 boost::asio::awaitable<void> ollama_load_answer(server_context& ctx, http_exchange& ex, http_io& io, const model_lease& m,
                                                 const api::parsed_request& r, const api::ollama_extras& x) {
   const bool unload = x.keep_alive_s && *x.keep_alive_s == 0;
-  if (unload) ctx.models->unload(m.id());  // once this (and every other) request is done
+  if (x.keep_alive_s) ctx.models->set_keep_alive(m.id(), *x.keep_alive_s);  // 0: once this (and every other) request is done
   json::object o{{"model", m.id()}, {"created_at", iso_time(std::time(nullptr))}};
   if (r.ollama_kind == api::endpoint::ollama_chat) {
     o["message"] = json::object{{"role", "assistant"}, {"content", ""}};

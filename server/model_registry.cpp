@@ -458,8 +458,8 @@ bool model_registry::work_once(std::unique_lock<std::mutex>& lock) {
   const auto now = clock_type::now();
   for (auto& e : entries_) {
     if (e->status != model_status::loaded || e->n_leases > 0 || e->spec.pinned) continue;
-    const bool idle_out = opts_.idle_unload_s > 0 && e->waiters.empty() &&
-                          std::chrono::duration<double>(now - e->idle_since).count() >= opts_.idle_unload_s;
+    const double limit_s = idle_limit_s(*e);
+    const bool idle_out = limit_s > 0 && e->waiters.empty() && std::chrono::duration<double>(now - e->idle_since).count() >= limit_s;
     if (e->drain_reason || idle_out) {
       unload_locked(lock, *e, e->drain_reason ? e->drain_reason : "idle");
       return true;
@@ -502,18 +502,31 @@ bool model_registry::work_once(std::unique_lock<std::mutex>& lock) {
   return true;
 }
 
+double model_registry::idle_limit_s(const entry& e) const { return e.keep_alive_s.value_or(opts_.idle_unload_s); }
+
+void model_registry::set_keep_alive(std::string_view id, double seconds) {
+  if (seconds == 0) {
+    unload(id);
+    return;
+  }
+  std::lock_guard lock(mu_);
+  entry* e = find_entry(id);
+  if (!e || e->spec.pinned || !e->spec.parent.empty()) return;  // an adapter follows its base
+  e->keep_alive_s = seconds < 0 ? 0.0 : seconds;  // 0 as a limit: never
+  cv_.notify_all();
+}
+
 void model_registry::thread_main() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     if (work_once(lock)) continue;
     // Sleep until something changes, or the next idle unload is due.
     std::optional<clock_type::time_point> due;
-    if (opts_.idle_unload_s > 0) {
-      for (const auto& e : entries_) {
-        if (e->status != model_status::loaded || e->n_leases > 0 || e->spec.pinned) continue;
-        const auto t = e->idle_since + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(opts_.idle_unload_s));
-        if (!due || t < *due) due = t;
-      }
+    for (const auto& e : entries_) {
+      const double limit_s = idle_limit_s(*e);
+      if (limit_s <= 0 || e->status != model_status::loaded || e->n_leases > 0 || e->spec.pinned) continue;
+      const auto t = e->idle_since + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(limit_s));
+      if (!due || t < *due) due = t;
     }
     if (due) {
       cv_.wait_until(lock, *due);

@@ -217,6 +217,12 @@ class model_registry {
   // its slot is freed once its running requests finish. 404 when unknown.
   std::optional<api::api_error> remove_adapter(std::string_view name);
 
+  // Ollama's keep_alive for id (seconds): once idle it stays loaded this long
+  // (negative: until evicted or unloaded), replacing --model-idle-unload for
+  // it until another request names one; 0 is unload(id). Pinned models and
+  // unknown ids are left alone.
+  void set_keep_alive(std::string_view id, double seconds);
+
   std::vector<model_row> list() const;
   std::optional<model_row> find(std::string_view id) const;
   // Every pinned model is loaded (the /ready condition besides warmup).
@@ -260,6 +266,8 @@ class model_registry {
   void unload_locked(std::unique_lock<std::mutex>& lock, entry& e, const char* reason);
   void run_load(std::unique_lock<std::mutex>& lock, entry& e);
   int32_t n_loaded_locked() const;
+  // The idle time after which e unloads (seconds); <= 0: never.
+  double idle_limit_s(const entry& e) const;
   uint64_t loaded_bytes_locked() const;
 
   model_loader loader_;

@@ -21,6 +21,7 @@ struct model_registry::entry {
   int32_t n_leases = 0;
   uint64_t last_used = 0;                    // LRU clock
   std::chrono::steady_clock::time_point idle_since = std::chrono::steady_clock::now();
+  std::optional<double> keep_alive_s;        // Ollama's keep_alive of the last request naming one: replaces idle_unload_s
   const char* drain_reason = nullptr;        // unload once idle (room for another model, or /models/unload)
   uint64_t wanted_seq = 0;                   // > 0: a load is queued (FIFO by this)
   std::vector<model_acquired_fn> waiters;    // on_ready of queued requests and load calls

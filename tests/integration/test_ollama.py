@@ -4,6 +4,7 @@ tools, embed, list, show, ps, version, 501 for pulls, errors as the client's
 ResponseError, and the same greedy text as the OpenAI chat endpoint."""
 
 import json
+import time
 
 import ollama
 import openai
@@ -192,3 +193,33 @@ def test_logprobs_match_the_openai_chat_endpoint_streamed_or_not(server):
         streamed += [(t.token, round(t.logprob, 4), [(a.token, round(a.logprob, 4)) for a in t.top_logprobs]) for t in part.logprobs or []]
     assert streamed == want
     assert client(server).chat(model=MODEL_NAME, messages=msgs, options=dict(GREEDY, num_predict=2)).logprobs is None
+
+
+def test_keep_alive_drives_loading_in_a_model_directory(tmp_path):
+    """Ollama's keep_alive per request: 0 unloads after the answer, a duration
+    unloads after that much idle time, -1 keeps the model; an empty prompt loads."""
+    from spate_server import SPATE_MODEL
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.gguf").symlink_to(SPATE_MODEL)
+    s = SpateServer("--models-dir", tmp_path, "--kv-cache-memory", "128MiB", single=False).wait_ready()
+    try:
+        c = client(s)
+        loaded = lambda: {m.model for m in c.ps().models}  # noqa: E731
+        assert loaded() == set()
+        r = c.generate(model="a", prompt="", keep_alive=-1)
+        assert r.done_reason == "load" and loaded() == {"a"}
+        c.chat(model="b", messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2}, keep_alive="1s")
+        c.chat(model="c", messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2}, keep_alive=0)
+        deadline = time.time() + 30
+        while loaded() != {"a"}:
+            assert time.time() < deadline, f"still loaded: {loaded()}"
+            time.sleep(0.1)
+        time.sleep(1.5)
+        assert loaded() == {"a"}  # -1: until evicted or unloaded
+        assert c.generate(model="a", prompt="", keep_alive=0).done_reason == "unload"
+        deadline = time.time() + 30
+        while loaded():
+            assert time.time() < deadline
+            time.sleep(0.1)
+    finally:
+        s.stop()

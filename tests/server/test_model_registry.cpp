@@ -208,6 +208,22 @@ TEST(ModelRegistry, IdleModelsUnloadAfterTheTimeout) {
   EXPECT_TRUE(eventually([&] { return f.status("a") == model_status::unloaded; }));
 }
 
+TEST(ModelRegistry, KeepAliveReplacesTheIdleTimeoutPerModel) {
+  registry_options o;
+  o.idle_unload_s = 0;  // never, unless a request's keep_alive says otherwise
+  fixture f({spec("a"), spec("b"), spec("c")}, o);
+  f.registry.set_keep_alive("a", 0.1);
+  f.registry.set_keep_alive("b", -1);  // forever
+  { model_handle a = f.get("a"), b = f.get("b"), c = f.get("c"); }
+  EXPECT_TRUE(eventually([&] { return f.status("a") == model_status::unloaded; }));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(f.status("b"), model_status::loaded);
+  EXPECT_EQ(f.status("c"), model_status::loaded);
+  f.registry.set_keep_alive("c", 0);  // unload now
+  EXPECT_TRUE(eventually([&] { return f.status("c") == model_status::unloaded; }));
+  f.registry.set_keep_alive("nope", 1);  // unknown: ignored
+}
+
 TEST(ModelRegistry, UnloadRouteWaitsForRunningRequests) {
   fixture f({spec("a")});
   model_handle a = f.get("a");
