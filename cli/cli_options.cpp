@@ -29,7 +29,9 @@ void add_model_options(po::options_description& desc, model_options& o) {
       ("block-size", po::value(&o.block_size)->default_value(16), "KV cache block size in tokens")
       ("kv-cache-memory", po::value(&o.kv_cache_memory)->default_value("auto"),
        "KV cache memory budget, e.g. 2GiB, 512MiB; auto = 2GiB, or less when less memory is left after the model loads")
-      ("kv-cache-dtype", po::value(&o.kv_cache_dtype)->default_value("f16"), "KV cache element type: f16 or f32")
+      ("kv-cache-dtype", po::value(&o.kv_cache_dtype)->default_value("f16"),
+       "KV cache element type: f16, f32, q8_0 (int8 in groups of 32 dims with an f16 scale; needs head_dim % 32 == 0) "
+       "or fp8_e5m2 (one byte per element, the top byte of an f16)")
       ("max-model-len", po::value(&o.max_model_len)->default_value(0), "maximum tokens per sequence (0 = the model's context length)")
       ("seed", po::value(&o.seed)->default_value(0), "base seed for requests that do not set one")
       ("log-level", po::value(&o.log_level)->default_value("info"), "trace, debug, info, warn, error")
@@ -39,7 +41,9 @@ void add_model_options(po::options_description& desc, model_options& o) {
 kernels::kv_dtype parse_kv_dtype(const std::string& s) {
   if (s == "f16" || s == "fp16" || s == "float16" || s == "auto") return kernels::kv_dtype::f16;
   if (s == "f32" || s == "fp32" || s == "float32") return kernels::kv_dtype::f32;
-  throw std::invalid_argument("--kv-cache-dtype must be f16 or f32, got '" + s + "'");
+  if (s == "q8_0") return kernels::kv_dtype::q8_0;
+  if (s == "fp8_e5m2") return kernels::kv_dtype::fp8_e5m2;
+  throw std::invalid_argument("--kv-cache-dtype must be f16, f32, q8_0 or fp8_e5m2, got '" + s + "'");
 }
 
 namespace {

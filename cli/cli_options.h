@@ -59,7 +59,7 @@ struct model_options {
   // memory left after the model loaded (load_model_for_command resolves it;
   // 2 GiB when nothing resolved it).
   uint64_t kv_cache_bytes = k_auto_kv_cache_bytes;
-  std::string kv_cache_dtype = "f16";  // --kv-cache-dtype f16|f32
+  std::string kv_cache_dtype = "f16";  // --kv-cache-dtype f16|f32|q8_0|fp8_e5m2
   int32_t max_model_len = 0;      // --max-model-len; 0 = the model's trained context
   uint64_t seed = 0;              // --seed: base of per-request seeds when a request sets none
   std::string log_level = "info"; // --log-level

@@ -275,7 +275,7 @@ std::unique_ptr<serving_model> serving_models::build(const catalog_model& spec) 
     throw std::runtime_error(flag_names(e.what()));
   }
   live->cache_config = {{"block_size", std::to_string(live->exec->block_size())},
-                        {"cache_dtype", m.model.kv_cache_dtype},
+                        {"cache_dtype", kernels::kv_dtype_name(parse_kv_dtype(m.model.kv_cache_dtype))},
                         {"enable_prefix_caching", ecfg.enable_prefix_caching ? "True" : "False"},
                         {"num_cpu_blocks", std::to_string(live->exec->n_kv_blocks())},
                         {"num_gpu_blocks", "0"},

@@ -13,14 +13,40 @@ int64_t attention_scratch_floats(int32_t n_group, int32_t n_ctx) {
   return static_cast<int64_t>(n_group) * detail::attention_scores_stride(n_ctx) + 8;
 }
 
+const char* kv_dtype_name(kv_dtype dt) {
+  switch (dt) {
+    case kv_dtype::f16: return "f16";
+    case kv_dtype::f32: return "f32";
+    case kv_dtype::q8_0: return "q8_0";
+    case kv_dtype::fp8_e5m2: return "fp8_e5m2";
+  }
+  return "?";
+}
+
+bool kv_dtype_supports_head_dim(kv_dtype dt, int32_t head_dim) {
+  if (head_dim < 1) return false;
+  return dt != kv_dtype::q8_0 || head_dim % k_kv_q8_group == 0;
+}
+
+int64_t kv_head_block_bytes(kv_dtype dt, int32_t block_size, int32_t head_dim) {
+  const int64_t n = static_cast<int64_t>(block_size) * head_dim;
+  switch (dt) {
+    case kv_dtype::f16: return 2 * n;
+    case kv_dtype::f32: return 4 * n;
+    case kv_dtype::q8_0: return n + 2 * (n / k_kv_q8_group);  // int8 values, then one f16 scale per 32
+    case kv_dtype::fp8_e5m2: return n;
+  }
+  return 0;
+}
+
 void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t first, int32_t n_ctx) {
   if (n_ctx <= first || kv.block_size <= 0) return;
-  const int64_t elem = kv.dtype == kv_dtype::f16 ? 2 : 4;
-  const int64_t bytes = static_cast<int64_t>(kv.block_size) * kv.head_dim * elem;  // one head's part of a block (K or V)
+  // One head's part of a block (K or V), values and (q8_0) scales.
+  const int64_t bytes = kv_head_block_bytes(kv.dtype, kv.block_size, kv.head_dim);
   const int32_t b0 = first / kv.block_size;
   const int32_t b1 = std::min((n_ctx - 1) / kv.block_size + 1, b0 + k_prefetch_kv_blocks);
   for (int32_t b = b0; b < b1; ++b) {
-    const int64_t at = detail::kv_block_base(kv, block_table[b], kv_head) * elem;
+    const int64_t at = detail::kv_head_base_bytes(kv, block_table[b], kv_head);
     const char* k = static_cast<const char*>(kv.k) + at;
     const char* v = static_cast<const char*>(kv.v) + at;
     for (int64_t o = 0; o < bytes; o += 64) {

@@ -23,16 +23,50 @@
 namespace spate::kernels {
 
 enum class rope_mode { normal, neox };  // normal: rotate pairs (2i, 2i+1); neox: rotate (i, i + n_rot/2)
-enum class kv_dtype { f16, f32 };
+// KV cache element types (--kv-cache-dtype). f16 and f32 store elements; the
+// quantized types store bytes:
+//   q8_0:     groups of 32 consecutive dims of one token's K or V row (llama.cpp's
+//             q8_0 rows) as 32 int8 values q and one f16 scale d: value = q * d,
+//             quantized as llama.cpp's quantize_row_q8_0_ref (amax = max |x|,
+//             d = amax / 127, id = d ? 1 / d : 0, stored scale f16(d), q = roundf(x * id)).
+//             Requires head_dim % 32 == 0 (kv_dtype_supports_head_dim).
+//   fp8_e5m2: one byte per element, the top byte of an IEEE half: decoded as the
+//             f16 (byte << 8). Encoded by rounding the float to f16 (round to
+//             nearest even), then that half to its top byte, again to nearest
+//             even on the low 8 bits (so a double rounding, as f32 -> f16 -> e5m2
+//             casts give); values past 57344 + half an ulp become +-inf, NaN
+//             stays a (quiet) NaN.
+enum class kv_dtype { f16, f32, q8_0, fp8_e5m2 };
+
+// The --kv-cache-dtype spelling of a dtype: "f16", "f32", "q8_0", "fp8_e5m2".
+const char* kv_dtype_name(kv_dtype dt);
+// Whether dt can store rows of head_dim values: q8_0 needs head_dim % 32 == 0, the others any head_dim >= 1.
+bool kv_dtype_supports_head_dim(kv_dtype dt, int32_t head_dim);
+// q8_0's group size (values per scale).
+inline constexpr int32_t k_kv_q8_group = 32;
+
+// Bytes of one kv head's part of one block, in the K pool and in the V pool
+// alike (see paged_kv_view). Precondition: kv_dtype_supports_head_dim(dt, head_dim), block_size >= 1.
+int64_t kv_head_block_bytes(kv_dtype dt, int32_t block_size, int32_t head_dim);
 
 // Paged KV cache layout for ONE layer, K and V pools separately. Kv head h of
-// block b owns block_size * head_dim elements from base = (b * n_kv_heads + h) * block_size * head_dim:
-//   V (slot-major):            element (s, d) at base + s * head_dim + d
-//   K (dim-major, transposed): element (s, d) at base + d * block_size + s
+// block b owns kv_head_block_bytes(dtype, block_size, head_dim) bytes of each
+// pool from byte base = (b * n_kv_heads + h) * kv_head_block_bytes(...), so
+// block b is the contiguous byte range [b, b + 1) * n_kv_heads * kv_head_block_bytes
+// of each pool. Within that part, for f16, f32 and fp8_e5m2 (elements of 2, 4, 1 bytes),
+// in elements from base:
+//   V (slot-major):            element (s, d) at s * head_dim + d
+//   K (dim-major, transposed): element (s, d) at d * block_size + s
+// and for q8_0 (G = head_dim / 32 groups per row), in bytes from base:
+//   K values (int8, transposed): (s, d) at d * block_size + s
+//   K scales (f16, group-major): scale of (s, group g) at block_size * head_dim + 2 * (g * block_size + s)
+//   V values (int8, slot-major): (s, d) at s * head_dim + d
+//   V scales (f16, slot-major):  scale of (s, group g) at block_size * head_dim + 2 * (s * G + g)
 // so attention's score pass reads consecutive slots as vector lanes (one FMA
-// chain per score, no horizontal sums) and its output pass reads V rows.
+// chain per score, no horizontal sums; for q8_0 also the slots' scales of a
+// group) and its output pass reads V rows.
 struct paged_kv_view {
-  void* k = nullptr; void* v = nullptr;   // pools for this layer (uint16_t halves if f16, floats if f32)
+  void* k = nullptr; void* v = nullptr;   // pools for this layer (see above)
   kv_dtype dtype = kv_dtype::f16;
   int32_t block_size = 16, n_kv_heads = 0, head_dim = 0;
 };
@@ -57,7 +91,8 @@ struct ops_table {
   // In-place numerically stable softmax over n floats (n >= 1).
   void (*softmax)(float* x, int64_t n);
   // Writes one token's K and V for kv head h (head_dim floats each) into slot `slot` of block `block`.
-  // f16 pools store round-to-nearest-even halves.
+  // f16 pools store round-to-nearest-even halves; q8_0 and fp8_e5m2 quantize as kv_dtype states, with
+  // the same bytes at every ISA level (one scalar implementation).
   void (*kv_store)(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k, const float* v);
   // Causal attention of n_group query heads sharing kv head `kv_head` (GQA group) for ONE query token that
   // attends to positions [first, n_ctx): first > 0 is a sliding window, whose earlier positions (and the
@@ -69,6 +104,9 @@ struct ops_table {
   // row, and is NOT multiplied by scale (as llama.cpp): with m = max(max_p score_p, s) and
   // w_p = exp(score_p - m), out = sum_p w_p v_p / (sum_p w_p + exp(s - m)). A sink of -inf equals none, and
   // nullptr gives exactly the bits of a call without sinks. Sinks must not be +inf or NaN.
+  // q8_0 and fp8_e5m2 are read in place (no dequantized copy of the cache): for q8_0 the score of a slot
+  // is sum over groups g of scale_g * (sum over d in g of q[d] * k_int8[d]), and the output sums
+  // (w_p * scale_{p,g}) * v_int8 over p.
   // Preconditions: 0 <= first < n_ctx, or n_ctx == 0, which writes zeros. out must not alias q, sinks or
   // scratch; concurrent calls need their own scratch.
   void (*attention)(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,

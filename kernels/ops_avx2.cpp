@@ -15,6 +15,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
 #include "kernels/ops_simd_avx2.h"
+#include "kernels/ops_kvq_simd.h"
 #include "kernels/simd_avx2.h"
 
 namespace spate::kernels::detail {
@@ -235,6 +236,10 @@ void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t
   const int64_t k_at = kv_k_index(kv, block, kv_head, slot, 0);  // dim d at k_at + d * block_size
   const int64_t k_step = kv.block_size;
   const int32_t hd = kv.head_dim;
+  if (kv.dtype == kv_dtype::q8_0 || kv.dtype == kv_dtype::fp8_e5m2) {
+    kv_store_quantized(kv, block, slot, kv_head, k, v);  // one token per step: the shared scalar store
+    return;
+  }
   if (kv.dtype == kv_dtype::f32) {
     std::memcpy(static_cast<float*>(kv.v) + v_at, v, sizeof(float) * hd);
     float* kf = static_cast<float*>(kv.k) + k_at;
@@ -274,14 +279,18 @@ struct avx2_attention {
   }
 
   // Pass 1: scores_transposed (ops_simd_avx2.h) in 8-lane chunks.
-  template <bool F16>
+  template <kv_dtype DT>
   static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                      const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
-    scores_transposed<lanes8, void, F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);
+    if constexpr (DT == kv_dtype::q8_0) {
+      q8_scores<lanes8, void>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);  // ops_kvq_simd.h
+    } else {
+      scores_transposed<lanes8, void, DT>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);
+    }
   }
 
   // out[h][d0 .. d0 + 8*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.
-  template <int HT, int DC, bool F16>
+  template <int HT, int DC, kv_dtype DT>
   static void v_tile(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
                      const int32_t* block_table, int32_t n_ctx, int32_t d0, const float* inv, float* out) {
     __m256 acc[HT][DC];
@@ -297,7 +306,7 @@ struct avx2_attention {
       for (int h = 0; h < HT; ++h) wv[h] = _mm256_broadcast_ss(w + h * stride + p);
       #pragma GCC unroll 16
       for (int c = 0; c < DC; ++c) {
-        const __m256 v = lanes8::load<F16>(kv.v, at + 8 * c);
+        const __m256 v = lanes8::load<DT>(kv.v, at + 8 * c);
         #pragma GCC unroll 16
         for (int h = 0; h < HT; ++h) acc[h][c] = _mm256_fmadd_ps(wv[h], v, acc[h][c]);
       }
@@ -312,28 +321,32 @@ struct avx2_attention {
   }
 
   // Dims [hdv, hd) that do not fill a vector, scalar, same order as the vector path.
-  template <bool F16>
+  template <kv_dtype DT>
   static void v_tail(const float* w, int64_t stride, int32_t n_head, const paged_kv_view& kv, int32_t kv_head,
                      const int32_t* block_table, int32_t n_ctx, int32_t d, const float* inv, float* out) {
     const int32_t hd = kv.head_dim;
     for (int32_t h = 0; h < n_head; ++h) {
       float acc = 0.0f;
       for_each_kv_pos(kv, kv_head, block_table, n_ctx, d, [&](int32_t p, int64_t at) {
-        acc = std::fma(w[h * stride + p], load_kv1<F16>(kv.v, at), acc);
+        acc = std::fma(w[h * stride + p], load_kv1<DT>(kv.v, at), acc);
       });
       out[static_cast<int64_t>(h) * hd + d] = acc * inv[h];
     }
   }
 
-  template <int HT, bool F16>
+  template <int HT, kv_dtype DT>
   static void v_heads(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
                       const int32_t* block_table, int32_t n_ctx, const float* inv, float* out) {
-    const int32_t hd = kv.head_dim;
-    const int32_t hdv = hd & ~7;
-    int32_t d = 0;
-    for (; d + 32 <= hdv; d += 32) v_tile<HT, 4, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
-    for (; d + 8 <= hdv; d += 8) v_tile<HT, 1, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
-    for (; d < hd; ++d) v_tail<F16>(w, stride, HT, kv, kv_head, block_table, n_ctx, d, inv, out);
+    if constexpr (DT == kv_dtype::q8_0) {
+      q8_v_heads<lanes8, HT>(w, stride, kv, kv_head, block_table, n_ctx, inv, out);  // ops_kvq_simd.h
+    } else {
+      const int32_t hd = kv.head_dim;
+      const int32_t hdv = hd & ~7;
+      int32_t d = 0;
+      for (; d + 32 <= hdv; d += 32) v_tile<HT, 4, DT>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+      for (; d + 8 <= hdv; d += 8) v_tile<HT, 1, DT>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+      for (; d < hd; ++d) v_tail<DT>(w, stride, HT, kv, kv_head, block_table, n_ctx, d, inv, out);
+    }
   }
 };
 

@@ -37,16 +37,22 @@
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
 #include "kernels/ops_simd_avx2.h"
+#include "kernels/ops_kvq_simd.h"
 #include "kernels/simd_avx2.h"
 
 namespace spate::kernels::detail {
 namespace {
 
-template <bool F16>
+// Elements [at, at + 16) of a KV pool of dtype DT (f16, f32 or fp8_e5m2) as floats.
+template <kv_dtype DT>
 inline __m512 load16(const void* pool, int64_t at) {
-  if constexpr (F16) {
+  if constexpr (DT == kv_dtype::f16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(pool) + at)));
+  } else if constexpr (DT == kv_dtype::fp8_e5m2) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(pool) + at));
+    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
   } else {
+    static_assert(DT == kv_dtype::f32);
     return _mm512_loadu_ps(static_cast<const float*>(pool) + at);
   }
 }
@@ -74,10 +80,15 @@ struct lanes16 {
   static ireg half(ireg k) { return _mm512_srai_epi32(k, 1); }
   static ireg sub(ireg a, ireg b) { return _mm512_sub_epi32(a, b); }
   static reg pow2(ireg k) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23)); }
-  template <bool F16>
+  template <kv_dtype DT>
   static reg load(const void* pool, int64_t at) {
-    return load16<F16>(pool, at);
+    return load16<DT>(pool, at);
   }
+  // 16 int8 at p as floats (exact); 16 f16 halves at p as floats (q8_0, ops_kvq_simd.h).
+  static reg load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static reg load_h(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
   // out[0..n) = lanes [0, n) of v * scale.
   static void store(float* out, reg v, float scale, int32_t n) {
     v = _mm512_mul_ps(v, _mm512_set1_ps(scale));
@@ -148,14 +159,18 @@ struct avx512_attention {
   }
 
   // Pass 1: scores_transposed (ops_simd_avx2.h), 16-lane chunks, then 8.
-  template <bool F16>
+  template <kv_dtype DT>
   static void scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                      const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
-    scores_transposed<lanes16, lanes8, F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);
+    if constexpr (DT == kv_dtype::q8_0) {
+      q8_scores<lanes16, lanes8>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);  // ops_kvq_simd.h
+    } else {
+      scores_transposed<lanes16, lanes8, DT>(q, n_group, kv, kv_head, block_table, n_ctx, scale, dst, stride);
+    }
   }
 
   // out[h][d0 .. d0 + 16*DC) = inv[h] * sum_p w[h*stride + p] * v_p[d0 ..] for HT heads.
-  template <int HT, int DC, bool F16>
+  template <int HT, int DC, kv_dtype DT>
   static void v_tile(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
                      const int32_t* block_table, int32_t n_ctx, int32_t d0, const float* inv, float* out) {
     __m512 acc[HT][DC];
@@ -170,7 +185,7 @@ struct avx512_attention {
       for (int h = 0; h < HT; ++h) wv[h] = _mm512_set1_ps(w[h * stride + p]);
       #pragma GCC unroll 4
       for (int c = 0; c < DC; ++c) {
-        const __m512 v = load16<F16>(kv.v, at + 16 * c);
+        const __m512 v = load16<DT>(kv.v, at + 16 * c);
         #pragma GCC unroll 4
         for (int h = 0; h < HT; ++h) acc[h][c] = _mm512_fmadd_ps(wv[h], v, acc[h][c]);
       }
@@ -184,13 +199,17 @@ struct avx512_attention {
     }
   }
 
-  template <int HT, bool F16>
+  template <int HT, kv_dtype DT>
   static void v_heads(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head,
                       const int32_t* block_table, int32_t n_ctx, const float* inv, float* out) {
-    const int32_t hd = kv.head_dim;
-    int32_t d = 0;
-    for (; d + 64 <= hd; d += 64) v_tile<HT, 4, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
-    for (; d < hd; d += 16) v_tile<HT, 1, F16>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+    if constexpr (DT == kv_dtype::q8_0) {
+      q8_v_heads<lanes16, HT>(w, stride, kv, kv_head, block_table, n_ctx, inv, out);  // ops_kvq_simd.h
+    } else {
+      const int32_t hd = kv.head_dim;
+      int32_t d = 0;
+      for (; d + 64 <= hd; d += 64) v_tile<HT, 4, DT>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+      for (; d < hd; d += 16) v_tile<HT, 1, DT>(w, stride, kv, kv_head, block_table, n_ctx, d, inv, out);
+    }
   }
 };
 

@@ -18,7 +18,7 @@ const ops_table& ops_avx512_table();
 // Scores stride (floats per query head) inside the attention scratch.
 inline int64_t attention_scores_stride(int32_t n_ctx) { return (static_cast<int64_t>(n_ctx) + 7) & ~int64_t{7}; }
 
-// Element offsets in the paged layout (see paged_kv_view).
+// Element offsets in the paged layout (see paged_kv_view) of f16, f32 and fp8_e5m2 (one-byte elements).
 // Where kv head kv_head's block_size * head_dim elements of block `block` start, in K and V alike.
 inline int64_t kv_block_base(const paged_kv_view& kv, int32_t block, int32_t kv_head) {
   return (static_cast<int64_t>(block) * kv.n_kv_heads + kv_head) * kv.block_size * kv.head_dim;
@@ -31,6 +31,35 @@ inline int64_t kv_k_index(const paged_kv_view& kv, int32_t block, int32_t kv_hea
 inline int64_t kv_v_row_index(const paged_kv_view& kv, int32_t block, int32_t kv_head, int32_t slot) {
   return kv_block_base(kv, block, kv_head) + static_cast<int64_t>(slot) * kv.head_dim;
 }
+
+// The quantized dtypes (kv_dtype q8_0 and fp8_e5m2; ops_kvq_ref.cpp).
+// Byte offset of kv head kv_head's part of block `block` in either pool, any dtype.
+inline int64_t kv_head_base_bytes(const paged_kv_view& kv, int32_t block, int32_t kv_head) {
+  return (static_cast<int64_t>(block) * kv.n_kv_heads + kv_head) * kv_head_block_bytes(kv.dtype, kv.block_size, kv.head_dim);
+}
+// q8_0, in bytes from kv_head_base_bytes: K int8 (s, d) at d * block_size + s, V int8 at s * head_dim + d
+// (kv_k_index / kv_v_row_index minus kv_block_base, as for one-byte elements), and the f16 scales after
+// the block_size * head_dim values:
+inline int64_t kv_q8_k_scale_offset(const paged_kv_view& kv, int32_t slot, int32_t group) {
+  return static_cast<int64_t>(kv.block_size) * kv.head_dim + 2 * (static_cast<int64_t>(group) * kv.block_size + slot);
+}
+inline int64_t kv_q8_v_scale_offset(const paged_kv_view& kv, int32_t slot, int32_t group) {
+  return static_cast<int64_t>(kv.block_size) * kv.head_dim +
+         2 * (static_cast<int64_t>(slot) * (kv.head_dim / k_kv_q8_group) + group);
+}
+// One q8_0 group as llama.cpp's quantize_row_q8_0_ref: 32 floats x into q[i * q_step] (int8) and the
+// f16 scale, returned.
+uint16_t quantize_q8_group(const float* x, int8_t* q, int64_t q_step);
+// fp8_e5m2 (see kv_dtype): the byte of a float, and the float of a byte.
+uint8_t f32_to_e5m2(float x);
+float e5m2_to_f32(uint8_t b);
+// kv_store for q8_0 and fp8_e5m2, shared by every ISA level (identical bytes).
+void kv_store_quantized(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k,
+                        const float* v);
+// The scalar reference attention for q8_0 and fp8_e5m2 (ops_table::attention's contract).
+void attention_quantized_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
+                             const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks,
+                             float* out, float* scratch);
 
 // AVX2 functions exposed for tests (defined in ops_avx2.cpp; require avx2).
 // F16C conversions of n values (round-to-nearest-even on narrowing).

@@ -80,6 +80,10 @@ void kv_store_ref(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t 
   const int64_t v_at = detail::kv_v_row_index(kv, block, kv_head, slot);
   const int64_t k_at = detail::kv_k_index(kv, block, kv_head, slot, 0);  // dim d at k_at + d * block_size
   const int64_t k_step = kv.block_size;
+  if (kv.dtype == kv_dtype::q8_0 || kv.dtype == kv_dtype::fp8_e5m2) {
+    detail::kv_store_quantized(kv, block, slot, kv_head, k, v);
+    return;
+  }
   if (kv.dtype == kv_dtype::f32) {
     std::memcpy(static_cast<float*>(kv.v) + v_at, v, sizeof(float) * kv.head_dim);
     for (int32_t d = 0; d < kv.head_dim; ++d) static_cast<float*>(kv.k)[k_at + d * k_step] = k[d];
@@ -102,6 +106,10 @@ inline float kv_elem(const paged_kv_view& kv, const void* pool, int64_t at) {
 void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                    const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out,
                    float* scratch) {
+  if (kv.dtype == kv_dtype::q8_0 || kv.dtype == kv_dtype::fp8_e5m2) {
+    detail::attention_quantized_ref(q, n_group, kv, kv_head, block_table, first, n_ctx, scale, sinks, out, scratch);
+    return;
+  }
   const int32_t hd = kv.head_dim, bs = kv.block_size;
   if (n_ctx <= 0) {
     std::memset(out, 0, sizeof(float) * n_group * hd);

@@ -105,14 +105,25 @@ struct lanes8 {
   static ireg half(ireg k) { return _mm256_srai_epi32(k, 1); }
   static ireg sub(ireg a, ireg b) { return _mm256_sub_epi32(a, b); }
   static reg pow2(ireg k) { return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)); }
-  template <bool F16>
+  // Elements [at, at + 8) of a KV pool of dtype DT (f16, f32 or fp8_e5m2) as floats.
+  template <kv_dtype DT>
   static reg load(const void* pool, int64_t at) {
-    if constexpr (F16) {
+    if constexpr (DT == kv_dtype::f16) {
       return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(pool) + at)));
+    } else if constexpr (DT == kv_dtype::fp8_e5m2) {
+      const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(pool) + at));
+      return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(b), 8));
     } else {
+      static_assert(DT == kv_dtype::f32);
       return _mm256_loadu_ps(static_cast<const float*>(pool) + at);
     }
   }
+  // 8 int8 at p as floats (exact).
+  static reg load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  // 8 f16 halves at p (any alignment) as floats.
+  static reg load_h(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
   // out[0..n) = lanes [0, n) of v * scale.
   static void store(float* out, reg v, float scale, int32_t n) {
     v = _mm256_mul_ps(v, _mm256_set1_ps(scale));
@@ -258,7 +269,7 @@ struct k_chunk {
 // Scores of HT heads (q rows q + h*hd) for the slots of NC chunks, written to
 // out[h*stride + chunk.p + i] for i < chunk.n. k_step = block_size (elements
 // between a slot's consecutive dims). Reads L slots per chunk from ch[c].at.
-template <class V, int HT, int NC, bool F16>
+template <class V, int HT, int NC, kv_dtype DT>
 inline void score_chunks(const float* q, int32_t hd, int64_t k_step, const void* kpool, const k_chunk* ch, float scale,
                          float* out, int64_t stride) {
   typename V::reg acc[HT][NC];
@@ -275,7 +286,7 @@ inline void score_chunks(const float* q, int32_t hd, int64_t k_step, const void*
     for (int h = 0; h < HT; ++h) qv[h] = V::bcast(q + static_cast<int64_t>(h) * hd + d);
     #pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
-      const typename V::reg k = V::template load<F16>(kpool, at[c]);
+      const typename V::reg k = V::template load<DT>(kpool, at[c]);
       at[c] += k_step;
       #pragma GCC unroll 4
       for (int h = 0; h < HT; ++h) acc[h][c] = V::fma(qv[h], k, acc[h][c]);
@@ -288,7 +299,7 @@ inline void score_chunks(const float* q, int32_t hd, int64_t k_step, const void*
 }
 
 // Up to 8 chunks of one lane type, scored for all heads when full or flushed.
-template <class V, bool F16>
+template <class V, kv_dtype DT>
 class chunk_batch {
  public:
   static constexpr int k_max = 8;
@@ -310,18 +321,18 @@ class chunk_batch {
       const float* qg = q_ + static_cast<int64_t>(g) * hd_;
       float* og = out_ + g * stride_;
       int i = 0;
-      for (; i + NC <= n_; i += NC) score_chunks<V, HT, NC, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+      for (; i + NC <= n_; i += NC) score_chunks<V, HT, NC, DT>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
       const int rem = n_ - i;
       if (rem == 0) return;
       for (int j = n_; j < k_max; ++j) ch_[j] = {ch_[0].at, 0, 0};
       if (rem == 1) {
-        score_chunks<V, HT, 1, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+        score_chunks<V, HT, 1, DT>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
       } else if (rem == 2) {
-        score_chunks<V, HT, 2, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+        score_chunks<V, HT, 2, DT>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
       } else if (rem <= 4) {
-        score_chunks<V, HT, 4, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+        score_chunks<V, HT, 4, DT>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
       } else {
-        score_chunks<V, HT, 8, F16>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
+        score_chunks<V, HT, 8, DT>(qg, hd_, k_step_, kpool_, ch_ + i, scale_, og, stride_);
       }
     });
     n_ = 0;
@@ -339,11 +350,13 @@ class chunk_batch {
   int n_ = 0;
 };
 
-// Element at of a KV pool (an fp16 half if F16, else a float) as a float.
-template <bool F16>
+// Element at of a KV pool of dtype DT (f16, f32 or fp8_e5m2) as a float.
+template <kv_dtype DT>
 inline float load_kv1(const void* pool, int64_t at) {
-  if constexpr (F16) {
+  if constexpr (DT == kv_dtype::f16) {
     return _cvtsh_ss(static_cast<const uint16_t*>(pool)[at]);
+  } else if constexpr (DT == kv_dtype::fp8_e5m2) {
+    return _cvtsh_ss(static_cast<uint16_t>(static_cast<const uint8_t*>(pool)[at] << 8));
   } else {
     return static_cast<const float*>(pool)[at];
   }
@@ -354,13 +367,13 @@ inline float load_kv1(const void* pool, int64_t at) {
 // Wide lanes where a whole chunk lies inside its block, then (when Narrow is
 // not void) to chunks of Narrow lanes, and the rest one by one (block sizes
 // that are not a multiple of the lane count).
-template <class Wide, class Narrow, bool F16>
+template <class Wide, class Narrow, kv_dtype DT>
 void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                        const int32_t* block_table, int32_t n_ctx, float scale, float* dst, int64_t stride) {
   const int32_t hd = kv.head_dim, bs = kv.block_size;
-  chunk_batch<Wide, F16> wide(q, n_group, hd, bs, kv.k, scale, dst, stride);
+  chunk_batch<Wide, DT> wide(q, n_group, hd, bs, kv.k, scale, dst, stride);
   using narrow_lanes = std::conditional_t<std::is_void_v<Narrow>, Wide, Narrow>;
-  chunk_batch<narrow_lanes, F16> narrow(q, n_group, hd, bs, kv.k, scale, dst, stride);
+  chunk_batch<narrow_lanes, DT> narrow(q, n_group, hd, bs, kv.k, scale, dst, stride);
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
     const int64_t base = kv_k_index(kv, block_table[b], kv_head, 0, 0);
@@ -374,7 +387,7 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
       for (int32_t g = 0; g < n_group; ++g) {
         const float* qg = q + static_cast<int64_t>(g) * hd;
         float acc = 0.0f;
-        for (int32_t d = 0; d < hd; ++d) acc = std::fma(qg[d], load_kv1<F16>(kv.k, base + s + static_cast<int64_t>(d) * bs), acc);
+        for (int32_t d = 0; d < hd; ++d) acc = std::fma(qg[d], load_kv1<DT>(kv.k, base + s + static_cast<int64_t>(d) * bs), acc);
         dst[g * stride + p + s] = acc * scale;
       }
     }
@@ -386,17 +399,18 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
 
 // The attention kernels' structure (three passes, no online rescaling, so the
 // result is a fixed function of q and the logical K/V contents):
-//   1. K::scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride)
+//   1. K::scores<DT>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride)
 //      writes the scaled scores of head g at scratch + g * stride (junk allowed
 //      past n_ctx up to round_up(n_ctx, 8)): scores_transposed above;
 //   2. K::softmax_heads(scratch, stride, n_group, n_ctx, sinks, inv) turns them
 //      into weights w and inv = 1 / sum(w), with the heads' sinks if not null
 //      (softmax_heads above, or a wider one);
-//   3. K::v_heads<HT, F16>(w, stride, kv, kv_head, block_table, n_ctx, inv, out)
+//   3. K::v_heads<HT, DT>(w, stride, kv, kv_head, block_table, n_ctx, inv, out)
 //      writes out = (sum_p w[p] v_p) * inv for each head tile of
 //      for_head_tiles<K::max_ht>.
-// F16: the pools hold fp16 halves (else floats). n_ctx >= 1; the arguments are
-// those of ops_table::attention.
+// DT: the pools' dtype, f16, f32, fp8_e5m2 or q8_0 (K's functions branch to
+// their q8_0 versions, ops_kvq_simd.h). n_ctx >= 1; the arguments are those of
+// ops_table::attention.
 template <class K>
 void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                       const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks, float* out,
@@ -409,22 +423,23 @@ void attention_passes(const float* q, int32_t n_group, const paged_kv_view& kv, 
   n_ctx -= first_block * kv.block_size;
   const int64_t stride = attention_scores_stride(n_ctx);
   const int32_t hd = kv.head_dim;
-  auto passes = [&]<bool F16>() {
-    K::template scores<F16>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride);
+  auto passes = [&]<kv_dtype DT>() {
+    K::template scores<DT>(q, n_group, kv, kv_head, block_table, n_ctx, scale, scratch, stride);
     for (int32_t g = 0; g < n_group; ++g) {
       for (int32_t p = 0; p < n_masked; ++p) scratch[g * stride + p] = -std::numeric_limits<float>::infinity();
     }
     head_floats inv(n_group);
     K::softmax_heads(scratch, stride, n_group, n_ctx, sinks, inv.data());
     for_head_tiles<K::max_ht>(n_group, [&]<int HT>(int32_t g) {
-      K::template v_heads<HT, F16>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv.data() + g,
+      K::template v_heads<HT, DT>(scratch + g * stride, stride, kv, kv_head, block_table, n_ctx, inv.data() + g,
                                    out + static_cast<int64_t>(g) * hd);
     });
   };
-  if (kv.dtype == kv_dtype::f16) {
-    passes.template operator()<true>();
-  } else {
-    passes.template operator()<false>();
+  switch (kv.dtype) {
+    case kv_dtype::f16: passes.template operator()<kv_dtype::f16>(); break;
+    case kv_dtype::f32: passes.template operator()<kv_dtype::f32>(); break;
+    case kv_dtype::q8_0: passes.template operator()<kv_dtype::q8_0>(); break;
+    case kv_dtype::fp8_e5m2: passes.template operator()<kv_dtype::fp8_e5m2>(); break;
   }
 }
 

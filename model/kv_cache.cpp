@@ -4,23 +4,37 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <sys/mman.h>
 
 namespace spate {
 
+void kv_cache::check_dtype(const model_config& c, kernels::kv_dtype dtype) {
+  if (!kernels::kv_dtype_supports_head_dim(dtype, c.head_dim)) {
+    throw std::invalid_argument("--kv-cache-dtype " + std::string(kernels::kv_dtype_name(dtype)) +
+                                " needs a head_dim that is a multiple of " + std::to_string(kernels::k_kv_q8_group) +
+                                "; this model's head_dim is " + std::to_string(c.head_dim) + " (use f16, f32 or fp8_e5m2)");
+  }
+}
+
+namespace {
+size_t layer_block_bytes(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
+  return static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(kernels::kv_head_block_bytes(dtype, block_size, c.head_dim));
+}
+}  // namespace
+
 size_t kv_cache::bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
-  const size_t elem = dtype == kernels::kv_dtype::f16 ? 2 : 4;
-  return 2ull * static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(block_size) *
-         static_cast<size_t>(c.head_dim) * elem;
+  check_dtype(c, dtype);
+  return 2ull * static_cast<size_t>(c.n_layer) * layer_block_bytes(c, block_size, dtype);
 }
 
 kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, kernels::kv_dtype dtype)
     : n_layer_(c.n_layer), n_blocks_(n_blocks), block_size_(block_size), n_kv_heads_(c.n_head_kv),
       head_dim_(c.head_dim), dtype_(dtype) {
   if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("kv_cache needs at least one block of at least one slot");
-  const size_t elem = dtype == kernels::kv_dtype::f16 ? 2 : 4;
-  layer_pool_bytes_ = static_cast<size_t>(n_blocks) * static_cast<size_t>(n_kv_heads_) * static_cast<size_t>(block_size) *
-                      static_cast<size_t>(head_dim_) * elem;
+  check_dtype(c, dtype);
+  block_bytes_per_layer_pool_ = layer_block_bytes(c, block_size, dtype);
+  layer_pool_bytes_ = static_cast<size_t>(n_blocks) * block_bytes_per_layer_pool_;
   layer_pool_bytes_ = (layer_pool_bytes_ + 63) / 64 * 64;
   total_bytes_ = layer_pool_bytes_ * 2 * static_cast<size_t>(n_layer_);
   // Anonymous mapping, 4 KiB aligned, committed up front (MAP_POPULATE): the

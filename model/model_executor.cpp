@@ -16,7 +16,7 @@ int32_t kv_block_count(const model_config& c, const executor_config& cfg) {
   const auto n_blocks = static_cast<int32_t>(std::min<uint64_t>(cfg.kv_cache_bytes / per_block, 1u << 30));
   spdlog::info("KV cache: {} budget, {} per block of {} tokens ({} per token, {})", format_bytes(cfg.kv_cache_bytes),
                format_bytes(per_block), cfg.block_size, format_bytes(per_block / static_cast<size_t>(cfg.block_size)),
-               cfg.kv_dtype == kernels::kv_dtype::f16 ? "f16" : "f32");
+               kernels::kv_dtype_name(cfg.kv_dtype));
   if (n_blocks < 1) throw std::invalid_argument("kv_cache_bytes is smaller than one KV block (" + format_bytes(per_block) + ")");
   spdlog::info("# CPU blocks: {}", n_blocks);
   return n_blocks;

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <tuple>
 
 #include "model_fixture.h"
 
@@ -110,8 +112,9 @@ class BatchInvariance : public ::testing::TestWithParam<std::string> {
   }
 };
 
-TEST_P(BatchInvariance, AloneVersusBatchedStaggeredChunkedAndThreads) {
-  runner_env env(model(), 1024);
+// Alone, batched, staggered, chunked and reversed runs of the five prompts give the same bits.
+void expect_alone_equals_batched(loaded_model& m, kernels::kv_dtype dtype) {
+  runner_env env(m, 1024, 16, 2, dtype);
   std::vector<seq_run> alone;
   for (size_t i = 0; i < 5; ++i) alone.push_back(run(env, {i}, k_gen, 0, {})[0]);
 
@@ -131,6 +134,19 @@ TEST_P(BatchInvariance, AloneVersusBatchedStaggeredChunkedAndThreads) {
   for (size_t i = 0; i < 5; ++i) expect_bitwise_equal(alone[4 - i], reversed[i], "reversed");
 }
 
+// Block sizes 4 and 32 (16 above) give the same bits.
+void expect_block_size_invariant(loaded_model& m, kernels::kv_dtype dtype) {
+  runner_env small(m, 2048, 4, 2, dtype);
+  runner_env large(m, 256, 32, 2, dtype);
+  const auto a = run(small, {1, 2}, 6, 0, {});
+  const auto b = run(large, {1, 2}, 6, 0, {});
+  for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "block size");
+}
+
+TEST_P(BatchInvariance, AloneVersusBatchedStaggeredChunkedAndThreads) {
+  expect_alone_equals_batched(model(), kernels::kv_dtype::f16);
+}
+
 TEST_P(BatchInvariance, ThreadCountDoesNotChangeLogits) {
   runner_env one(model(), 256, 16, 1);
   runner_env two(model(), 256, 16, 2);
@@ -139,17 +155,41 @@ TEST_P(BatchInvariance, ThreadCountDoesNotChangeLogits) {
   for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "threads");
 }
 
-TEST_P(BatchInvariance, BlockSizeDoesNotChangeLogits) {
-  runner_env small(model(), 2048, 4, 2);
-  runner_env large(model(), 256, 32, 2);
-  const auto a = run(small, {1, 2}, 6, 0, {});
-  const auto b = run(large, {1, 2}, 6, 0, {});
-  for (size_t i = 0; i < 2; ++i) expect_bitwise_equal(a[i], b[i], "block size");
-}
+TEST_P(BatchInvariance, BlockSizeDoesNotChangeLogits) { expect_block_size_invariant(model(), kernels::kv_dtype::f16); }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchInvariance, ::testing::Values("default", "qwen3moe", "qwen3moe-mixed", "llama-moe", "gpt-oss"),
                          [](const auto& i) {
                            std::string n = i.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// The quantized KV cache dtypes (and f32) under the same checks, on the default model and on the
+// random gpt-oss (attention sinks, sliding-window layers).
+class BatchInvarianceKvDtype : public ::testing::TestWithParam<std::tuple<std::string, kernels::kv_dtype>> {
+ protected:
+  loaded_model& model() {
+    const std::string& name = std::get<0>(GetParam());
+    if (name == "default") return shared_model();
+    const char* d = std::getenv("SPATE_RANDOM_MODELS_DIR");
+    if (d == nullptr || *d == 0) {
+      ADD_FAILURE() << "SPATE_RANDOM_MODELS_DIR is not set (python3 tests/reference/make_random_models.py --out-dir DIR)";
+      std::abort();
+    }
+    return shared_model_at(std::string(d) + "/random-" + name + ".gguf", "tests/reference/make_random_models.py");
+  }
+  kernels::kv_dtype dtype() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(BatchInvarianceKvDtype, AloneVersusBatchedStaggeredChunked) { expect_alone_equals_batched(model(), dtype()); }
+TEST_P(BatchInvarianceKvDtype, BlockSizeDoesNotChangeLogits) { expect_block_size_invariant(model(), dtype()); }
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchInvarianceKvDtype,
+                         ::testing::Combine(::testing::Values("default", "gpt-oss"),
+                                            ::testing::Values(kernels::kv_dtype::f32, kernels::kv_dtype::q8_0,
+                                                              kernels::kv_dtype::fp8_e5m2)),
+                         [](const auto& i) {
+                           std::string n = std::get<0>(i.param) + "_" + kernels::kv_dtype_name(std::get<1>(i.param));
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });

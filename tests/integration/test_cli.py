@@ -369,7 +369,7 @@ def test_prompt_token_ids_in_range_run():
 
 @needs_model
 def test_unknown_kv_cache_dtype():
-    assert_fails_with(generate([SHORT], "--kv-cache-dtype", "q8"), "--kv-cache-dtype must be f16 or f32, got 'q8'")
+    assert_fails_with(generate([SHORT], "--kv-cache-dtype", "q8"), "--kv-cache-dtype must be f16, f32, q8_0 or fp8_e5m2, got 'q8'")
 
 
 @pytest.mark.parametrize("value", ["lots", "-5", "2XB", ""])

@@ -205,6 +205,41 @@ TEST(Engine, BatchedMatchesAlone) {
   expect_same_as_alone(run_together(cfg, requests()), "batched");
 }
 
+// The quantized KV caches (and f32): each request's outcome alone equals its outcome batched with the
+// others, with chunked prefill, and with prefix caching (blocks reused across requests), per dtype.
+TEST(Engine, KvDtypesBatchedChunkedAndPrefixCachedMatchAlone) {
+  for (kernels::kv_dtype dt : {kernels::kv_dtype::f32, kernels::kv_dtype::q8_0, kernels::kv_dtype::fp8_e5m2}) {
+    SCOPED_TRACE(kernels::kv_dtype_name(dt));
+    auto cfg = base_config(256);
+    cfg.exec.kv_dtype = dt;
+    cfg.exec.kv_cache_bytes = 256ull * kv_cache::bytes_per_block(shared_model().config, 16, dt);
+    cfg.enable_prefix_caching = false;
+    std::vector<outcome> alone_dt;
+    for (const auto& r : requests()) alone_dt.push_back(run_together(cfg, {r})[0]);
+    auto check = [&](const std::vector<outcome>& got, const char* what) {
+      ASSERT_EQ(got.size(), alone_dt.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(got[i].error.empty()) << what << " #" << i << ": " << got[i].error;
+        EXPECT_FALSE(got[i].tokens.empty()) << what << " #" << i;
+        EXPECT_EQ(got[i].tokens, alone_dt[i].tokens) << what << " #" << i;
+      }
+    };
+    check(run_together(cfg, requests()), "batched");
+    auto chunked = cfg;
+    chunked.sched.enable_chunked_prefill = true;
+    chunked.sched.max_num_batched_tokens = 13;
+    check(run_together(chunked, requests()), "chunked");
+    auto cached = cfg;
+    cached.enable_prefix_caching = true;
+    auto twice = requests();
+    twice.insert(twice.end(), requests().begin(), requests().end());
+    const std::vector<outcome> got = run_together(cached, twice);
+    const auto half = got.begin() + static_cast<std::ptrdiff_t>(requests().size());
+    check(std::vector<outcome>(got.begin(), half), "prefix caching, first");
+    check(std::vector<outcome>(half, got.end()), "prefix caching, again");
+  }
+}
+
 TEST(Engine, PaddedToBucketsWithWarmupMatchesAlone) {
   auto cfg = base_config(256);
   cfg.skip_warmup = false;

@@ -26,11 +26,14 @@ namespace {
 
 using namespace spate::kernels::test;
 
+const kv_dtype k_all_dtypes[] = {kv_dtype::f16, kv_dtype::f32, kv_dtype::q8_0, kv_dtype::fp8_e5m2};
+
 // A paged cache for one layer with a random (non-contiguous, permuted) block table.
 struct paged_cache {
   paged_kv_view view;
   std::vector<float> kf, vf;
   std::vector<uint16_t> kh, vh;
+  std::vector<uint8_t> kb, vb;  // q8_0, fp8_e5m2
   std::vector<int32_t> table;
 
   paged_cache(kv_dtype dt, int32_t block_size, int32_t n_kv_heads, int32_t head_dim, int32_t n_ctx, uint32_t seed) {
@@ -42,7 +45,14 @@ struct paged_cache {
     view.block_size = block_size;
     view.n_kv_heads = n_kv_heads;
     view.head_dim = head_dim;
-    if (dt == kv_dtype::f32) {
+    if (dt == kv_dtype::q8_0 || dt == kv_dtype::fp8_e5m2) {
+      // 0x7e: an fp8 NaN; pairs of it are the f16 NaN 0x7e7e as q8_0 scales.
+      const size_t bytes = static_cast<size_t>(n_blocks) * n_kv_heads * kv_head_block_bytes(dt, block_size, head_dim);
+      kb.assign(bytes, 0x7e);
+      vb.assign(bytes, 0x7e);
+      view.k = kb.data();
+      view.v = vb.data();
+    } else if (dt == kv_dtype::f32) {
       // Poison unused slots so a read outside [0, n_ctx) shows up.
       kf.assign(elems, std::numeric_limits<float>::quiet_NaN());
       vf.assign(elems, std::numeric_limits<float>::quiet_NaN());
@@ -71,23 +81,38 @@ struct paged_cache {
       }
   }
 
+  // The value stored for (position p, kv head h, dim d), dequantized.
   float elem(bool is_k, int32_t p, int32_t h, int32_t d) const {
     const int32_t block = table[p / view.block_size], slot = p % view.block_size;
+    if (view.dtype == kv_dtype::q8_0) {
+      const uint8_t* base = (is_k ? kb : vb).data() + detail::kv_head_base_bytes(view, block, h);
+      const int32_t g = d / k_kv_q8_group;
+      const int64_t q_at = is_k ? static_cast<int64_t>(d) * view.block_size + slot : static_cast<int64_t>(slot) * view.head_dim + d;
+      const int64_t s_at = is_k ? detail::kv_q8_k_scale_offset(view, slot, g) : detail::kv_q8_v_scale_offset(view, slot, g);
+      uint16_t sc;
+      std::memcpy(&sc, base + s_at, 2);
+      return static_cast<float>(static_cast<int8_t>(base[q_at])) * fp16_to_f32(sc);
+    }
     const int64_t at = is_k ? detail::kv_k_index(view, block, h, slot, d) : detail::kv_v_row_index(view, block, h, slot) + d;
     if (view.dtype == kv_dtype::f32) return (is_k ? kf : vf)[at];
+    if (view.dtype == kv_dtype::fp8_e5m2) return detail::e5m2_to_f32((is_k ? kb : vb)[at]);
     return fp16_to_f32((is_k ? kh : vh)[at]);
   }
 };
 
 TEST_P(OpsSimd, KvStoreMatchesRefBitwise) {
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
-    for (int32_t hd : {1, 7, 8, 13, 64, 128}) {
+  for (kv_dtype dt : k_all_dtypes) {
+    for (int32_t hd : {1, 7, 8, 13, 32, 64, 128}) {
+      if (!kv_dtype_supports_head_dim(dt, hd)) continue;
       paged_cache a(dt, 16, 3, hd, 37, 11), b(dt, 16, 3, hd, 37, 11);
       a.fill(ref(), 37, 12, 70000.0f);  // includes values that overflow to inf in f16
       b.fill(simd(), 37, 12, 70000.0f);
       if (dt == kv_dtype::f32) {
         EXPECT_EQ(0, std::memcmp(a.kf.data(), b.kf.data(), a.kf.size() * 4));
         EXPECT_EQ(0, std::memcmp(a.vf.data(), b.vf.data(), a.vf.size() * 4));
+      } else if (dt == kv_dtype::q8_0 || dt == kv_dtype::fp8_e5m2) {
+        EXPECT_EQ(a.kb, b.kb) << "hd=" << hd;
+        EXPECT_EQ(a.vb, b.vb) << "hd=" << hd;
       } else {
         EXPECT_EQ(a.kh, b.kh) << "hd=" << hd;
         EXPECT_EQ(a.vh, b.vh) << "hd=" << hd;
@@ -110,6 +135,8 @@ std::vector<attn_case> attn_cases() {
     cs.push_back({5, 80, n_ctx, 7});    // odd head count, odd block size, 80 = 2*32 + 16
     cs.push_back({8, 12, n_ctx, 32});   // head_dim % 8 != 0
     cs.push_back({2, 3, n_ctx, 1});     // tiny head, one slot per block
+    cs.push_back({5, 96, n_ctx, 7});    // q8_0: 3 groups, odd block size and heads
+    cs.push_back({2, 32, n_ctx, 1});    // q8_0: one group, one slot per block
   }
   return cs;
 }
@@ -161,8 +188,9 @@ std::vector<float> run_attention(const ops_table& t, const paged_cache& c, const
 TEST_P(OpsLevel, AttentionMatchesDoubleAndRef) {
   const int32_t n_kv_heads = 3;
   uint32_t seed = 100;
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
+  for (kv_dtype dt : k_all_dtypes) {
     for (const attn_case& ac : attn_cases()) {
+      if (!kv_dtype_supports_head_dim(dt, ac.head_dim)) continue;
       ++seed;
       paged_cache c(dt, ac.block_size, n_kv_heads, ac.head_dim, ac.n_ctx, seed);
       // Large-ish K so the softmax is peaked for some heads and flat for others.
@@ -190,9 +218,10 @@ TEST_P(OpsLevel, AttentionMatchesDoubleAndRef) {
 // first block is written whole, as the engine's cache is.
 TEST_P(OpsLevel, AttentionWindowReadsOnlyItsBlocks) {
   uint32_t seed = 700;
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
+  for (kv_dtype dt : k_all_dtypes) {
     for (const attn_case& ac : {attn_case{3, 64, 100, 16}, attn_case{1, 80, 530, 16}, attn_case{4, 12, 67, 7},
-                                attn_case{2, 3, 40, 1}}) {
+                                attn_case{2, 3, 40, 1}, attn_case{4, 96, 67, 7}, attn_case{2, 32, 40, 1}}) {
+      if (!kv_dtype_supports_head_dim(dt, ac.head_dim)) continue;
       for (int32_t window : {1, 5, 16, 17, 33, 512}) {
         if (window > ac.n_ctx) continue;
         ++seed;
@@ -218,14 +247,16 @@ TEST_P(OpsLevel, AttentionWindowReadsOnlyItsBlocks) {
 }
 
 TEST_P(OpsLevel, AttentionEmptyContextWritesZeros) {
-  paged_cache c(kv_dtype::f16, 16, 1, 64, 1, 1);
-  std::vector<float> q(2 * 64, 1.0f), out(2 * 64, 5.0f), scratch(attention_scratch_floats(2, 0));
-  ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0, 0.125f, nullptr, out.data(), scratch.data());
-  for (float v : out) ASSERT_EQ(v, 0.0f);
-  const float sinks[2] = {0.5f, -1.0f};  // no value rows: zeros with sinks too
-  std::fill(out.begin(), out.end(), 5.0f);
-  ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0, 0.125f, sinks, out.data(), scratch.data());
-  for (float v : out) ASSERT_EQ(v, 0.0f);
+  for (kv_dtype dt : k_all_dtypes) {
+    paged_cache c(dt, 16, 1, 64, 1, 1);
+    std::vector<float> q(2 * 64, 1.0f), out(2 * 64, 5.0f), scratch(attention_scratch_floats(2, 0));
+    ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0, 0.125f, nullptr, out.data(), scratch.data());
+    for (float v : out) ASSERT_EQ(v, 0.0f);
+    const float sinks[2] = {0.5f, -1.0f};  // no value rows: zeros with sinks too
+    std::fill(out.begin(), out.end(), 5.0f);
+    ops_at().attention(q.data(), 2, c.view, 0, c.table.data(), 0, 0, 0.125f, sinks, out.data(), scratch.data());
+    for (float v : out) ASSERT_EQ(v, 0.0f);
+  }
 }
 
 // Attention depends only on the logical K/V contents: a different physical
@@ -274,7 +305,7 @@ void expect_layout_independent(const ops_table& t, kv_dtype dt, bool with_sinks)
 }
 
 TEST_P(OpsLevel, AttentionIndependentOfPhysicalLayout) {
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
+  for (kv_dtype dt : k_all_dtypes) {
     for (bool with_sinks : {false, true}) {
       SCOPED_TRACE(::testing::Message() << "dtype=" << int(dt) << " sinks=" << with_sinks);
       expect_layout_independent(ops_at(), dt, with_sinks);
@@ -308,9 +339,11 @@ std::vector<float> mixed_sinks(const paged_cache& c, const std::vector<float>& q
 // reference, avx512 also against avx2 (same tolerances as without sinks).
 TEST_P(OpsLevel, AttentionSinksMatchDoubleAndRef) {
   uint32_t seed = 900;
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
+  for (kv_dtype dt : k_all_dtypes) {
     for (const attn_case& ac : {attn_case{1, 64, 37, 16}, attn_case{8, 64, 300, 16}, attn_case{3, 80, 67, 7},
-                                attn_case{5, 13, 19, 16}, attn_case{8, 3, 1, 1}, attn_case{2, 128, 130, 32}}) {
+                                attn_case{5, 13, 19, 16}, attn_case{8, 3, 1, 1}, attn_case{2, 128, 130, 32},
+                                attn_case{3, 96, 67, 7}, attn_case{5, 32, 19, 13}}) {
+      if (!kv_dtype_supports_head_dim(dt, ac.head_dim)) continue;
       for (int32_t first : {0, ac.n_ctx / 2, ac.n_ctx - 1}) {
         ++seed;
         paged_cache c(dt, ac.block_size, 2, ac.head_dim, ac.n_ctx, seed);
@@ -342,8 +375,10 @@ TEST_P(OpsLevel, AttentionSinksMatchDoubleAndRef) {
 // takes all the weight, so the output is 0 (no NaN).
 TEST_P(OpsLevel, AttentionSinkLimits) {
   uint32_t seed = 950;
-  for (kv_dtype dt : {kv_dtype::f16, kv_dtype::f32}) {
-    for (const attn_case& ac : {attn_case{3, 64, 45, 16}, attn_case{8, 80, 17, 7}, attn_case{1, 12, 100, 32}}) {
+  for (kv_dtype dt : k_all_dtypes) {
+    for (const attn_case& ac : {attn_case{3, 64, 45, 16}, attn_case{8, 80, 17, 7}, attn_case{1, 12, 100, 32},
+                                attn_case{8, 96, 17, 7}}) {
+      if (!kv_dtype_supports_head_dim(dt, ac.head_dim)) continue;
       for (int32_t first : {0, std::min(20, ac.n_ctx - 1)}) {
         ++seed;
         paged_cache c(dt, ac.block_size, 2, ac.head_dim, ac.n_ctx, seed);
