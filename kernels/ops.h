@@ -4,7 +4,10 @@
 // Every op exists as a scalar reference (ops_ref.cpp) and an AVX2+FMA+F16C
 // version (ops_avx2.cpp); attention and the gated activations also have AVX-512
 // versions (ops_avx512.cpp), which the avx512 level's table uses with the avx2
-// versions of the other ops.
+// versions of the other ops. The quantized KV cache dtypes (kv_dtype q8_0,
+// fp8_e5m2) have their conversions, the store every level shares and the
+// reference attention in ops_kvq_ref.cpp, and their SIMD attention passes in
+// ops_kvq_simd.h (q8_0) and the lane loads of ops_simd_avx2.h / ops_avx512.cpp.
 // ops() returns the table for active_isa().
 //
 // Contracts shared by all ops:

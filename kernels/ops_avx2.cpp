@@ -268,6 +268,9 @@ void kv_store_avx2(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t
 //  3. out_g = (sum_p w[g][p] v_p) / sum_g, computed per tile of <= 3 heads and
 //     32 dims so all accumulators stay in registers and each V element is
 //     loaded (and converted) once per head tile.
+// fp8_e5m2 pools take the same passes with a byte -> f16 -> f32 load; q8_0's
+// passes 1 and 3 are those of ops_kvq_simd.h (per-group partial sums times the
+// slots' scales; per-slot coefficients w * scale times the int8 V rows).
 
 // Passes 1 and 3 for attention_passes (ops_simd_avx2.h).
 struct avx2_attention {

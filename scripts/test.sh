@@ -47,12 +47,12 @@ SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/i
 # 2 cores (2026-11-27: ctest 2 min, pytest 2 min). Chosen:
 #   C++: the llama.cpp references (logits within tolerance, greedy tokens up to
 #     near-ties; SmolLM2, Gemma 3, the random-weight architectures) and bitwise
-#     batch invariance of the model runner (alone, batched, staggered, chunked,
+#     batch invariance of the model runner (alone, batched, staggered, chunked, per KV cache dtype,
 #     threads, block sizes; LoRA adapters mixed in a batch). Not Engine.*: they compare the engine's
 #     scheduling paths with each other at one level, over that runner.
 #   Python: embeddings against llama.cpp's, Gemma's and the LoRA adapters' greedy
 #     completions against llama.cpp's, sampled tool calls and structured outputs that must complete,
-#     and outputs that must not depend on batching or speculation (constrained
+#     and outputs that must not depend on batching or speculation (quantized KV caches, constrained
 #     decoding, a list of prompts, ngram speculation), agent framework runs
 #     that must end (test_agents.py: which branch a run takes, call a tool
 #     again or answer, is sampled). Not the rest: HTTP, CLI
@@ -66,7 +66,7 @@ SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/i
     tests/integration/test_tool_calls.py tests/integration/test_structured_outputs.py \
     tests/integration/test_constrained_batch_invariance.py tests/integration/test_completions_prompts.py \
     tests/integration/test_speculative.py tests/integration/test_agents.py tests/integration/test_tool_formats.py \
-    tests/integration/test_moe.py tests/integration/test_lora.py
+    tests/integration/test_moe.py tests/integration/test_lora.py tests/integration/test_kv_cache_dtypes.py
 )
 bash scripts/fuzz.sh all 30
 SANITIZE_CTEST_ARGS='-E ^(Models/ReferenceLlamaCpp|Engine\.|VocabTrie\.CachedMasksAlongADocumentEqualTheWalk)' \
