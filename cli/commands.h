@@ -6,6 +6,7 @@ namespace spate::cli {
 
 int run_version(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
+int run_perplexity(int argc, char** argv);
 int run_generate(int argc, char** argv);
 int run_serve(int argc, char** argv);
 

@@ -14,6 +14,7 @@ void print_usage() {
                "  serve      the OpenAI-compatible HTTP/WebSocket server\n"
                "  generate   offline batched inference: JSONL prompts on stdin, JSONL results on stdout\n"
                "  tokenize   print the token ids of stdin as a JSON array\n"
+               "  perplexity a model's perplexity over a text file (as llama-perplexity)\n"
                "  version    print the version\n"
                "run 'spate <command> --help' for the options of a command\n");
 }
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   if (cmd == "serve") return spate::cli::run_serve(argc - 1, argv + 1);
   if (cmd == "generate") return spate::cli::run_generate(argc - 1, argv + 1);
   if (cmd == "tokenize") return spate::cli::run_tokenize(argc - 1, argv + 1);
+  if (cmd == "perplexity") return spate::cli::run_perplexity(argc - 1, argv + 1);
   if (cmd == "version" || cmd == "--version") return spate::cli::run_version(argc - 1, argv + 1);
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     print_usage();

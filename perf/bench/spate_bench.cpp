@@ -3,6 +3,8 @@
 //   pp<N>   one forward pass over an N-token prompt (logits for the last token)
 //   tg<N>   N single-sequence decode steps from an empty cache
 //   bd<B>   B sequences decoding together (after a short prefill), aggregate tokens/s
+//   tg<N>@d<D> (--depth D) the same N decode steps after a D-token context (llama-bench -d D)
+// --kv-cache-dtype picks the KV cache's element type (as spate serve).
 // Prints one JSON object per metric with the median over --reps repetitions.
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -65,13 +67,15 @@ void report(const char* metric, const std::vector<double>& tok_s, int threads) {
 
 int main(int argc, char** argv) {
   std::string model_path = default_model_path();
-  int threads = 2, reps = 5, pp = 512, tg = 128, batch = 16, bd_prompt = 32, bd_gen = 64;
-  std::string only, trace_dir, weights_isa, bd_tokens = "argmax";
+  int threads = 2, reps = 5, pp = 512, tg = 128, batch = 16, bd_prompt = 32, bd_gen = 64, depth = 0;
+  std::string only, trace_dir, weights_isa, bd_tokens = "argmax", kv_dtype_name = "f16";
   bool force_reference = false;
   po::options_description desc("spate_bench");
   desc.add_options()("model", po::value(&model_path))("threads", po::value(&threads))("reps", po::value(&reps))(
       "pp", po::value(&pp))("tg", po::value(&tg))("batch", po::value(&batch))("bd-prompt", po::value(&bd_prompt))(
       "bd-gen", po::value(&bd_gen))("only", po::value(&only), "pp|tg|bd")(
+      "depth", po::value(&depth), "tg decodes after a context of this many tokens (prefilled, untimed)")(
+      "kv-cache-dtype", po::value(&kv_dtype_name), "KV cache element type (as spate serve --kv-cache-dtype)")(
       "bd-tokens", po::value(&bd_tokens),
       "bd's tokens, one or more of (comma-separated, each a run): argmax (distinct prompts, each sequence's greedy "
       "tokens: metric bd<B>), random (distinct "
@@ -107,6 +111,17 @@ int main(int argc, char** argv) {
     }
     a = b + 1;
   }
+  if (depth < 0) {
+    std::fprintf(stderr, "--depth must be >= 0\n");
+    return 2;
+  }
+  kernels::kv_dtype kv_dtype = kernels::kv_dtype::f16;
+  try {
+    kv_dtype = cli::parse_kv_dtype(kv_dtype_name);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
   auto file = gguf_file::open(model_path);
   const model_config cfg = read_model_config(*file);
   kernels::isa_level level = kernels::active_isa();
@@ -118,15 +133,14 @@ int main(int argc, char** argv) {
   }
   const model_weights w = load_model_weights(*file, cfg, level);
   const int32_t block_size = 16;
-  const int32_t max_ctx = std::max(pp, tg) + std::max(bd_prompt + bd_gen, 0) + 16;
-  const int32_t n_blocks = (max_ctx / block_size + 2) * std::max(batch, 1) + 64;
+  const int32_t n_blocks = std::max({pp, tg + depth + 1, (bd_prompt + bd_gen + 1 + block_size) * std::max(batch, 1)}) / block_size + 64;
   thread_pool pool(threads);
-  kv_cache kv(cfg, n_blocks, block_size, kernels::kv_dtype::f16);
+  kv_cache kv(cfg, n_blocks, block_size, kv_dtype);
   block_pool blocks(n_blocks);
   model_runner runner(cfg, w, kv, pool);
   std::vector<float> logits(static_cast<size_t>(cfg.n_vocab) * std::max(batch, 1));
-  std::fprintf(stderr, "model %s, %d threads, kernels %s, matmuls %s\n", model_path.c_str(), threads,
-               kernels_used.c_str(), kernels::isa_name(level));
+  std::fprintf(stderr, "model %s, %d threads, kernels %s, matmuls %s, KV %s\n", model_path.c_str(), threads,
+               kernels_used.c_str(), kernels::isa_name(level), kv_dtype_name.c_str());
 
   if (!trace_dir.empty()) {
     if (const std::string err = trace::start(trace_dir); !err.empty()) {
@@ -160,20 +174,27 @@ int main(int argc, char** argv) {
   }
   if (only.empty() || only == "tg") {
     block_table bt(blocks);
-    bt.grow_to(tg + 1, block_size);
+    bt.grow_to(depth + tg + 1, block_size);
+    const auto context = prompt_tokens(depth, 7);
+    for (int32_t start = 0; start < depth; start += 512) {  // the context, once (each rep decodes over it again)
+      forward_batch b;
+      b.seqs.push_back({std::span<const int32_t>(context.data() + start, static_cast<size_t>(std::min(512, depth - start))), start,
+                        bt.ids(), 1});
+      runner.forward(b, logits.data());
+    }
     std::vector<double> r;
     for (int i = 0; i <= reps; ++i) {
       int32_t tok = 1;
       const double t0 = now_s();
       for (int p = 0; p < tg; ++p) {
         forward_batch b;
-        b.seqs.push_back({std::span<const int32_t>(&tok, 1), p, bt.ids(), 1});
+        b.seqs.push_back({std::span<const int32_t>(&tok, 1), depth + p, bt.ids(), 1});
         runner.forward(b, logits.data());
         tok = argmax(logits.data(), cfg.n_vocab);
       }
       if (i > 0) r.push_back(tg / (now_s() - t0));  // the first run warms up
     }
-    report(("tg" + std::to_string(tg)).c_str(), r, threads);
+    report(("tg" + std::to_string(tg) + (depth ? "@d" + std::to_string(depth) : "")).c_str(), r, threads);
   }
   for (const std::string& mode : bd_modes) {
     if (!(only.empty() || only == "bd") || batch <= 0) break;
