@@ -26,11 +26,13 @@ bool usable(isa_level l, benchmark::State& state) {
   return true;
 }
 
-// args: isa (0 scalar, 1 avx2, 2 avx512), kv dtype (0 f16, 1 f32), head_dim, n_group, n_ctx
+// args: isa (0 scalar, 1 avx2, 2 avx512), kv dtype ("f32kv", named so before the quantized ones:
+// 0 f16, 1 f32, 2 q8_0, 3 fp8_e5m2), head_dim, n_group, n_ctx
 void bm_attention(benchmark::State& state) {
   const auto isa = static_cast<isa_level>(state.range(0));
   if (!usable(isa, state)) return;
-  const kv_dtype dt = state.range(1) == 0 ? kv_dtype::f16 : kv_dtype::f32;
+  constexpr kv_dtype k_dtypes[] = {kv_dtype::f16, kv_dtype::f32, kv_dtype::q8_0, kv_dtype::fp8_e5m2};
+  const kv_dtype dt = k_dtypes[state.range(1)];
   const int32_t hd = static_cast<int32_t>(state.range(2));
   const int32_t n_group = static_cast<int32_t>(state.range(3));
   const int32_t n_ctx = static_cast<int32_t>(state.range(4));
@@ -54,6 +56,24 @@ void bm_attention(benchmark::State& state) {
   kv.head_dim = hd;
   kv.k = dt == kv_dtype::f16 ? static_cast<void*>(kh.data()) : static_cast<void*>(kf.data());
   kv.v = dt == kv_dtype::f16 ? static_cast<void*>(vh.data()) : static_cast<void*>(vf.data());
+  // The quantized pools, stored from the same floats (one token row per (block, slot, head)).
+  const int64_t head_bytes = kv_head_block_bytes(dt, bs, hd);
+  std::vector<uint8_t> kq, vq;
+  if (dt == kv_dtype::q8_0 || dt == kv_dtype::fp8_e5m2) {
+    kq.resize(static_cast<size_t>(2 * n_blocks) * n_kv * head_bytes);
+    vq.resize(kq.size());
+    kv.k = kq.data();
+    kv.v = vq.data();
+    std::vector<float> krow(hd), vrow(hd);
+    for (int32_t b = 0; b < 2 * n_blocks; ++b)
+      for (int32_t h = 0; h < n_kv; ++h)
+        for (int32_t s = 0; s < bs; ++s) {
+          const size_t at = ((static_cast<size_t>(b) * n_kv + h) * bs + s) * hd;
+          std::copy_n(kf.begin() + at, hd, krow.begin());
+          std::copy_n(vf.begin() + at, hd, vrow.begin());
+          ops_for(isa_level::scalar).kv_store(kv, b, s, h, krow.data(), vrow.data());
+        }
+  }
   std::vector<int32_t> table(2 * n_blocks);
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng);
@@ -67,9 +87,8 @@ void bm_attention(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  // K and V bytes read per call.
-  const int64_t elem_bytes = dt == kv_dtype::f16 ? 2 : 4;
-  state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(n_ctx) * hd * elem_bytes);
+  // K and V bytes read per call (values and, for q8_0, scales).
+  state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(n_ctx) * head_bytes / bs);
   state.counters["flops"] = benchmark::Counter(static_cast<double>(state.iterations()) * 4.0 * n_group * n_ctx * hd,
                                                benchmark::Counter::kIsRate);
 }
@@ -87,6 +106,12 @@ BENCHMARK(bm_attention)
     ->Args({2, 0, 64, 1, 512})
     ->Args({2, 0, 64, 3, 64})
     ->Args({2, 0, 64, 3, 16})
+    ->Args({1, 2, 64, 3, 512})
+    ->Args({1, 3, 64, 3, 512})
+    ->Args({2, 2, 64, 3, 512})
+    ->Args({2, 3, 64, 3, 512})
+    ->Args({2, 2, 64, 3, 4096})
+    ->Args({2, 3, 64, 3, 4096})
     ->Args({0, 0, 64, 3, 512});
 
 // args: isa, n
