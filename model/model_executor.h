@@ -30,8 +30,9 @@ struct executor_config {
 class model_executor final : public forward_executor {
  public:
   // Throws std::invalid_argument naming the executor_config field when
-  // block_size < 1 or kv_cache_bytes is smaller than one block. The model must
-  // outlive the executor.
+  // block_size < 1 or kv_cache_bytes is smaller than one block, and naming the
+  // model's head_dim and the dtype when kv_dtype cannot hold it (q8_0 needs a
+  // multiple of 32). The model must outlive the executor.
   model_executor(const loaded_model& m, const executor_config& cfg);
   // Runs on share_threads_with's thread pool instead of starting its own
   // (cfg.n_threads is ignored): for a draft model driven by the same engine

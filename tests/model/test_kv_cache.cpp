@@ -11,6 +11,8 @@
 
 #include "kernels/ops.h"
 #include "model/kv_cache.h"
+#include "model/model_executor.h"
+#include "model/model_loader.h"
 
 namespace spate {
 namespace {
@@ -84,6 +86,24 @@ TEST(KvCache, Q8RefusesHeadDimNotMultipleOf32) {
   }
   EXPECT_THROW(kv_cache::bytes_per_block(c, 16, kv_dtype::q8_0), std::invalid_argument);
   EXPECT_NO_THROW(kv_cache(c, 2, 16, kv_dtype::fp8_e5m2));
+}
+
+// The executor (engine start) refuses it before building anything, with the same message.
+TEST(KvCache, ExecutorStartRefusesQ8WithHeadDim80) {
+  loaded_model m;
+  m.config = smollm2_shape();
+  m.config.head_dim = 80;
+  executor_config cfg;
+  cfg.kv_dtype = kv_dtype::q8_0;
+  cfg.kv_cache_bytes = 64ull << 20;
+  try {
+    model_executor e(m, cfg);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("q8_0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("head_dim is 80"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace
