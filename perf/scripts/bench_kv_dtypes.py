@@ -22,7 +22,7 @@ perf/results/kv-dtypes-DATE.jsonl) and a table per part on stdout.
 
 Usage: perf/scripts/bench_kv_dtypes.py [--models smollm2,gemma] [--dtypes f16,q8_0,fp8_e5m2]
           [--parts ppl,decode,serving] [--threads 2] [--reps 3] [--depths 1024,4096,8192]
-          [--tg 64] [--ppl-ctx 512] [--serve-kv 768MiB] [--serve-tokens 32]
+          [--tg 64] [--ppl-ctx 512] [--ppl-chunks 20] [--serve-kv 768MiB] [--serve-tokens 32]
 Env: SPATE_BIN (default build/spate), BUILD_DIR (spate_bench: BUILD_DIR/perf/spate_bench,
 default build), PEER_BIN (llama.cpp 0.3.36's bin directory, with llama-perplexity and
 llama-bench; default ~/.cache/spate/peer/0.3.36/bin).
@@ -78,12 +78,12 @@ def part_ppl(a, env, out):
         base = None
         for dt in a.dtypes:
             so, _ = run([env["spate"], "perplexity", "--model", MODELS[name], "--file", env["corpus"], "--ctx-size", a.ppl_ctx,
-                         "--threads", a.threads, "--kv-cache-dtype", dt, "--json"])
+                         "--chunks", a.ppl_chunks, "--threads", a.threads, "--kv-cache-dtype", dt, "--json"])
             spate = json.loads(so.strip().splitlines()[-1])
             peer = None
             if dt in LLAMA_TYPES:
                 po, pe = run([Path(env["peer"]) / "llama-perplexity", "-m", MODELS[name], "-f", env["corpus"], "-c", a.ppl_ctx, "-b",
-                              a.ppl_ctx, "-t", a.threads, "-ctk", dt, "-ctv", dt, "-fa", "on"])
+                              a.ppl_ctx, "--chunks", a.ppl_chunks, "-t", a.threads, "-ctk", dt, "-ctv", dt, "-fa", "on"])
                 peer = llama_ppl(po + pe)
             base = spate["ppl"] if dt == "f16" else base
             rec = {"part": "ppl", "model": name, "dtype": dt, "ctx": a.ppl_ctx, "chunks": spate["chunks"], "spate_ppl": spate["ppl"],
@@ -187,6 +187,7 @@ def main():
     ap.add_argument("--depths", default="1024,4096,8192")
     ap.add_argument("--tg", type=int, default=64)
     ap.add_argument("--ppl-ctx", type=int, default=512)
+    ap.add_argument("--ppl-chunks", type=int, default=20)
     ap.add_argument("--serve-kv", default="768MiB")
     ap.add_argument("--serve-tokens", type=int, default=32)
     ap.add_argument("--out", default=str(REPO / "perf/results" / f"kv-dtypes-{datetime.date.today():%Y%m%d}.jsonl"))
