@@ -8,19 +8,21 @@
 
 namespace spate {
 
-size_t kv_cache::bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
+size_t kv_cache::bytes_per_layer_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
   const size_t elem = dtype == kernels::kv_dtype::f16 ? 2 : 4;
-  return 2ull * static_cast<size_t>(c.n_layer) * static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(block_size) *
-         static_cast<size_t>(c.head_dim) * elem;
+  return static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(block_size) * static_cast<size_t>(c.head_dim) * elem;
+}
+
+size_t kv_cache::bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
+  return 2ull * static_cast<size_t>(c.n_layer) * bytes_per_layer_block(c, block_size, dtype);
 }
 
 kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, kernels::kv_dtype dtype)
     : n_layer_(c.n_layer), n_blocks_(n_blocks), block_size_(block_size), n_kv_heads_(c.n_head_kv),
       head_dim_(c.head_dim), dtype_(dtype) {
   if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("kv_cache needs at least one block of at least one slot");
-  const size_t elem = dtype == kernels::kv_dtype::f16 ? 2 : 4;
-  layer_pool_bytes_ = static_cast<size_t>(n_blocks) * static_cast<size_t>(n_kv_heads_) * static_cast<size_t>(block_size) *
-                      static_cast<size_t>(head_dim_) * elem;
+  layer_block_bytes_ = bytes_per_layer_block(c, block_size, dtype);
+  layer_pool_bytes_ = static_cast<size_t>(n_blocks) * layer_block_bytes_;
   layer_pool_bytes_ = (layer_pool_bytes_ + 63) / 64 * 64;
   total_bytes_ = layer_pool_bytes_ * 2 * static_cast<size_t>(n_layer_);
   // Anonymous mapping, 4 KiB aligned, committed up front (MAP_POPULATE): the
@@ -34,6 +36,11 @@ kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, 
 
 kv_cache::~kv_cache() {
   if (memory_) ::munmap(memory_, total_bytes_);
+}
+
+std::span<uint8_t> kv_cache::block_bytes(int32_t layer, bool v, int32_t block) const {
+  auto* pool = static_cast<uint8_t*>(memory_) + (static_cast<size_t>(layer) * 2 + (v ? 1 : 0)) * layer_pool_bytes_;
+  return {pool + static_cast<size_t>(block) * layer_block_bytes_, layer_block_bytes_};
 }
 
 kernels::paged_kv_view kv_cache::layer_view(int32_t layer) const {
