@@ -95,7 +95,9 @@ struct kv_disk_config {
   // executor's kv_format_id() it names the subdirectory the blocks go to, so
   // other models (or formats) never see them. 0: the tier stays off.
   uint64_t model_id = 0;
-  uint64_t max_queue_bytes = 128ull << 20;      // blocks waiting to be written at most; more are dropped
+  // Blocks waiting to be written at most (more are dropped), and the most one
+  // read brings into memory at once (a longer run is read in batches).
+  uint64_t max_queue_bytes = 128ull << 20;
 };
 
 struct engine_config {

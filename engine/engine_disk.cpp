@@ -68,6 +68,13 @@ bool engine::impl::start_disk_read(request_state& r) {
   blocks_.chain_keys(tokens, max_blocks, 0, disk_keys_, disk_parents_);
   int32_t n_disk = disk_->count_present(std::span<const prefix_key>(disk_keys_).subspan(static_cast<size_t>(n_mem)));
   n_disk = std::min(n_disk, blocks_.n_free_blocks());
+  // Reads are cut into batches of at most max_queue_bytes of payload (the
+  // buffers wait in memory until installed); the next batch is queued when
+  // one is installed.
+  const auto max_batch = static_cast<int32_t>(
+      std::clamp<uint64_t>(cfg_.kv_disk.max_queue_bytes / disk_->payload_bytes(), 1, static_cast<uint64_t>(max_blocks)));
+  r.disk_more = n_disk > max_batch;
+  n_disk = std::min(n_disk, max_batch);
   if (n_disk == 0) {
     n_disk_misses_ += max_blocks - n_mem;
     return false;
@@ -122,10 +129,13 @@ void engine::impl::install_disk_reads() {
     }
     for (int32_t id : held) blocks_.pool().release(id);
     blocks_.refresh_prefix(r.seq.tokens());
-    n_disk_misses_ += std::max(0, r.n_disk_wanted - n_found);
     r.disk_loading = false;
     --n_disk_loading_;
-    sched_.add(r.ss);
+    // A full batch with more on disk: the next batch (start_disk_read counts
+    // the misses if there is none after all).
+    const bool more = r.disk_more && n_found == static_cast<int32_t>(d.blocks.size());
+    if (!more) n_disk_misses_ += std::max(0, r.n_disk_wanted - n_found);
+    if (!more || !start_disk_read(r)) sched_.add(r.ss);
   }
 }
 

@@ -163,6 +163,7 @@ struct engine::impl::request_state {
   bool scheduled_once = false;
   bool disk_loading = false;    // waiting for a disk read (not in the scheduler)
   int32_t n_disk_wanted = 0;    // blocks of its prompt that missed memory, when its read was queued
+  bool disk_more = false;       // its read is one batch of more blocks on disk
   request_usage usage;
   request_metrics metrics;
 };

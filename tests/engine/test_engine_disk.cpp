@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <chrono>
 #include <unistd.h>
 
 #include "engine_loop_harness.h"
@@ -93,6 +95,24 @@ TEST(EngineDisk, ARestartedEngineReloadsThePrefixInsteadOfRecomputingIt) {
   EXPECT_EQ(h.eng->stats().kv_disk_hits, 5);
 }
 
+TEST(EngineDisk, ALongRunIsReadInBatches) {
+  temp_dir dir;
+  {
+    harness h(disk_config(dir.path));
+    h.start();
+    run_one(h, prefix(), 3);
+  }
+  engine_config c = disk_config(dir.path);
+  c.kv_disk.max_queue_bytes = 2 * 4 * sizeof(int32_t);  // two of the fake's blocks per read
+  harness h(c);
+  h.start();
+  const request_log r = run_one(h, with_turn(prefix(), "overthelazydog"), 4);
+  EXPECT_EQ(r.usage.cached_prompt_tokens, 20);  // three batches: 2 + 2 + 1 blocks
+  EXPECT_EQ(h.eng->stats().kv_disk_hits, 5);
+  EXPECT_EQ(h.eng->stats().kv_disk_misses, 3);
+  h.expect_drained();
+}
+
 TEST(EngineDisk, BadFilesAreRecomputedAndCounted) {
   temp_dir dir;
   {
@@ -175,7 +195,12 @@ TEST(EngineDisk, AFullDiskBoundKeepsServingCorrectly) {
     h.start();
     run_one(h, prefix(), 3);
     run_one(h, words("abcdefghijklmnopqrstu"), 2);
-    const engine_stats st = h.eng->stats();
+    // Writes run behind the engine: wait for the evictions of the second request's blocks.
+    engine_stats st = h.eng->stats();
+    for (int i = 0; i < 2000 && st.kv_disk_evictions == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      st = h.eng->stats();
+    }
     EXPECT_LE(st.kv_disk_usage_bytes, static_cast<int64_t>(c.kv_disk.max_bytes));
     EXPECT_GT(st.kv_disk_evictions, 0);
   }
