@@ -2,7 +2,7 @@
 // public face is engine/engine_api.h). engine.cpp holds the request
 // bookkeeping and the loop, engine_warmup.cpp the bucket logging and warmup,
 // engine_deliver.cpp what follows a forward (pooling, sampling, verifying
-// drafts, delivering events).
+// drafts, delivering events), engine_disk.cpp the prefix cache's disk tier.
 //
 // Thread-safety: engine-thread state is touched only by the engine thread
 // (and by the constructor and warmup, before that thread starts); the shared

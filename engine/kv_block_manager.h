@@ -2,8 +2,9 @@
 // caching on top of block_pool.
 //
 // Every full block of a sequence whose KV has been computed is keyed by a hash
-// of (parent block's key, the block's tokens) and registered in the pool's
-// index. A new (or resumed) request looks up its tokens block by block and
+// of (parent block's key, the block's tokens) (engine/prefix_key.h: the lo
+// half keys the pool's index, both halves name the block on disk) and
+// registered in the pool's index. A new (or resumed) request looks up its tokens block by block and
 // reuses the longest run of cached blocks, so only the rest is prefilled. At
 // least the last token is always left uncached, so the step that computes it
 // returns logits (and no shared block is ever written). Cached blocks whose
