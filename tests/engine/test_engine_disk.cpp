@@ -113,6 +113,27 @@ TEST(EngineDisk, ALongRunIsReadInBatches) {
   h.expect_drained();
 }
 
+TEST(EngineDisk, CancellingARequestWhileItsBlocksAreReadLeavesNothingBehind) {
+  temp_dir dir;
+  {
+    harness h(disk_config(dir.path));
+    h.start();
+    run_one(h, prefix(), 3);
+  }
+  for (int round = 0; round < 20; ++round) {  // the cancel lands before, during or after the read
+    harness h(disk_config(dir.path));
+    h.start();
+    const int64_t id = h.submit_ok(with_turn(prefix(), "over"), 4);
+    h.eng->cancel(id);
+    h.eng->wait_idle();
+    const request_log r = h.log.get(id);
+    expect_well_formed(r);
+    // Then a request reading the same blocks runs normally.
+    run_one(h, with_turn(prefix(), "over"), 2);
+    h.expect_drained();
+  }
+}
+
 TEST(EngineDisk, BadFilesAreRecomputedAndCounted) {
   temp_dir dir;
   {
