@@ -7,7 +7,9 @@
 // thread then copies them into free blocks, registers them as cached and
 // queues the request, which admission finds as an ordinary memory hit. A
 // read that fails or comes up short leaves the rest to be recomputed. The
-// engine thread never touches a file.
+// engine thread never touches a file. A request waiting for its read is not in
+// the scheduler's queue yet, so requests arriving after it may be admitted
+// before it (it still counts as waiting in the stats and the queue bound).
 #include <algorithm>
 #include <bit>
 #include <cstring>
