@@ -12,7 +12,6 @@
 // before it (it still counts as waiting in the stats and the queue bound).
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_impl.h"

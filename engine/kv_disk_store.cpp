@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "util/trace.h"
