@@ -12,6 +12,7 @@
 
 #include "cli/speculative_options.h"
 #include "util/byte_size.h"
+#include "model/model_identity.h"
 #include "model/model_loader.h"
 #include "model/model_paths.h"
 #include "model/thread_pool.h"
@@ -193,6 +194,11 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
       ("warmup-max-seconds", po::value(&o.warmup_max_s)->default_value(engine_config{}.warmup_max_s, "5"),
        "warmup runs the buckets whose predicted cost fits in this many seconds; the smallest bucket of each kind "
        "always runs (0 = every bucket)")
+      ("kv-cache-dir", po::value(&o.kv_cache_dir),
+       "directory of the prefix cache's disk tier: full prompt blocks are written there and reloaded instead of "
+       "recomputed, also after a restart (one subdirectory per model and KV format); unset: memory only")
+      ("kv-cache-disk-bytes", po::value(&o.kv_cache_disk_bytes_text)->default_value("10GiB"),
+       "bound on --kv-cache-dir's files per model, e.g. 10GiB, 512MiB; the least recently used are deleted beyond it")
       ("speculative-config", po::value(&o.speculative_config_json),
        "speculative decoding, a JSON object as in vLLM: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": \"draft.gguf\", \"num_speculative_tokens\": 4}");
@@ -211,6 +217,12 @@ std::string finish_engine_options(engine_options& o) {
     return "--enable-prefix-caching and --no-enable-prefix-caching are mutually exclusive";
   }
   o.enable_prefix_caching = o.enable_prefix_caching_flag || (!o.no_enable_prefix_caching_flag && engine_config{}.enable_prefix_caching);
+  if (const auto bytes = parse_byte_size(o.kv_cache_disk_bytes_text.empty() ? "10GiB" : o.kv_cache_disk_bytes_text)) {
+    o.kv_cache_disk_bytes = *bytes;
+  } else {
+    return "--kv-cache-disk-bytes '" + o.kv_cache_disk_bytes_text + "' is not a size like 10GiB or 512MiB";
+  }
+  if (!o.kv_cache_dir.empty() && !o.enable_prefix_caching) return "--kv-cache-dir needs prefix caching (drop --no-enable-prefix-caching)";
   if (auto err = parse_speculative_config(o.speculative_config_json, o.speculative, o.draft_model_path); !err.empty()) {
     return err;
   }
@@ -237,6 +249,11 @@ engine_config make_engine_config(const model_options& mo, const engine_options& 
   c.skip_warmup = eo.skip_warmup;
   c.warmup_max_s = eo.warmup_max_s;
   c.speculative = eo.speculative;  // a draft model's proposer is added by the caller that loads it
+  if (!eo.kv_cache_dir.empty()) {
+    c.kv_disk.dir = eo.kv_cache_dir;
+    c.kv_disk.max_bytes = eo.kv_cache_disk_bytes;
+    c.kv_disk.model_id = model_file_identity(mo.model_path);  // reads at most 3 MiB of the file
+  }
   return c;
 }
 

@@ -85,6 +85,9 @@ struct engine_options {
   int32_t max_queued_requests = engine_config{}.max_queued_requests;  // --max-queued-requests
   double warmup_max_s = engine_config{}.warmup_max_s;                  // --warmup-max-seconds
   std::string speculative_config_json;    // --speculative-config (cli/speculative_options.h)
+  std::string kv_cache_dir;               // --kv-cache-dir: the prefix cache's disk tier ("": none)
+  std::string kv_cache_disk_bytes_text;   // --kv-cache-disk-bytes, e.g. "10GiB"
+  uint64_t kv_cache_disk_bytes = k_default_kv_disk_bytes;  // filled by finish_engine_options()
   // Filled by finish_engine_options():
   bool enable_chunked_prefill = scheduler_config{}.enable_chunked_prefill;
   speculative_config speculative;

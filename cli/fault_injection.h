@@ -34,6 +34,10 @@ class fault_injecting_executor final : public forward_executor {
   int32_t n_embd() const override { return inner_.n_embd(); }
   int32_t kv_window() const override { return inner_.kv_window(); }
   void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override { inner_.run_tasks(n_tasks, fn); }
+  size_t kv_block_bytes() const override { return inner_.kv_block_bytes(); }
+  uint64_t kv_format_id() const override { return inner_.kv_format_id(); }
+  void copy_kv_block_out(int32_t block, std::span<uint8_t> out) const override { inner_.copy_kv_block_out(block, out); }
+  void copy_kv_block_in(int32_t block, std::span<const uint8_t> in) override { inner_.copy_kv_block_in(block, in); }
 
  private:
   forward_executor& inner_;

@@ -79,6 +79,7 @@ engine::impl::impl(forward_executor& exec, const tokenizer& tok, const engine_co
   local_stats_.n_blocks_total = n_blocks_;
   local_stats_.n_blocks_free = n_blocks_;
   shared_stats_ = local_stats_;
+  open_disk_tier();
 }
 
 void engine::impl::start() {
@@ -89,6 +90,7 @@ void engine::impl::start() {
     warmup();
     if (cfg_.sched.auto_batched_tokens() && cfg_.sched.enable_chunked_prefill) sched_.set_max_num_batched_tokens(measure_prefill_budget());
   }
+  blocks_.set_track_committed(disk_ != nullptr);  // from here on: warmup's dummy blocks are not written
   started_ = true;
   thread_ = std::thread([this] { thread_main(); });
 }
@@ -163,8 +165,20 @@ void engine::impl::cancel(int64_t id) {
 }
 
 engine_stats engine::impl::stats() const {
-  std::lock_guard lk(mu_);
-  return shared_stats_;
+  engine_stats s;
+  {
+    std::lock_guard lk(mu_);
+    s = shared_stats_;
+  }
+  if (disk_) {  // the I/O thread's counters move while the engine sleeps: read them now
+    const kv_disk_stats d = disk_->stats();
+    s.kv_disk_read_bytes = d.read_bytes;
+    s.kv_disk_written_bytes = d.written_bytes;
+    s.kv_disk_evictions = d.n_evictions;
+    s.kv_disk_errors = d.n_errors;
+    s.kv_disk_usage_bytes = d.usage_bytes;
+  }
+  return s;
 }
 
 void engine::impl::wait_idle() {
@@ -192,7 +206,7 @@ void engine::impl::thread_main() {
   for (;;) {
     {
       std::unique_lock lk(mu_);
-      auto has_work = [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !sched_.idle(); };
+      auto has_work = [&] { return stop_ || !inbox_.empty() || !cancels_.empty() || !disk_done_.empty() || !sched_.idle(); };
       if (cfg_.heartbeat_interval_us > 0 && cfg_.on_heartbeat) {
         // Idle: wake up for the heartbeat only.
         while (!has_work()) {
@@ -233,11 +247,12 @@ void engine::impl::drain_inbox() {
     fresh.swap(inbox_);
     cancels.swap(cancels_);
   }
+  install_disk_reads();
   for (auto& r : fresh) {
     request_state& rs = *r;
     const int64_t id = rs.seq.id();
     live_.emplace(id, std::move(r));
-    sched_.add(rs.ss);
+    if (!start_disk_read(rs)) sched_.add(rs.ss);
   }
   for (int64_t id : cancels) {
     auto it = live_.find(id);
@@ -317,6 +332,7 @@ void engine::impl::step() {
   sched_.on_step_done(out);
   pool_embeddings(out);
   sample_and_deliver(out);
+  save_committed_blocks();
 }
 
 void engine::impl::count_step_tokens(int64_t n_tokens) {
@@ -343,6 +359,7 @@ void engine::impl::note_first_scheduled(const scheduler_output& out) {
 void engine::impl::finish_request(request_state& r, finish_reason why) {
   const int64_t id = r.seq.id();
   sched_.finish(r.ss);
+  if (r.disk_loading) --n_disk_loading_;  // its read's result is dropped (install_disk_reads finds no request)
   r.usage.prompt_tokens = r.seq.n_prompt();
   r.usage.completion_tokens = r.seq.n_generated();
   r.metrics.n_preemptions = r.ss.n_preemptions;
@@ -366,6 +383,7 @@ void engine::impl::finish_request(request_state& r, finish_reason why) {
 void engine::impl::fail_request(request_state& r, const std::string& msg) {
   const int64_t id = r.seq.id();
   sched_.finish(r.ss);
+  if (r.disk_loading) --n_disk_loading_;  // its read's result is dropped (install_disk_reads finds no request)
   engine_event ev;
   ev.type = engine_event::kind::error;
   ev.request_id = id;
@@ -383,8 +401,10 @@ void engine::impl::publish_stats() {
   local_stats_.kv_usage = 1.0 - static_cast<double>(local_stats_.n_blocks_free) / static_cast<double>(n_blocks_);
   local_stats_.prefix_cache_queries = blocks_.stats().n_query_tokens;
   local_stats_.prefix_cache_hits = blocks_.stats().n_hit_tokens;
+  local_stats_.kv_disk_hits = n_disk_hits_;
+  local_stats_.kv_disk_misses = n_disk_misses_;
   std::lock_guard lk(mu_);
-  n_queued_ = sched_.n_waiting() + static_cast<int32_t>(inbox_.size());
+  n_queued_ = sched_.n_waiting() + n_disk_loading_ + static_cast<int32_t>(inbox_.size());
   const int64_t rejected = shared_stats_.n_rejected;
   shared_stats_ = local_stats_;
   shared_stats_.n_waiting = n_queued_;

@@ -132,7 +132,7 @@ const char* finish_reason_name(finish_reason r);  // "stop", "length", "abort", 
 struct request_usage {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
-  int32_t cached_prompt_tokens = 0;  // prompt tokens served by the prefix cache at first admission
+  int32_t cached_prompt_tokens = 0;  // prompt tokens served by the prefix cache (memory or disk tier) at first admission
 };
 
 struct request_metrics {
@@ -214,7 +214,19 @@ struct engine_stats {
   int32_t n_blocks_free = 0;        // including evictable cached blocks
   double kv_usage = 0.0;            // 1 - free / total
   int64_t prefix_cache_queries = 0; // tokens
-  int64_t prefix_cache_hits = 0;    // tokens
+  int64_t prefix_cache_hits = 0;    // tokens (blocks reloaded from the disk tier count too)
+  // The prefix cache's disk tier (engine_config::kv_disk; all 0 when off):
+  // blocks reloaded from disk, blocks of prompts that missed memory and were
+  // not reloaded (recomputed), bytes of block files read (verified) and
+  // written, files evicted to stay within the bound, errors (bad files found,
+  // failed reads and writes), and the bytes of the files on disk now.
+  int64_t kv_disk_hits = 0;
+  int64_t kv_disk_misses = 0;
+  int64_t kv_disk_read_bytes = 0;
+  int64_t kv_disk_written_bytes = 0;
+  int64_t kv_disk_evictions = 0;
+  int64_t kv_disk_errors = 0;
+  int64_t kv_disk_usage_bytes = 0;  // a gauge
   int64_t n_preemptions = 0;
   int64_t n_steps = 0;
   int64_t prompt_tokens = 0;        // prompt tokens of finished requests

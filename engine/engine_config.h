@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "engine/buckets.h"
 #include "engine/engine_api.h"  // k_max_speculative_tokens
@@ -83,9 +84,26 @@ struct speculative_config {
   bool enabled() const { return kind != method::none; }
 };
 
+// The prefix cache's disk tier (engine/kv_disk_store.h): full prompt blocks
+// are written behind to files under dir and reloaded, instead of recomputed,
+// by later requests (also after a restart) whose prefix misses memory.
+inline constexpr uint64_t k_default_kv_disk_bytes = 10ull << 30;  // --kv-cache-disk-bytes when --kv-cache-dir is given
+struct kv_disk_config {
+  std::string dir;                              // "": no disk tier
+  uint64_t max_bytes = k_default_kv_disk_bytes; // bound on this model's files (LRU eviction beyond)
+  // Identity of the model's weights (model/model_identity.h); with the
+  // executor's kv_format_id() it names the subdirectory the blocks go to, so
+  // other models (or formats) never see them. 0: the tier stays off.
+  uint64_t model_id = 0;
+  // Blocks waiting to be written at most (more are dropped), and the most one
+  // read brings into memory at once (a longer run is read in batches).
+  uint64_t max_queue_bytes = 128ull << 20;
+};
+
 struct engine_config {
   scheduler_config sched;                // max_model_len, budget, chunked prefill, ...
   bool enable_prefix_caching = true;
+  kv_disk_config kv_disk;                // off unless kv_disk.dir is set (needs prefix caching)
   int32_t max_queued_requests = 4096;    // submitted but not yet running; submit() rejects beyond (room for a
                                          // 2048-input embeddings request, OpenAI's maximum, with others waiting)
   bucket_config buckets;

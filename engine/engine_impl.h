@@ -2,7 +2,7 @@
 // public face is engine/engine_api.h). engine.cpp holds the request
 // bookkeeping and the loop, engine_warmup.cpp the bucket logging and warmup,
 // engine_deliver.cpp what follows a forward (pooling, sampling, verifying
-// drafts, delivering events).
+// drafts, delivering events), engine_disk.cpp the prefix cache's disk tier.
 //
 // Thread-safety: engine-thread state is touched only by the engine thread
 // (and by the constructor and warmup, before that thread starts); the shared
@@ -24,6 +24,7 @@
 #include "engine/engine_api.h"
 #include "engine/engine_config.h"
 #include "engine/kv_block_manager.h"
+#include "engine/kv_disk_store.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "model/forward_executor.h"
@@ -85,6 +86,18 @@ class engine::impl {
   void pool_embeddings(const scheduler_output& out);
   void count_step_tokens(int64_t n_tokens);
   void account_padding(scheduler_output& out);
+  // engine_disk.cpp, the prefix cache's disk tier. open_disk_tier: the
+  // constructor; the rest: the engine thread.
+  void open_disk_tier();
+  // For a request arriving: queues a read of the blocks after its memory hit
+  // that are on disk. True when it did: the request then waits, outside the
+  // scheduler, until install_disk_reads() puts them in the cache.
+  bool start_disk_read(request_state& r);
+  // Puts the blocks read so far into the cache (copying their KV in) and
+  // hands their requests to the scheduler, which finds them cached.
+  void install_disk_reads();
+  // Queues the blocks the step newly cached to be written (copying their KV out).
+  void save_committed_blocks();
   void finish_request(request_state& r, finish_reason why);
   void fail_request(request_state& r, const std::string& msg);
   void publish_stats();
@@ -118,6 +131,21 @@ class engine::impl {
   std::thread thread_;
   bool started_ = false;  // the engine thread was started; set by start() on its caller's thread
   std::atomic<int64_t> next_id_{0};
+
+  // The disk tier. disk_done_ is under mu_ (filled by the store's I/O thread);
+  // the rest is engine-thread state.
+  struct disk_read {
+    int64_t id = 0;
+    std::vector<kv_disk_block> blocks;
+    std::vector<std::vector<uint8_t>> payloads;  // the leading blocks read and verified
+  };
+  std::vector<disk_read> disk_done_;
+  int32_t n_disk_loading_ = 0;  // requests waiting for a read
+  int64_t n_disk_hits_ = 0, n_disk_misses_ = 0;
+  std::vector<prefix_key> disk_keys_, disk_parents_;  // scratch
+  // Declared last: destroyed first (writes the queued blocks, joins its I/O
+  // thread, whose callbacks use mu_ and disk_done_). Null: no disk tier.
+  std::unique_ptr<kv_disk_store> disk_;
 };
 
 // One request from submit() to its terminal event; owned by the inbox, then
@@ -133,6 +161,9 @@ struct engine::impl::request_state {
   std::vector<float> pooled;                // mean: the running sum; cls/last: the row so far
   clock_type::time_point submitted{}, first_scheduled{}, last_token{};
   bool scheduled_once = false;
+  bool disk_loading = false;    // waiting for a disk read (not in the scheduler)
+  int32_t n_disk_wanted = 0;    // blocks of its prompt that missed memory, when its read was queued
+  bool disk_more = false;       // its read is one batch of more blocks on disk
   request_usage usage;
   request_metrics metrics;
 };

@@ -4,44 +4,23 @@
 #include <stdexcept>
 
 namespace spate {
-namespace {
-
-constexpr uint64_t k_root_key = 0x5eed0fb10c4ca4e5ull;
-
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  h *= 0xbf58476d1ce4e5b9ull;
-  return h ^ (h >> 31);
-}
-
-// The key a sequence's first block hangs off: the root, or the root mixed
-// with the request's salt.
-uint64_t root_key(uint64_t salt) { return salt == 0 ? k_root_key : mix(k_root_key, salt); }
-
-}  // namespace
 
 kv_block_manager::kv_block_manager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching)
     : pool_(n_blocks), block_size_(block_size), prefix_caching_(enable_prefix_caching) {
   if (block_size < 1) throw std::invalid_argument("kv_block_manager: block_size must be >= 1");
 }
 
-uint64_t kv_block_manager::block_key(uint64_t parent, std::span<const int32_t> tokens) const {
-  uint64_t h = mix(parent, static_cast<uint64_t>(tokens.size()));
-  for (int32_t t : tokens) h = mix(h, static_cast<uint32_t>(t));
-  return h;
-}
-
-uint64_t kv_block_manager::find_prefix(std::span<const int32_t> tokens, uint64_t salt) {
+prefix_key kv_block_manager::find_prefix(std::span<const int32_t> tokens, uint64_t salt) {
   const auto n_tokens = static_cast<int32_t>(tokens.size());
   match_.clear();
-  uint64_t key = root_key(salt);
+  prefix_key key = root_prefix_key(salt);
   if (prefix_caching_ && n_tokens > 0) {
     // Never match the block holding the last token: it must be computed.
     const int32_t max_blocks = (n_tokens - 1) / block_size_;
     for (int32_t b = 0; b < max_blocks; ++b) {
       auto blk = tokens.subspan(static_cast<size_t>(b) * block_size_, static_cast<size_t>(block_size_));
-      const uint64_t k = block_key(key, blk);
-      auto id = pool_.lookup(k, key, blk);
+      const prefix_key k = next_prefix_key(key, blk);
+      auto id = pool_.lookup(k.lo, key.lo, blk);
       if (!id) break;
       match_.push_back(*id);
       key = k;
@@ -58,7 +37,7 @@ int32_t kv_block_manager::probe(std::span<const int32_t> tokens, uint64_t salt) 
 int32_t kv_block_manager::admit(std::span<const int32_t> tokens, int32_t n_first, block_table& table, prefix_state& state,
                                 bool reuse_prefix, uint64_t salt) {
   const auto n_tokens = static_cast<int32_t>(tokens.size());
-  uint64_t key = root_key(salt);
+  prefix_key key = root_prefix_key(salt);
   if (reuse_prefix) {
     key = find_prefix(tokens, salt);
   } else {
@@ -96,18 +75,40 @@ void kv_block_manager::commit(std::span<const int32_t> tokens, int32_t n_cached,
                               uint64_t salt) {
   if (!prefix_caching_) return;
   const int32_t n_full = std::min<int32_t>(n_cached / block_size_, table.n_blocks());
-  uint64_t key = state.n_committed_blocks == 0 ? root_key(salt) : state.last_key;
+  prefix_key key = state.n_committed_blocks == 0 ? root_prefix_key(salt) : state.last_key;
   for (int32_t b = state.n_committed_blocks; b < n_full; ++b) {
     auto blk = tokens.subspan(static_cast<size_t>(b) * block_size_, static_cast<size_t>(block_size_));
-    const uint64_t k = block_key(key, blk);
+    const prefix_key k = next_prefix_key(key, blk);
+    const int32_t id = table.ids()[static_cast<size_t>(b)];
     // A duplicate (same content computed by another sequence) stays private.
-    pool_.register_cached(table.ids()[static_cast<size_t>(b)], k, key, blk);
+    if (pool_.register_cached(id, k.lo, key.lo, blk) && track_committed_) {
+      committed_.push_back(committed_block{id, k, key, std::vector<int32_t>(blk.begin(), blk.end()), salt});
+    }
     key = k;
   }
   if (n_full > state.n_committed_blocks) {
     state.n_committed_blocks = n_full;
     state.last_key = key;
   }
+}
+
+void kv_block_manager::chain_keys(std::span<const int32_t> tokens, int32_t n_blocks, uint64_t salt,
+                                  std::vector<prefix_key>& keys, std::vector<prefix_key>& parents) const {
+  keys.resize(static_cast<size_t>(n_blocks));
+  parents.resize(static_cast<size_t>(n_blocks));
+  prefix_key key = root_prefix_key(salt);
+  for (int32_t b = 0; b < n_blocks; ++b) {
+    parents[static_cast<size_t>(b)] = key;
+    key = next_prefix_key(key, tokens.subspan(static_cast<size_t>(b) * block_size_, static_cast<size_t>(block_size_)));
+    keys[static_cast<size_t>(b)] = key;
+  }
+}
+
+void kv_block_manager::refresh_prefix(std::span<const int32_t> tokens, uint64_t salt) {
+  find_prefix(tokens, salt);
+  for (int32_t id : match_) pool_.acquire_cached(id);
+  // Released last block first: the first block becomes the most recent.
+  for (auto it = match_.rbegin(); it != match_.rend(); ++it) pool_.release(*it);
 }
 
 void kv_block_manager::free(block_table& table, prefix_state& state) {

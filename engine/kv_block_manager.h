@@ -2,8 +2,9 @@
 // caching on top of block_pool.
 //
 // Every full block of a sequence whose KV has been computed is keyed by a hash
-// of (parent block's key, the block's tokens) and registered in the pool's
-// index. A new (or resumed) request looks up its tokens block by block and
+// of (parent block's key, the block's tokens) (engine/prefix_key.h: the lo
+// half keys the pool's index, both halves name the block on disk) and
+// registered in the pool's index. A new (or resumed) request looks up its tokens block by block and
 // reuses the longest run of cached blocks, so only the rest is prefilled. At
 // least the last token is always left uncached, so the step that computes it
 // returns logits (and no shared block is ever written). Cached blocks whose
@@ -15,10 +16,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/prefix_key.h"
 
 namespace spate {
 
@@ -26,7 +30,16 @@ namespace spate {
 // scheduling state. Reset (value-initialize) when the sequence loses its blocks.
 struct prefix_state {
   int32_t n_committed_blocks = 0;  // leading blocks already keyed (registered or found duplicate)
-  uint64_t last_key = 0;           // key of block n_committed_blocks - 1 (root key when 0)
+  prefix_key last_key;             // key of block n_committed_blocks - 1 (unused when 0)
+};
+
+// A block that commit() registered in the prefix cache (recorded while
+// track_committed is on, for the disk tier): its id, keys and tokens.
+struct committed_block {
+  int32_t id = 0;
+  prefix_key key, parent;
+  std::vector<int32_t> tokens;
+  uint64_t salt = 0;  // the sequence's cache salt
 };
 
 struct prefix_cache_stats {
@@ -77,16 +90,51 @@ class kv_block_manager {
   // Releases the table's blocks (cached ones stay reusable) and resets state.
   void free(block_table& table, prefix_state& state);
 
+  // The keys of tokens' first n_blocks full blocks (n_blocks * block_size <=
+  // tokens.size()), with their parents', into keys and parents (resized).
+  void chain_keys(std::span<const int32_t> tokens, int32_t n_blocks, uint64_t salt, std::vector<prefix_key>& keys,
+                  std::vector<prefix_key>& parents) const;
+
+  // Makes the cached blocks of tokens' longest cached prefix the most
+  // recently used of the evictable ones, the first block last to be evicted.
+  void refresh_prefix(std::span<const int32_t> tokens, uint64_t salt = 0);
+
+  // Puts content loaded from elsewhere (the disk tier) into the cache: takes
+  // a block from the pool (evicting like allocation), lets fill(id) write its
+  // KV and registers it under (key, parent, tokens). Returns the block, with
+  // one reference the caller gives back with pool().release(); nullopt (fill
+  // not called) when the content is already cached or no block is available.
+  template <typename Fill>
+  std::optional<int32_t> insert_cached(const prefix_key& key, const prefix_key& parent, std::span<const int32_t> tokens,
+                                       Fill&& fill);
+
+  // On: commit() records every block it newly registers (committed_block);
+  // take_committed() hands them over. Off (the default): nothing is recorded.
+  void set_track_committed(bool on) { track_committed_ = on; }
+  std::vector<committed_block> take_committed() { return std::exchange(committed_, {}); }
+
  private:
-  uint64_t block_key(uint64_t parent, std::span<const int32_t> tokens) const;
   // Fills match_ with the cached blocks of the longest prefix; returns the last key.
-  uint64_t find_prefix(std::span<const int32_t> tokens, uint64_t salt);
+  prefix_key find_prefix(std::span<const int32_t> tokens, uint64_t salt);
 
   block_pool pool_;
   int32_t block_size_;
   bool prefix_caching_;
   prefix_cache_stats stats_;
   std::vector<int32_t> match_;  // scratch
+  bool track_committed_ = false;
+  std::vector<committed_block> committed_;
 };
+
+template <typename Fill>
+std::optional<int32_t> kv_block_manager::insert_cached(const prefix_key& key, const prefix_key& parent,
+                                                       std::span<const int32_t> tokens, Fill&& fill) {
+  if (!prefix_caching_ || pool_.lookup(key.lo, parent.lo, tokens)) return std::nullopt;
+  const auto id = pool_.allocate();
+  if (!id) return std::nullopt;
+  fill(*id);
+  pool_.register_cached(*id, key.lo, parent.lo, tokens);
+  return id;
+}
 
 }  // namespace spate

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 
 #include "model/forward_batch.h"
 
@@ -44,6 +45,21 @@ class forward_executor {
   // left as k_no_block in the block table. 0: some layer reads the whole
   // context, every block must stay.
   virtual int32_t kv_window() const { return 0; }
+
+  // Copying KV blocks out and in (the prefix cache's disk tier). A block's
+  // bytes are kv_block_bytes() bytes: every layer's K and V of its
+  // block_size() positions, in an order the executor fixes; copying them out
+  // of one executor and into another whose kv_format_id() is equal (same
+  // model weights assumed) gives the second exactly the first's KV.
+  // kv_block_bytes() 0: the executor cannot copy its KV (the default).
+  // kv_format_id(): a hash of everything besides the weights that decides the
+  // bytes: KV dtype, block size, layer and head shapes, RoPE settings, kernel
+  // level. Both copies: the calling thread, between forward passes;
+  // out.size() and in.size() must be kv_block_bytes().
+  virtual size_t kv_block_bytes() const { return 0; }
+  virtual uint64_t kv_format_id() const { return 0; }
+  virtual void copy_kv_block_out(int32_t /*block*/, std::span<uint8_t> /*out*/) const {}
+  virtual void copy_kv_block_in(int32_t /*block*/, std::span<const uint8_t> /*in*/) {}
 
   // Runs fn(task) for every task in [0, n_tasks) on the executor's threads
   // (the engine's per-row work after a forward: masking and sampling), and

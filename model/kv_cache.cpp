@@ -17,15 +17,13 @@ void kv_cache::check_dtype(const model_config& c, kernels::kv_dtype dtype) {
   }
 }
 
-namespace {
-size_t layer_block_bytes(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
+size_t kv_cache::bytes_per_layer_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
   return static_cast<size_t>(c.n_head_kv) * static_cast<size_t>(kernels::kv_head_block_bytes(dtype, block_size, c.head_dim));
 }
-}  // namespace
 
 size_t kv_cache::bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype) {
   check_dtype(c, dtype);
-  return 2ull * static_cast<size_t>(c.n_layer) * layer_block_bytes(c, block_size, dtype);
+  return 2ull * static_cast<size_t>(c.n_layer) * bytes_per_layer_block(c, block_size, dtype);
 }
 
 kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, kernels::kv_dtype dtype)
@@ -33,7 +31,7 @@ kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, 
       head_dim_(c.head_dim), dtype_(dtype) {
   if (n_blocks <= 0 || block_size <= 0) throw std::invalid_argument("kv_cache needs at least one block of at least one slot");
   check_dtype(c, dtype);
-  block_bytes_per_layer_pool_ = layer_block_bytes(c, block_size, dtype);
+  block_bytes_per_layer_pool_ = bytes_per_layer_block(c, block_size, dtype);
   layer_pool_bytes_ = static_cast<size_t>(n_blocks) * block_bytes_per_layer_pool_;
   layer_pool_bytes_ = (layer_pool_bytes_ + 63) / 64 * 64;
   total_bytes_ = layer_pool_bytes_ * 2 * static_cast<size_t>(n_layer_);
@@ -48,6 +46,11 @@ kv_cache::kv_cache(const model_config& c, int32_t n_blocks, int32_t block_size, 
 
 kv_cache::~kv_cache() {
   if (memory_) ::munmap(memory_, total_bytes_);
+}
+
+std::span<uint8_t> kv_cache::block_bytes(int32_t layer, bool v, int32_t block) const {
+  auto* pool = static_cast<uint8_t*>(memory_) + (static_cast<size_t>(layer) * 2 + (v ? 1 : 0)) * layer_pool_bytes_;
+  return {pool + static_cast<size_t>(block) * block_bytes_per_layer_pool_, block_bytes_per_layer_pool_};
 }
 
 kernels::paged_kv_view kv_cache::layer_view(int32_t layer) const {

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/model_config.h"
@@ -70,6 +71,18 @@ class kv_cache {
   static size_t bytes_per_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype);
   // Throws std::invalid_argument naming head_dim and the dtype unless kv_dtype_supports_head_dim.
   static void check_dtype(const model_config& c, kernels::kv_dtype dtype);
+  // Bytes one block takes in one layer's K pool (the same in its V pool):
+  // bytes_per_block() / (2 * n_layer).
+  static size_t bytes_per_layer_block(const model_config& c, int32_t block_size, kernels::kv_dtype dtype);
+
+  // Block `block`'s bytes in layer `layer`'s K pool (v false) or V pool (v
+  // true): one contiguous range of bytes_per_layer_block() bytes, for copying
+  // a block out and back in (the prefix cache's disk tier). Valid for the
+  // cache's life. Precondition: 0 <= layer < n_layer, 0 <= block < n_blocks.
+  // Not to be written while a forward pass runs.
+  std::span<uint8_t> block_bytes(int32_t layer, bool v, int32_t block) const;
+  size_t layer_block_bytes() const { return block_bytes_per_layer_pool_; }  // = block_bytes_per_layer_pool()
+  int32_t n_layer() const { return n_layer_; }
 
  private:
   int32_t n_layer_, n_blocks_, block_size_, n_kv_heads_, head_dim_;

@@ -56,6 +56,11 @@ class model_executor final : public forward_executor {
   // passes (it waits for the device turn). Requests name the slot
   // (forward_seq::adapter). Any thread.
   void set_adapter(int32_t slot, std::shared_ptr<const lora_adapter> adapter);
+  // The KV of one block, layer by layer, K then V (forward_executor).
+  size_t kv_block_bytes() const override;
+  uint64_t kv_format_id() const override;
+  void copy_kv_block_out(int32_t block, std::span<uint8_t> out) const override;
+  void copy_kv_block_in(int32_t block, std::span<const uint8_t> in) override;
   // On the thread pool, one task per claim.
   void run_tasks(int64_t n_tasks, const std::function<void(int64_t)>& fn) override;
 

@@ -230,6 +230,9 @@ struct server_metrics::state {
       : max_tokens_param(one_two_five_buckets(max_model_len > 0 ? static_cast<double>(max_model_len) : 1e6)) {}
   std::atomic<double> running{0}, waiting{0}, kv_usage{0};
   std::atomic<uint64_t> prefix_queries{0}, prefix_hits{0}, preemptions{0}, padding_waste{0}, steps{0};
+  std::atomic<uint64_t> disk_hits{0}, disk_misses{0}, disk_read_bytes{0}, disk_written_bytes{0}, disk_evictions{0},
+      disk_errors{0};
+  std::atomic<double> disk_usage{0};
   std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0};
   std::array<std::atomic<uint64_t>, k_success_reasons.size()> success{};
   std::atomic<uint64_t> cancelled{0}, errors{0};
@@ -270,6 +273,13 @@ void server_metrics::update_from_engine(const engine_stats& st) {
   s_->kv_usage.store(std::clamp(st.kv_usage, 0.0, 1.0), k_relaxed);
   raise_to(s_->prefix_queries, st.prefix_cache_queries);
   raise_to(s_->prefix_hits, st.prefix_cache_hits);
+  raise_to(s_->disk_hits, st.kv_disk_hits);
+  raise_to(s_->disk_misses, st.kv_disk_misses);
+  raise_to(s_->disk_read_bytes, st.kv_disk_read_bytes);
+  raise_to(s_->disk_written_bytes, st.kv_disk_written_bytes);
+  raise_to(s_->disk_evictions, st.kv_disk_evictions);
+  raise_to(s_->disk_errors, st.kv_disk_errors);
+  s_->disk_usage.store(static_cast<double>(st.kv_disk_usage_bytes), k_relaxed);
   raise_to(s_->preemptions, st.n_preemptions);
   raise_to(s_->padding_waste, st.padding_waste_tokens);
   raise_to(s_->steps, st.n_steps);
@@ -385,6 +395,19 @@ void server_metrics::render_into(metrics_writer& w) const {
   w.counter("spate:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
             s.prefix_queries.load(k_relaxed));
   w.counter("spate:prefix_cache_hits_total", "Prompt tokens served by the prefix cache.", s.prefix_hits.load(k_relaxed));
+  w.counter("spate:kv_disk_hits_total", "KV blocks reloaded from the prefix cache's disk tier (--kv-cache-dir).",
+            s.disk_hits.load(k_relaxed));
+  w.counter("spate:kv_disk_misses_total", "KV blocks of prompts that missed memory and the disk tier (recomputed).",
+            s.disk_misses.load(k_relaxed));
+  w.counter("spate:kv_disk_read_bytes_total", "Bytes of block files read and verified by the disk tier.",
+            s.disk_read_bytes.load(k_relaxed));
+  w.counter("spate:kv_disk_written_bytes_total", "Bytes of block files written by the disk tier.",
+            s.disk_written_bytes.load(k_relaxed));
+  w.counter("spate:kv_disk_evictions_total", "Block files deleted to stay within --kv-cache-disk-bytes.",
+            s.disk_evictions.load(k_relaxed));
+  w.counter("spate:kv_disk_errors_total", "Disk tier errors: bad block files (corrupt, truncated, foreign) and failed reads or writes.",
+            s.disk_errors.load(k_relaxed));
+  w.gauge("spate:kv_disk_usage_bytes", "Bytes of the disk tier's block files.", s.disk_usage.load(k_relaxed));
   w.counter("spate:num_preemptions_total", "Requests preempted (recomputed later) for lack of KV cache blocks.",
             s.preemptions.load(k_relaxed));
   w.counter("spate:padding_waste_tokens_total", "Padded minus real tokens over all forward passes (bucket padding).",

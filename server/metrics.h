@@ -16,6 +16,11 @@
 //     spate:kv_cache_usage_perc (0..1)
 //   counters from engine_stats (update_from_engine):
 //     spate:prefix_cache_queries_total, spate:prefix_cache_hits_total (tokens),
+//     the prefix cache's disk tier (0 without --kv-cache-dir):
+//     spate:kv_disk_hits_total, spate:kv_disk_misses_total (blocks),
+//     spate:kv_disk_read_bytes_total, spate:kv_disk_written_bytes_total,
+//     spate:kv_disk_evictions_total (files), spate:kv_disk_errors_total,
+//     and the gauge spate:kv_disk_usage_bytes,
 //     spate:num_preemptions_total, spate:padding_waste_tokens_total (tokens),
 //     spate:engine_steps_total
 //   counters recorded by the server:

@@ -18,6 +18,12 @@ using clock_type = std::chrono::steady_clock;
 void add_counters(engine_stats& into, const engine_stats& s) {
   into.prefix_cache_queries += s.prefix_cache_queries;
   into.prefix_cache_hits += s.prefix_cache_hits;
+  into.kv_disk_hits += s.kv_disk_hits;
+  into.kv_disk_misses += s.kv_disk_misses;
+  into.kv_disk_read_bytes += s.kv_disk_read_bytes;
+  into.kv_disk_written_bytes += s.kv_disk_written_bytes;
+  into.kv_disk_evictions += s.kv_disk_evictions;
+  into.kv_disk_errors += s.kv_disk_errors;
   into.n_preemptions += s.n_preemptions;
   into.n_steps += s.n_steps;
   into.prompt_tokens += s.prompt_tokens;
@@ -300,6 +306,7 @@ std::vector<server_metrics*> model_registry::metrics_for_scrape() {
       s.n_blocks_total = now.n_blocks_total;
       s.n_blocks_free = now.n_blocks_free;
       s.kv_usage = now.kv_usage;
+      s.kv_disk_usage_bytes = now.kv_disk_usage_bytes;
     }
     e->metrics->update_from_engine(s);
     out.push_back(e->metrics.get());

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -198,6 +199,7 @@ class fake_executor final : public forward_executor {
     {
       std::lock_guard lk(mu_);
       ++n_calls_;
+      for (const auto& q : batch.seqs) n_forward_tokens_ += static_cast<int64_t>(q.tokens.size());
       max_batch_seqs_ = std::max(max_batch_seqs_, static_cast<int64_t>(batch.seqs.size()));
       if (fail_at_call_ == n_calls_) throw std::runtime_error("injected failure at forward call " + std::to_string(n_calls_));
       if (fail_prompt_ && prefills(batch, *fail_prompt_)) {
@@ -215,6 +217,31 @@ class fake_executor final : public forward_executor {
   }
 
   forward_gate& gate() { return gate_; }
+
+  // KV copying (the disk tier): a block's bytes are its slots' token ids.
+  // With copy_enabled false the fake cannot copy its KV (kv_block_bytes 0).
+  size_t kv_block_bytes() const override { return copy_enabled_ ? static_cast<size_t>(block_size_) * sizeof(int32_t) : 0; }
+  uint64_t kv_format_id() const override { return 0xfa6e0000ull + static_cast<uint64_t>(block_size_); }
+  void copy_kv_block_out(int32_t block, std::span<uint8_t> out) const override {
+    if (out.size() != kv_block_bytes()) invalid("copy_kv_block_out: wrong size");
+    std::memcpy(out.data(), kv_.data() + static_cast<size_t>(block) * static_cast<size_t>(block_size_), out.size());
+  }
+  void copy_kv_block_in(int32_t block, std::span<const uint8_t> in) override {
+    if (in.size() != kv_block_bytes()) invalid("copy_kv_block_in: wrong size");
+    std::memcpy(kv_.data() + static_cast<size_t>(block) * static_cast<size_t>(block_size_), in.data(), in.size());
+    std::lock_guard lk(mu_);
+    ++n_blocks_copied_in_;
+  }
+  void set_copy_enabled(bool on) { copy_enabled_ = on; }
+  int64_t n_blocks_copied_in() const {
+    std::lock_guard lk(mu_);
+    return n_blocks_copied_in_;
+  }
+  // Tokens computed by forward calls (every sequence's new tokens, warmup included).
+  int64_t n_forward_tokens() const {
+    std::lock_guard lk(mu_);
+    return n_forward_tokens_;
+  }
 
   // On: every logit row is fake_soft_logits of its context (for sampling
   // tests) instead of one-hot on fake_next_token. Before start().
@@ -342,10 +369,12 @@ class fake_executor final : public forward_executor {
   const int32_t n_vocab_, n_kv_blocks_, block_size_, eos_at_length_, kv_window_;
   std::vector<int32_t> kv_;  // token id per KV slot, -1 never written; forward's thread only
   bool soft_logits_ = false;
+  bool copy_enabled_ = true;
   forward_gate gate_;
 
   mutable std::mutex mu_;  // guards the members below
   int64_t n_calls_ = 0, n_invalid_batches_ = 0, n_unwritten_reads_ = 0, max_batch_seqs_ = 0;
+  int64_t n_blocks_copied_in_ = 0, n_forward_tokens_ = 0;
   int64_t fail_at_call_ = -1;
   std::optional<std::vector<int32_t>> fail_prompt_;
   int64_t n_reserve_calls_ = 0, reserved_tokens_ = 0, reserved_rows_ = 0;

@@ -245,3 +245,78 @@ TEST(KvBlockManager, IncrementalCommitChainsKeys) {
 
 }  // namespace
 }  // namespace spate
+
+namespace spate {
+namespace {
+
+TEST(KvBlockManagerDiskTier, CommitRecordsNewBlocksWithTheirChainKeys) {
+  kv_block_manager m(8, 4, true);
+  m.set_track_committed(true);
+  const auto toks = iota_tokens(10);
+  block_table t(m.pool());
+  prefix_state st;
+  ASSERT_EQ(m.admit(toks, 10, t, st), 0);
+  m.commit(toks, 10, t, st);
+  const std::vector<committed_block> c = m.take_committed();
+  ASSERT_EQ(c.size(), 2u);  // two full blocks of 4
+  std::vector<prefix_key> keys, parents;
+  m.chain_keys(toks, 2, 0, keys, parents);
+  EXPECT_EQ(c[0].key, keys[0]);
+  EXPECT_EQ(c[1].key, keys[1]);
+  EXPECT_EQ(c[1].parent, keys[0]);
+  EXPECT_EQ(c[0].parent, root_prefix_key(0));
+  EXPECT_EQ(c[1].tokens, std::vector<int32_t>(toks.begin() + 4, toks.begin() + 8));
+  EXPECT_EQ(c[0].id, t.ids()[0]);
+  EXPECT_TRUE(m.take_committed().empty());
+  // Salted chains differ from the base's in both halves.
+  std::vector<prefix_key> salted, sp;
+  m.chain_keys(toks, 2, 9, salted, sp);
+  EXPECT_NE(salted[0].lo, keys[0].lo);
+  EXPECT_NE(salted[0].hi, keys[0].hi);
+}
+
+TEST(KvBlockManagerDiskTier, InsertedBlocksAreFoundByAdmission) {
+  kv_block_manager m(8, 4, true);
+  const auto toks = iota_tokens(13);
+  std::vector<prefix_key> keys, parents;
+  m.chain_keys(toks, 3, 0, keys, parents);
+  std::vector<int32_t> filled, held;
+  for (int32_t b = 0; b < 3; ++b) {
+    const std::span<const int32_t> blk(toks.data() + 4 * b, 4);
+    const auto id = m.insert_cached(keys[static_cast<size_t>(b)], parents[static_cast<size_t>(b)], blk,
+                                    [&](int32_t i) { filled.push_back(i); });
+    ASSERT_TRUE(id);
+    held.push_back(*id);
+  }
+  // Already cached: not inserted again, fill not called.
+  EXPECT_FALSE(m.insert_cached(keys[0], parents[0], std::span<const int32_t>(toks.data(), 4), [&](int32_t) { FAIL(); }));
+  for (int32_t id : held) m.pool().release(id);
+  m.refresh_prefix(toks);
+  EXPECT_EQ(filled.size(), 3u);
+  EXPECT_EQ(m.probe(toks), 12);
+  block_table t(m.pool());
+  prefix_state st;
+  EXPECT_EQ(m.admit(toks, 13, t, st), 12);
+  EXPECT_EQ(std::vector<int32_t>(t.ids().begin(), t.ids().begin() + 3), filled);
+}
+
+TEST(KvBlockManagerDiskTier, RefreshedPrefixIsEvictedLastAndItsFirstBlockLast) {
+  kv_block_manager m(4, 4, true);
+  const auto a = iota_tokens(9, 100), b = iota_tokens(5, 500);
+  for (const auto* toks : {&a, &b}) {  // a: 2 cached blocks, then b: 1
+    block_table t(m.pool());
+    prefix_state st;
+    m.admit(*toks, static_cast<int32_t>(toks->size()), t, st);
+    m.commit(*toks, static_cast<int32_t>(toks->size()), t, st);
+  }
+  m.refresh_prefix(a);  // a's blocks become the most recent, its first the last to go
+  block_table t(m.pool());
+  ASSERT_TRUE(t.grow_to(8, 4));  // takes the free block, then evicts b's
+  EXPECT_EQ(m.probe(a), 8);
+  EXPECT_EQ(m.probe(b), 0);
+  ASSERT_TRUE(t.grow_to(12, 4));  // evicts a's second block first
+  EXPECT_EQ(m.probe(a), 4);
+}
+
+}  // namespace
+}  // namespace spate

@@ -88,6 +88,13 @@ TEST(MetricsExposition, FamiliesHaveHelpAndTypeLines) {
       {"spate:kv_cache_usage_perc", "gauge"},
       {"spate:prefix_cache_queries_total", "counter"},
       {"spate:prefix_cache_hits_total", "counter"},
+      {"spate:kv_disk_hits_total", "counter"},
+      {"spate:kv_disk_misses_total", "counter"},
+      {"spate:kv_disk_read_bytes_total", "counter"},
+      {"spate:kv_disk_written_bytes_total", "counter"},
+      {"spate:kv_disk_evictions_total", "counter"},
+      {"spate:kv_disk_errors_total", "counter"},
+      {"spate:kv_disk_usage_bytes", "gauge"},
       {"spate:num_preemptions_total", "counter"},
       {"spate:padding_waste_tokens_total", "counter"},
       {"spate:engine_steps_total", "counter"},
@@ -283,6 +290,13 @@ TEST(MetricsExposition, UpdateFromEngine) {
   st.n_preemptions = 2;
   st.padding_waste_tokens = 123;
   st.n_steps = 50;
+  st.kv_disk_hits = 11;
+  st.kv_disk_misses = 12;
+  st.kv_disk_read_bytes = 13;
+  st.kv_disk_written_bytes = 14;
+  st.kv_disk_evictions = 15;
+  st.kv_disk_errors = 16;
+  st.kv_disk_usage_bytes = 4096;
   m.update_from_engine(st);
   auto s = samples(m.render_prometheus());
   const std::string ml = "{model_name=\"smol\"}";
@@ -294,6 +308,13 @@ TEST(MetricsExposition, UpdateFromEngine) {
   EXPECT_EQ(s.at("spate:num_preemptions_total" + ml), "2");
   EXPECT_EQ(s.at("spate:padding_waste_tokens_total" + ml), "123");
   EXPECT_EQ(s.at("spate:engine_steps_total" + ml), "50");
+  EXPECT_EQ(s.at("spate:kv_disk_hits_total" + ml), "11");
+  EXPECT_EQ(s.at("spate:kv_disk_misses_total" + ml), "12");
+  EXPECT_EQ(s.at("spate:kv_disk_read_bytes_total" + ml), "13");
+  EXPECT_EQ(s.at("spate:kv_disk_written_bytes_total" + ml), "14");
+  EXPECT_EQ(s.at("spate:kv_disk_evictions_total" + ml), "15");
+  EXPECT_EQ(s.at("spate:kv_disk_errors_total" + ml), "16");
+  EXPECT_EQ(s.at("spate:kv_disk_usage_bytes" + ml), "4096.0");
 
   // Gauges follow the latest snapshot; counters never go backwards (an older
   // snapshot applied late by a racing scrape is ignored).

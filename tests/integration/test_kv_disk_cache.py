@@ -1,0 +1,242 @@
+"""The prefix cache's disk tier (--kv-cache-dir, issue 40) with the real
+models: a ~4k-token prefix computed by one server is reloaded from disk by the
+next one (a restart) with the same greedy output as a cold server; corrupt and
+truncated block files are recomputed and counted; a tiny disk bound and an
+unusable directory keep the server serving; two models share one directory
+without reading each other's blocks.
+
+Block files are mapped to prompt blocks by the tokens in their headers
+(engine/kv_disk_format.h: 72-byte header, then the block's int32 tokens)."""
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from spate_server import SpateServer, post_json
+
+BLOCK = 16  # --block-size default
+GEMMA = Path(os.environ.get("SPATE_GEMMA_MODEL") or
+             Path(os.environ.get("SPATE_CACHE_DIR") or Path.home() / ".cache" / "spate") / "models" / "gemma-3-270m-q4_k_m.gguf")
+ENV = {"SPATE_SKIP_WARMUP": "1"}  # warmup changes no output; it only costs start-up time here
+
+# About 4,000 tokens of varied text, then two different turns.
+PREFIX = "A log of the warehouse inventory, one line per shelf.\n" + "".join(
+    f"Shelf {i}: {['bolts', 'nuts', 'washers', 'screws', 'rivets', 'hinges', 'springs'][i % 7]} "
+    f"in box {(i * 37) % 101}, count {(i * 53) % 997}, checked by {['Ana', 'Bo', 'Cy', 'Di', 'Ed'][i % 5]}.\n"
+    for i in range(190))
+TURN1 = "Question: which shelf holds the most bolts?\nAnswer:"
+TURN2 = "Question: who checked shelf 12, and what was in it?\nAnswer:"
+
+
+def start(*args, model=None):
+    return SpateServer(*args, env=ENV, model=model).wait_ready()
+
+
+def complete(s, prompt, max_tokens=24):
+    status, body, _ = post_json(s.base_url, "/v1/completions",
+                                {"model": s.model_name, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0},
+                                timeout=300)
+    assert status == 200, body
+    usage = body["usage"]
+    return body["choices"][0]["text"], (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0), usage
+
+
+def tokenize(s, prompt):
+    status, body, _ = post_json(s.base_url, "/tokenize", {"model": s.model_name, "prompt": prompt})
+    assert status == 200, body
+    return body["tokens"]
+
+
+def block_files(d: Path):
+    return sorted(p for p in d.rglob("*.kvb"))
+
+
+def file_tokens(p: Path):
+    with open(p, "rb") as f:
+        head = f.read(72 + 4 * BLOCK)
+    return list(struct.unpack(f"<{BLOCK}i", head[72:]))
+
+
+def block_index(files, tokens):
+    """{block index in tokens: file} for the files holding tokens' blocks."""
+    blocks = {tuple(tokens[i * BLOCK:(i + 1) * BLOCK]): i for i in range(len(tokens) // BLOCK)}
+    return {blocks[t]: p for p in files if (t := tuple(file_tokens(p))) in blocks}
+
+
+@pytest.fixture(scope="module")
+def cold():
+    """Greedy outputs of a server without the disk tier (and prompt tokens)."""
+    s = start()
+    try:
+        out = {"turn2": complete(s, PREFIX + TURN2)[0], "short": complete(s, PREFIX[:3000] + TURN2)[0]}
+        out["tokens2"] = tokenize(s, PREFIX + TURN2)
+        out["prefix_tokens"] = tokenize(s, PREFIX)
+        return out
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory, cold):
+    """A directory holding the blocks of request 1 (PREFIX + TURN1)."""
+    d = tmp_path_factory.mktemp("kvdisk")
+    s = start("--kv-cache-dir", d)
+    try:
+        complete(s, PREFIX + TURN1)
+        m = s.metrics()
+        assert m["spate:kv_disk_hits_total"] == 0
+    finally:
+        assert s.stop() == 0  # a clean stop writes what is still queued
+    files = block_files(d)
+    assert len(files) >= len(cold["prefix_tokens"]) // BLOCK, len(files)
+    return d
+
+
+def shared_blocks(cold):
+    """Full blocks request 2 shares with request 1: the common token prefix's."""
+    t2, p = cold["tokens2"], cold["prefix_tokens"]
+    n = 0
+    while n < min(len(t2), len(p)) and t2[n] == p[n]:
+        n += 1
+    return n // BLOCK
+
+
+def test_a_restart_reloads_the_prefix_from_disk(written, cold, tmp_path):
+    d = tmp_path / "kv"
+    shutil.copytree(written, d)
+    s = start("--kv-cache-dir", d)
+    try:
+        text, cached, usage = complete(s, PREFIX + TURN2)
+        assert text == cold["turn2"]
+        n_shared = shared_blocks(cold)
+        assert n_shared * BLOCK >= 3500
+        assert cached >= n_shared * BLOCK, usage
+        m = s.metrics()
+        assert m["spate:kv_disk_hits_total"] >= n_shared
+        assert m["spate:kv_disk_read_bytes_total"] > 0
+        assert m["spate:kv_disk_errors_total"] == 0
+        assert m["spate:kv_disk_usage_bytes"] > 0
+        # Again: now a memory hit, same output.
+        assert complete(s, PREFIX + TURN2)[0] == cold["turn2"]
+    finally:
+        s.stop()
+
+
+def test_corrupt_and_truncated_files_are_recomputed(written, cold, tmp_path):
+    d = tmp_path / "kv"
+    shutil.copytree(written, d)
+    at = block_index(block_files(d), cold["tokens2"])
+    assert 100 in at and 150 in at
+    with open(at[100], "r+b") as f:  # one payload byte of block 100
+        f.seek(72 + 4 * BLOCK + 1000)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x40]))
+    os.truncate(at[150], at[150].stat().st_size // 2)
+    s = start("--kv-cache-dir", d)
+    try:
+        text, cached, usage = complete(s, PREFIX + TURN2)
+        assert text == cold["turn2"]
+        assert cached == 100 * BLOCK, usage  # blocks 0..99 from disk, the rest recomputed
+        m = s.metrics()
+        assert m["spate:kv_disk_errors_total"] >= 2  # the truncated file at start-up, the corrupt one when read
+        assert m["spate:kv_disk_hits_total"] == 100
+        # Both were deleted; the recomputed blocks are written again.
+        s.wait_metric(lambda m: m["spate:kv_disk_written_bytes_total"] > 0)
+        assert s.log_text().count("is bad (checksum)") + s.log_text().count("of the wrong size") == 1
+    finally:
+        s.stop()
+
+
+def test_a_tiny_disk_bound_evicts_and_keeps_serving(cold, tmp_path):
+    d = tmp_path / "small"
+    s = start("--kv-cache-dir", d, "--kv-cache-disk-bytes", "4MiB")
+    try:
+        assert complete(s, PREFIX[:3000] + TURN2)[0] == cold["short"]
+        m = s.wait_metric(lambda m: m["spate:kv_disk_evictions_total"] > 0)
+        assert 0 < m["spate:kv_disk_usage_bytes"] <= 4 << 20
+    finally:
+        s.stop()
+    assert sum(p.stat().st_size for p in block_files(d)) <= 4 << 20
+
+
+def test_a_directory_that_cannot_be_created_leaves_memory_only(cold, tmp_path):
+    (tmp_path / "file").write_text("x")  # the directory's parent is a regular file
+    s = start("--kv-cache-dir", tmp_path / "file" / "kv")
+    try:
+        assert complete(s, PREFIX[:3000] + TURN2)[0] == cold["short"]
+        assert s.log_text().count("KV disk cache: cannot use") == 1
+        assert s.metrics()["spate:kv_disk_written_bytes_total"] == 0
+    finally:
+        s.stop()
+
+
+def make_read_only(sub: Path):
+    """Makes sub refuse new files: chmod 0555, or for root (whom modes do not
+    stop) the immutable attribute. False when neither works here."""
+    if os.geteuid() != 0:
+        sub.chmod(0o555)
+        return True
+    return subprocess.run(["chattr", "+i", str(sub)], capture_output=True).returncode == 0
+
+
+def undo_read_only(sub: Path):
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "-i", str(sub)], capture_output=True)
+    sub.chmod(0o755)
+
+
+def test_a_read_only_directory_still_serves_its_blocks_and_stops_writing(written, cold, tmp_path):
+    d = tmp_path / "kv"
+    shutil.copytree(written, d)
+    sub = next(p for p in d.iterdir() if p.is_dir())
+    if not make_read_only(sub):
+        pytest.skip("neither chmod (root) nor chattr +i can make a directory read-only here")
+    try:
+        s = start("--kv-cache-dir", d)
+        try:
+            text, cached, usage = complete(s, PREFIX + TURN2)
+            assert text == cold["turn2"]
+            assert cached >= shared_blocks(cold) * BLOCK, usage
+            m = s.wait_metric(lambda m: m["spate:kv_disk_errors_total"] >= 1)
+            assert m["spate:kv_disk_written_bytes_total"] == 0
+            assert s.log_text().count("no more blocks are written") == 1
+            assert complete(s, PREFIX[:3000] + TURN2)[0] == cold["short"]
+            assert s.log_text().count("no more blocks are written") == 1
+        finally:
+            s.stop()
+    finally:
+        undo_read_only(sub)
+
+
+@pytest.mark.skipif(not GEMMA.exists(), reason="Gemma model missing: scripts/fetch-model.sh gemma3-270m")
+def test_two_models_share_a_directory_without_reading_each_others_blocks(written, cold, tmp_path):
+    d = tmp_path / "kv"
+    shutil.copytree(written, d)
+    prompt = PREFIX[:2500] + TURN2
+    g = start("--kv-cache-dir", d, model=GEMMA)
+    try:
+        first = complete(g, prompt)[0]
+        m = g.metrics()
+        assert m["spate:kv_disk_hits_total"] == 0 and m["spate:kv_disk_errors_total"] == 0
+    finally:
+        g.stop()
+    subdirs = [p for p in d.iterdir() if p.is_dir()]
+    assert len(subdirs) == 2  # one per model
+    g = start("--kv-cache-dir", d, model=GEMMA)
+    try:
+        text, cached, usage = complete(g, prompt)
+        assert text == first
+        assert cached > 0 and g.metrics()["spate:kv_disk_hits_total"] > 0, usage
+    finally:
+        g.stop()
+    s = start("--kv-cache-dir", d)
+    try:
+        assert complete(s, PREFIX + TURN2)[0] == cold["turn2"]
+        m = s.metrics()
+        assert m["spate:kv_disk_hits_total"] >= shared_blocks(cold) and m["spate:kv_disk_errors_total"] == 0
+    finally:
+        s.stop()
