@@ -16,16 +16,23 @@ Parts (--parts, comma-separated; default all):
            same --kv-cache-memory for every type: aggregate generated tok/s
            and TTFT p50 (median of --reps rounds). A smaller cache type fits
            more of the 16 sequences at once.
+  disk     the prefix cache's disk tier: a ~4k-token prefix plus a question
+           through a server with an empty --kv-cache-dir (cold: TTFT of the
+           whole prompt, the blocks go to disk), the server stopped and a new
+           one started over the same directory, then the prefix plus another
+           question (TTFT from disk, cached_tokens), then a third (from
+           memory). A distinct prefix per repetition; default model, f16.
 
 Output: one JSON object per measurement appended to --out (default
 perf/results/kv-dtypes-DATE.jsonl) and a table per part on stdout.
 
-Usage: perf/scripts/bench_kv_dtypes.py [--models smollm2,gemma] [--dtypes f16,q8_0,fp8_e5m2]
-          [--parts ppl,decode,serving] [--threads 2] [--reps 3] [--depths 1024,4096,8192]
+Usage: perf/scripts/bench_kv_cache.py [--models smollm2,gemma] [--dtypes f16,q8_0,fp8_e5m2]
+          [--parts ppl,decode,serving,disk] [--threads 2] [--reps 3] [--depths 1024,4096,8192]
           [--tg 64] [--ppl-ctx 512] [--ppl-chunks 20] [--serve-kv 768MiB] [--serve-tokens 32]
 Env: SPATE_BIN (default build/spate), BUILD_DIR (spate_bench: BUILD_DIR/perf/spate_bench,
 default build), PEER_BIN (llama.cpp 0.3.36's bin directory, with llama-perplexity and
-llama-bench; default ~/.cache/spate/peer/0.3.36/bin).
+llama-bench; default ~/.cache/spate/peer/0.3.36/bin; build llama-perplexity with
+PEER_TARGETS="llama-perplexity" perf/peer/build_llama_cpp.sh).
 """
 import argparse
 import concurrent.futures
@@ -126,8 +133,8 @@ def long_prompts(n, n_words, seed):
     return [f"Document {i}: " + " ".join(rng.choice(words) for _ in range(n_words)) + "\nSummary:" for i in range(n)]
 
 
-def stream_one(url, prompt, max_tokens):
-    """One streamed /v1/completions request: (TTFT s, generated tokens)."""
+def stream_one(url, prompt, max_tokens, usage=None):
+    """One streamed /v1/completions request: (TTFT s, generated tokens); usage (a dict) gets the final usage."""
     host, port = url.split("//")[1].split(":")
     c = http.client.HTTPConnection(host, int(port), timeout=3600)
     t0 = time.perf_counter()
@@ -147,6 +154,8 @@ def stream_one(url, prompt, max_tokens):
             ttft = time.perf_counter() - t0
         if o.get("usage"):
             n = o["usage"]["completion_tokens"]
+            if usage is not None:
+                usage.update(o["usage"])
     c.close()
     return ttft, n
 
@@ -177,11 +186,41 @@ def part_serving(a, env, out):
     print_table(["model", "KV", "--kv-cache-memory", "tok/s (16 streams, 4k prompts)", "TTFT p50 s", "vs f16"], rows)
 
 
+def part_disk(a, env, out):
+    import tempfile
+    rows = []
+    name = a.models[0]
+    cold, disk, mem, cached = [], [], [], []
+    for rep in range(a.reps):
+        prefix = long_prompts(1, 2600, seed=5000 + rep)[0]  # ~4k tokens
+        with tempfile.TemporaryDirectory(dir=str(Path(env["corpus"]).parent)) as d:
+            argv = [env["spate"], "serve", "--model", MODELS[name], "--port", "{port}", "--threads", a.threads, "--kv-cache-dir", d]
+            with Server(argv):
+                pass  # warm the page cache of the model file
+            srv = Server(argv)
+            with srv:
+                cold.append(stream_one(srv.url, prefix + "\nQuestion one?", 4)[0])
+            srv = Server(argv)  # a restart: the memory tier is empty
+            with srv:
+                u = {}
+                disk.append(stream_one(srv.url, prefix + "\nQuestion two?", 4, usage=u)[0])
+                cached.append((u.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
+                mem.append(stream_one(srv.url, prefix + "\nQuestion three?", 4)[0])
+                prompt_tokens = u.get("prompt_tokens")
+    rec = {"part": "disk", "model": name, "prompt_tokens": prompt_tokens, "cached_tokens": median(cached), "ttft_cold_s": median(cold),
+           "ttft_disk_s": median(disk), "ttft_memory_s": median(mem), "disk_over_cold": ratio(median(disk), median(cold)),
+           "memory_over_cold": ratio(median(mem), median(cold)), "reps": a.reps}
+    append_jsonl(out, [rec])
+    rows.append([name, prompt_tokens, median(cached), f"{median(cold):.3f}", f"{median(disk):.3f} ({rec['disk_over_cold']:.2f}x)",
+                 f"{median(mem):.3f} ({rec['memory_over_cold']:.2f}x)"])
+    print_table(["model", "prompt tokens", "cached (disk)", "TTFT cold s", "TTFT after restart s", "TTFT memory hit s"], rows)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="smollm2,gemma")
     ap.add_argument("--dtypes", default="f16,q8_0,fp8_e5m2")
-    ap.add_argument("--parts", default="ppl,decode,serving")
+    ap.add_argument("--parts", default="ppl,decode,serving,disk")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--depths", default="1024,4096,8192")
@@ -202,7 +241,7 @@ def main():
     append_jsonl(a.out, [{"part": "run", "date": datetime.datetime.now().isoformat(timespec="seconds"), "threads": a.threads,
                           "reps": a.reps, "models": a.models, "dtypes": a.dtypes, "loadavg": os.getloadavg()[0]}])
     for part in a.parts.split(","):
-        {"ppl": part_ppl, "decode": part_decode, "serving": part_serving}[part](a, env, a.out)
+        {"ppl": part_ppl, "decode": part_decode, "serving": part_serving, "disk": part_disk}[part](a, env, a.out)
 
 
 if __name__ == "__main__":
