@@ -34,34 +34,118 @@ inline float q8_half(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// Scores of HT heads (q rows q + h * hd) for the V::L slots [s, s + L) of one
-// block whose kv-head part starts at kb, s + L <= block_size. Writes lanes
-// [0, n) to out[h * stride + i] (the slots at or past n are computed and dropped).
+// L consecutive slots of one block's kv-head part (L = the lane type's width).
+struct q8_chunk {
+  const uint8_t* kb;  // the kv head's part of the block
+  int32_t s;          // first slot in the block (s + L <= block_size)
+  int32_t p;          // position of that slot (offset into a head's scores)
+  int32_t n;          // lanes stored, 0..L (0: a padding chunk, computed and dropped)
+};
+
+// Chunks scored together: NC independent accumulator chains per head hide the
+// FMA latency (one chunk alone would leave HT chains). Each chunk needs two
+// registers per head (the group's part and the running sum), plus HT query
+// broadcasts and one K vector: 2 HT NC + HT + 1 <= the ISA's registers.
 template <class V, int HT>
-inline void q8_score_chunk(const float* q, int32_t hd, int32_t bs, const uint8_t* kb, int32_t s, float scale, float* out,
-                           int64_t stride, int32_t n) {
+inline constexpr int q8_nc = [] {
+  constexpr int regs = V::L == 16 ? 32 : 16;
+  int nc = 8;
+  while (nc > 1 && 2 * HT * nc + HT + 1 > regs) nc /= 2;
+  return nc;
+}();
+
+// Scores of HT heads (q rows q + h * hd) for the slots of NC chunks, written to
+// out[h * stride + chunk.p + i] for i < chunk.n.
+template <class V, int HT, int NC>
+inline void q8_score_chunks(const float* q, int32_t hd, int32_t bs, const q8_chunk* ch, float scale, float* out, int64_t stride) {
   using reg = typename V::reg;
-  reg acc[HT];
+  reg acc[HT][NC];
   #pragma GCC unroll 4
-  for (int h = 0; h < HT; ++h) acc[h] = V::zero();
-  const int8_t* kq = reinterpret_cast<const int8_t*>(kb) + s;
-  const uint8_t* ks = kb + static_cast<int64_t>(bs) * hd + 2 * static_cast<int64_t>(s);
+  for (int h = 0; h < HT; ++h)
+    #pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) acc[h][c] = V::zero();
+  const int8_t* kq[NC];
+  const uint8_t* ks[NC];
+  #pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) {
+    kq[c] = reinterpret_cast<const int8_t*>(ch[c].kb) + ch[c].s;
+    ks[c] = ch[c].kb + static_cast<int64_t>(bs) * hd + 2 * static_cast<int64_t>(ch[c].s);
+  }
   for (int32_t g = 0; g < hd / k_kv_q8_group; ++g) {
-    reg part[HT];
+    reg part[HT][NC];
     #pragma GCC unroll 4
-    for (int h = 0; h < HT; ++h) part[h] = V::zero();
+    for (int h = 0; h < HT; ++h)
+      #pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) part[h][c] = V::zero();
     for (int32_t d = g * k_kv_q8_group; d < (g + 1) * k_kv_q8_group; ++d) {
-      const reg k = V::load_i8(kq + static_cast<int64_t>(d) * bs);
+      reg qv[HT];
       #pragma GCC unroll 4
-      for (int h = 0; h < HT; ++h) part[h] = V::fma(V::bcast(q + static_cast<int64_t>(h) * hd + d), k, part[h]);
+      for (int h = 0; h < HT; ++h) qv[h] = V::bcast(q + static_cast<int64_t>(h) * hd + d);
+      #pragma GCC unroll 8
+      for (int c = 0; c < NC; ++c) {
+        const reg k = V::load_i8(kq[c] + static_cast<int64_t>(d) * bs);
+        #pragma GCC unroll 4
+        for (int h = 0; h < HT; ++h) part[h][c] = V::fma(qv[h], k, part[h][c]);
+      }
     }
-    const reg sc = V::load_h(ks + 2 * static_cast<int64_t>(g) * bs);
-    #pragma GCC unroll 4
-    for (int h = 0; h < HT; ++h) acc[h] = V::fma(sc, part[h], acc[h]);
+    #pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      const reg sc = V::load_h(ks[c] + 2 * static_cast<int64_t>(g) * bs);
+      #pragma GCC unroll 4
+      for (int h = 0; h < HT; ++h) acc[h][c] = V::fma(sc, part[h][c], acc[h][c]);
+    }
   }
   #pragma GCC unroll 4
-  for (int h = 0; h < HT; ++h) V::store(out + h * stride, acc[h], scale, n);
+  for (int h = 0; h < HT; ++h)
+    #pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) V::store(out + h * stride + ch[c].p, acc[h][c], scale, ch[c].n);
 }
+
+// Up to 8 chunks of one lane type, scored for all heads when full or flushed
+// (ops_simd_avx2.h chunk_batch's scheme: full tiles of q8_nc, then one padded tile).
+template <class V>
+class q8_chunk_batch {
+ public:
+  static constexpr int k_max = 8;
+  q8_chunk_batch(const float* q, int32_t n_group, int32_t hd, int32_t bs, float scale, float* out, int64_t stride)
+      : q_(q), n_group_(n_group), hd_(hd), bs_(bs), scale_(scale), out_(out), stride_(stride) {}
+
+  void push(const q8_chunk& c) {
+    ch_[n_++] = c;
+    if (n_ == k_max) flush();
+  }
+
+  void flush() {
+    if (n_ == 0) return;
+    for_head_tiles<V::max_ht>(n_group_, [&]<int HT>(int32_t g) {
+      constexpr int NC = q8_nc<V, HT>;
+      const float* qg = q_ + static_cast<int64_t>(g) * hd_;
+      float* og = out_ + g * stride_;
+      int i = 0;
+      for (; i + NC <= n_; i += NC) q8_score_chunks<V, HT, NC>(qg, hd_, bs_, ch_ + i, scale_, og, stride_);
+      const int rem = n_ - i;
+      if (rem == 0) return;
+      for (int j = n_; j < k_max; ++j) ch_[j] = {ch_[0].kb, ch_[0].s, 0, 0};
+      if (rem == 1 || NC == 1) {
+        for (; i < n_; ++i) q8_score_chunks<V, HT, 1>(qg, hd_, bs_, ch_ + i, scale_, og, stride_);
+      } else if (rem == 2 || NC == 2) {
+        q8_score_chunks<V, HT, 2>(qg, hd_, bs_, ch_ + i, scale_, og, stride_);
+      } else {
+        q8_score_chunks<V, HT, NC>(qg, hd_, bs_, ch_ + i, scale_, og, stride_);
+      }
+    });
+    n_ = 0;
+  }
+
+ private:
+  const float* q_;
+  int32_t n_group_, hd_, bs_;
+  float scale_;
+  float* out_;
+  int64_t stride_;
+  q8_chunk ch_[k_max];
+  int n_ = 0;
+};
 
 // The same chain for one slot, scalar (block sizes that are not a multiple of the lanes).
 inline float q8_score1(const float* qg, int32_t hd, int32_t bs, const uint8_t* kb, int32_t s) {
@@ -79,82 +163,90 @@ inline float q8_score1(const float* qg, int32_t hd, int32_t bs, const uint8_t* k
 }
 
 // Pass 1 of attention_passes for q8_0 (the contract of scores_transposed):
-// per block and head tile, chunks of Wide lanes inside the block, then of
-// Narrow lanes (unless void), then single slots.
+// chunks of Wide lanes inside each block, then of Narrow lanes (unless void),
+// batched across blocks; then single slots.
 template <class Wide, class Narrow>
 void q8_scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
                int32_t n_ctx, float scale, float* dst, int64_t stride) {
   const int32_t hd = kv.head_dim, bs = kv.block_size;
+  q8_chunk_batch<Wide> wide(q, n_group, hd, bs, scale, dst, stride);
+  using narrow_lanes = std::conditional_t<std::is_void_v<Narrow>, Wide, Narrow>;
+  q8_chunk_batch<narrow_lanes> narrow(q, n_group, hd, bs, scale, dst, stride);
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
     const uint8_t* kb = static_cast<const uint8_t*>(kv.k) + kv_head_base_bytes(kv, block_table[b], kv_head);
     const int32_t n = std::min(bs, n_ctx - p);
-    for_head_tiles<Wide::max_ht>(n_group, [&]<int HT>(int32_t g) {
-      const float* qg = q + static_cast<int64_t>(g) * hd;
-      float* og = dst + g * stride + p;
-      int32_t s = 0;
-      for (; s < n && s + Wide::L <= bs; s += Wide::L) {
-        q8_score_chunk<Wide, HT>(qg, hd, bs, kb, s, scale, og + s, stride, std::min(Wide::L, n - s));
+    int32_t s = 0;
+    for (; s < n && s + Wide::L <= bs; s += Wide::L) wide.push({kb, s, p + s, std::min(Wide::L, n - s)});
+    if constexpr (!std::is_void_v<Narrow>) {
+      for (; s < n && s + Narrow::L <= bs; s += Narrow::L) narrow.push({kb, s, p + s, std::min(Narrow::L, n - s)});
+    }
+    for (; s < n; ++s) {
+      for (int32_t g = 0; g < n_group; ++g) {
+        const float* qg = q + static_cast<int64_t>(g) * hd;
+        dst[g * stride + p + s] = q8_score1(qg, hd, bs, kb, s) * scale;
       }
-      if constexpr (!std::is_void_v<Narrow>) {
-        for (; s < n && s + Narrow::L <= bs; s += Narrow::L) {
-          q8_score_chunk<Narrow, HT>(qg, hd, bs, kb, s, scale, og + s, stride, std::min(Narrow::L, n - s));
-        }
-      }
-      for (; s < n; ++s) {
-        for (int h = 0; h < HT; ++h) og[h * stride + s] = q8_score1(qg + static_cast<int64_t>(h) * hd, hd, bs, kb, s) * scale;
-      }
-    });
+    }
     p += n;
   }
+  wide.flush();
+  narrow.flush();
 }
 
-// Pass 3 for q8_0, one group of 32 dims (grp) for HT heads: out[h][grp's dims] =
-// inv[h] * sum_p (w[h * stride + p] * scale_{p,grp}) * v_int8[p][grp's dims].
-template <class V, int HT>
-void q8_v_group(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
-                int32_t n_ctx, int32_t grp, const float* inv, float* out) {
+// Pass 3 for q8_0, GP consecutive groups of 32 dims from grp0, for HT heads:
+// out[h][the groups' dims] = inv[h] * sum_p (w[h * stride + p] * scale_{p,g}) * v_int8[p][dims].
+// More groups per pass give more independent FMA chains per row (AVX-512's
+// 16-lane vectors cover a group in 2).
+template <class V, int HT, int GP>
+void q8_v_groups(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
+                 int32_t n_ctx, int32_t grp0, const float* inv, float* out) {
   using reg = typename V::reg;
   constexpr int DC = k_kv_q8_group / V::L;
   const int32_t hd = kv.head_dim;
   const int64_t scale_step = 2 * static_cast<int64_t>(hd / k_kv_q8_group);  // bytes between slots' scales
-  reg acc[HT][DC];
+  reg acc[HT][GP * DC];
   #pragma GCC unroll 4
   for (int h = 0; h < HT; ++h)
-    #pragma GCC unroll 4
-    for (int c = 0; c < DC; ++c) acc[h][c] = V::zero();
+    #pragma GCC unroll 8
+    for (int c = 0; c < GP * DC; ++c) acc[h][c] = V::zero();
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
     const uint8_t* vb = static_cast<const uint8_t*>(kv.v) + kv_head_base_bytes(kv, block_table[b], kv_head);
-    const int8_t* row = reinterpret_cast<const int8_t*>(vb) + grp * k_kv_q8_group;
-    const uint8_t* sc = vb + kv_q8_v_scale_offset(kv, 0, grp);
+    const int8_t* row = reinterpret_cast<const int8_t*>(vb) + grp0 * k_kv_q8_group;
+    const uint8_t* sc = vb + kv_q8_v_scale_offset(kv, 0, grp0);
     const int32_t end = std::min(n_ctx, p + kv.block_size);
     for (; p < end; ++p, row += hd, sc += scale_step) {
-      const float s = q8_half(sc);
-      reg cw[HT];
-      #pragma GCC unroll 4
-      for (int h = 0; h < HT; ++h) cw[h] = V::set1(w[h * stride + p] * s);
-      #pragma GCC unroll 4
-      for (int c = 0; c < DC; ++c) {
-        const reg v = V::load_i8(row + c * V::L);
+      #pragma GCC unroll 2
+      for (int gi = 0; gi < GP; ++gi) {
+        const float s = q8_half(sc + 2 * gi);
+        reg cw[HT];
         #pragma GCC unroll 4
-        for (int h = 0; h < HT; ++h) acc[h][c] = V::fma(cw[h], v, acc[h][c]);
+        for (int h = 0; h < HT; ++h) cw[h] = V::set1(w[h * stride + p] * s);
+        #pragma GCC unroll 4
+        for (int c = 0; c < DC; ++c) {
+          const reg v = V::load_i8(row + gi * k_kv_q8_group + c * V::L);
+          #pragma GCC unroll 4
+          for (int h = 0; h < HT; ++h) acc[h][gi * DC + c] = V::fma(cw[h], v, acc[h][gi * DC + c]);
+        }
       }
     }
   }
   #pragma GCC unroll 4
   for (int h = 0; h < HT; ++h)
-    #pragma GCC unroll 4
-    for (int c = 0; c < DC; ++c)
-      V::store(out + static_cast<int64_t>(h) * hd + grp * k_kv_q8_group + c * V::L, acc[h][c], inv[h], V::L);
+    #pragma GCC unroll 8
+    for (int c = 0; c < GP * DC; ++c)
+      V::store(out + static_cast<int64_t>(h) * hd + grp0 * k_kv_q8_group + c * V::L, acc[h][c], inv[h], V::L);
 }
 
 template <class V, int HT>
 void q8_v_heads(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
                 int32_t n_ctx, const float* inv, float* out) {
-  for (int32_t grp = 0; grp < kv.head_dim / k_kv_q8_group; ++grp) {
-    q8_v_group<V, HT>(w, stride, kv, kv_head, block_table, n_ctx, grp, inv, out);
+  const int32_t n_groups = kv.head_dim / k_kv_q8_group;
+  int32_t grp = 0;
+  if constexpr (V::L == 16) {
+    for (; grp + 2 <= n_groups; grp += 2) q8_v_groups<V, HT, 2>(w, stride, kv, kv_head, block_table, n_ctx, grp, inv, out);
   }
+  for (; grp < n_groups; ++grp) q8_v_groups<V, HT, 1>(w, stride, kv, kv_head, block_table, n_ctx, grp, inv, out);
 }
 
 }  // namespace
