@@ -116,6 +116,21 @@ std::string finish_model_options(model_options& o) {
   return "";
 }
 
+int parse_command_line(const char* command, int argc, char** argv, const po::options_description& desc, po::variables_map& vm) {
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "spate " << command << ": " << e.what() << "\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc << "\n";
+    return 0;
+  }
+  return -1;
+}
+
 std::string parse_isa_env(const char* force_reference, const char* max_isa, isa_options& o) {
   const std::string force = force_reference ? force_reference : "";
   o.force_reference = !force.empty() && force != "0" && force != "false";

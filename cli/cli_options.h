@@ -36,6 +36,12 @@ struct isa_options {
 // error naming the variable and its accepted values.
 std::string parse_isa_env(const char* force_reference, const char* max_isa, isa_options& o);
 
+// Parses a subcommand's command line into vm, printing desc for --help.
+// Returns -1 to go on, else the exit code: 0 after --help, 2 after a parse
+// error (printed to stderr as "spate <command>: <what>").
+int parse_command_line(const char* command, int argc, char** argv, const boost::program_options::options_description& desc,
+                       boost::program_options::variables_map& vm);
+
 // parse_isa_env() of this process's SPATE_FORCE_REFERENCE and SPATE_MAX_ISA.
 std::string read_isa_env(isa_options& o);
 

@@ -287,17 +287,7 @@ int parse_options(int argc, char** argv, model_options& mo, engine_options& eo, 
                      "LoRA adapter NAME=PATH (repeatable); a line selects it with \"lora\": NAME")
                     ("help,h", "show this help");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "spate generate: " << e.what() << "\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (int rc = parse_command_line("generate", argc, argv, desc, vm); rc >= 0) return rc;
   std::string err = finish_model_options(mo);
   if (err.empty()) err = finish_engine_options(eo);
   for (const auto& a : lora_args) {

@@ -110,17 +110,7 @@ int parse_args(int argc, char** argv, perplexity_options& o) {
       ("log-level", po::value(&o.log_level)->default_value("warn"), "log level")
       ("help,h", "show this help");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "spate perplexity: " << e.what() << "\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (int rc = parse_command_line("perplexity", argc, argv, desc, vm); rc >= 0) return rc;
   std::string err;
   if (o.text_path.empty()) err = "--file is required";
   else if (o.n_ctx < 16 || o.n_ctx > 131072) err = "--ctx-size must be in [16, 131072]";

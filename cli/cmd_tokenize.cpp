@@ -26,17 +26,7 @@ int run_tokenize(int argc, char** argv) {
       ("log-level", po::value(&log_level)->default_value("warn"), "log level")
       ("help,h", "show this help");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, desc), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "spate tokenize: " << e.what() << "\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << desc << "\n";
-    return 0;
-  }
+  if (int rc = parse_command_line("tokenize", argc, argv, desc, vm); rc >= 0) return rc;
   if (model_path.empty()) model_path = default_model_path();
   constexpr size_t k_max_input_bytes = 64u << 20;
   std::string text;

@@ -170,7 +170,7 @@ def part_serving(a, env, out):
             with srv:
                 tok_s, ttfts = [], []
                 for rep in range(a.reps):
-                    prompts = long_prompts(16, 2600, seed=1000 * rep + 1)  # ~4k tokens each
+                    prompts = long_prompts(16, 3300, seed=1000 * rep + 1)  # ~4k tokens each
                     t0 = time.perf_counter()
                     with concurrent.futures.ThreadPoolExecutor(16) as ex:
                         res = list(ex.map(lambda p: stream_one(srv.url, p, a.serve_tokens), prompts))
@@ -179,7 +179,7 @@ def part_serving(a, env, out):
                     ttfts.append(median([t for t, _ in res if t is not None]))
             s = median(tok_s)
             f16_tok_s = s if dt == "f16" else f16_tok_s
-            rec = {"part": "serving", "model": name, "dtype": dt, "streams": 16, "prompt_words": 2600, "max_tokens": a.serve_tokens,
+            rec = {"part": "serving", "model": name, "dtype": dt, "streams": 16, "prompt_words": 3300, "max_tokens": a.serve_tokens,
                    "kv_cache_memory": a.serve_kv, "tok_s": s, "ttft_p50_s": median(ttfts), "vs_f16": ratio(s, f16_tok_s), "reps": a.reps}
             append_jsonl(out, [rec])
             rows.append([name, dt, a.serve_kv, f"{s:.1f}", f"{median(ttfts):.2f}", "" if rec["vs_f16"] is None else f"{rec['vs_f16']:.2f}x"])
@@ -190,9 +190,9 @@ def part_disk(a, env, out):
     import tempfile
     rows = []
     name = a.models[0]
-    cold, disk, mem, cached = [], [], [], []
+    cold, disk, mem, cached, prompt = [], [], [], [], []
     for rep in range(a.reps):
-        prefix = long_prompts(1, 2600, seed=5000 + rep)[0]  # ~4k tokens
+        prefix = long_prompts(1, 3300, seed=5000 + rep)[0]  # ~4k tokens
         with tempfile.TemporaryDirectory(dir=str(Path(env["corpus"]).parent)) as d:
             argv = [env["spate"], "serve", "--model", MODELS[name], "--port", "{port}", "--threads", a.threads, "--kv-cache-dir", d]
             with Server(argv):
@@ -206,12 +206,12 @@ def part_disk(a, env, out):
                 disk.append(stream_one(srv.url, prefix + "\nQuestion two?", 4, usage=u)[0])
                 cached.append((u.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
                 mem.append(stream_one(srv.url, prefix + "\nQuestion three?", 4)[0])
-                prompt_tokens = u.get("prompt_tokens")
-    rec = {"part": "disk", "model": name, "prompt_tokens": prompt_tokens, "cached_tokens": median(cached), "ttft_cold_s": median(cold),
+                prompt.append(u.get("prompt_tokens"))
+    rec = {"part": "disk", "model": name, "prompt_tokens": prompt, "cached_tokens": cached, "ttft_cold_s": median(cold),
            "ttft_disk_s": median(disk), "ttft_memory_s": median(mem), "disk_over_cold": ratio(median(disk), median(cold)),
            "memory_over_cold": ratio(median(mem), median(cold)), "reps": a.reps}
     append_jsonl(out, [rec])
-    rows.append([name, prompt_tokens, median(cached), f"{median(cold):.3f}", f"{median(disk):.3f} ({rec['disk_over_cold']:.2f}x)",
+    rows.append([name, "/".join(map(str, prompt)), "/".join(map(str, cached)), f"{median(cold):.3f}", f"{median(disk):.3f} ({rec['disk_over_cold']:.2f}x)",
                  f"{median(mem):.3f} ({rec['memory_over_cold']:.2f}x)"])
     print_table(["model", "prompt tokens", "cached (disk)", "TTFT cold s", "TTFT after restart s", "TTFT memory hit s"], rows)
 
