@@ -27,8 +27,9 @@
 // softmax sums); tests bound both against a double reference.
 // head_dim % 16 != 0 is delegated to the avx2 kernel.
 // GCC 12's avx512fintrin.h builds undefined vectors with a self-initialisation
-// that -Wmaybe-uninitialized reports once inlined (GCC PR 105593, fixed in 13).
+// that -Wmaybe-uninitialized (or -Wuninitialized) reports once inlined (GCC PR 105593, fixed in 13).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>

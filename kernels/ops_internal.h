@@ -37,6 +37,19 @@ inline int64_t kv_v_row_index(const paged_kv_view& kv, int32_t block, int32_t kv
 inline int64_t kv_head_base_bytes(const paged_kv_view& kv, int32_t block, int32_t kv_head) {
   return (static_cast<int64_t>(block) * kv.n_kv_heads + kv_head) * kv_head_block_bytes(kv.dtype, kv.block_size, kv.head_dim);
 }
+// Software prefetch (no effect on results) of kv head kv_head's part of block
+// `block` in one pool (kv.k or kv.v), values and scales, into L1 (locality 3) or L2 (2).
+// The attention passes call it a few blocks ahead of the one they read: blocks
+// are scattered over the pool, and the hardware prefetcher only finds each one
+// once it is being read.
+template <int Locality>
+inline void prefetch_head_block(const void* pool, const paged_kv_view& kv, int32_t block, int32_t kv_head) {
+  const int64_t bytes = kv_head_block_bytes(kv.dtype, kv.block_size, kv.head_dim);
+  const char* at = static_cast<const char*>(pool) + kv_head_base_bytes(kv, block, kv_head);
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(at + o, 0, Locality);
+}
+// Blocks ahead that the attention passes prefetch.
+inline constexpr int32_t k_attention_prefetch_blocks = 4;
 // q8_0, in bytes from kv_head_base_bytes: K int8 (s, d) at d * block_size + s, V int8 at s * head_dim + d
 // (kv_k_index / kv_v_row_index minus kv_block_base, as for one-byte elements), and the f16 scales after
 // the block_size * head_dim values:

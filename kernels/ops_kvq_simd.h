@@ -172,8 +172,10 @@ void q8_scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t
   q8_chunk_batch<Wide> wide(q, n_group, hd, bs, scale, dst, stride);
   using narrow_lanes = std::conditional_t<std::is_void_v<Narrow>, Wide, Narrow>;
   q8_chunk_batch<narrow_lanes> narrow(q, n_group, hd, bs, scale, dst, stride);
+  const int32_t n_blocks = (n_ctx + bs - 1) / bs;
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
+    if (b + k_attention_prefetch_blocks < n_blocks) prefetch_head_block<3>(kv.k, kv, block_table[b + k_attention_prefetch_blocks], kv_head);
     const uint8_t* kb = static_cast<const uint8_t*>(kv.k) + kv_head_base_bytes(kv, block_table[b], kv_head);
     const int32_t n = std::min(bs, n_ctx - p);
     int32_t s = 0;
@@ -209,8 +211,10 @@ void q8_v_groups(const float* w, int64_t stride, const paged_kv_view& kv, int32_
   for (int h = 0; h < HT; ++h)
     #pragma GCC unroll 8
     for (int c = 0; c < GP * DC; ++c) acc[h][c] = V::zero();
+  const int32_t n_blocks = (n_ctx + kv.block_size - 1) / kv.block_size;
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
+    if (b + k_attention_prefetch_blocks < n_blocks) prefetch_head_block<3>(kv.v, kv, block_table[b + k_attention_prefetch_blocks], kv_head);
     const uint8_t* vb = static_cast<const uint8_t*>(kv.v) + kv_head_base_bytes(kv, block_table[b], kv_head);
     const int8_t* row = reinterpret_cast<const int8_t*>(vb) + grp0 * k_kv_q8_group;
     const uint8_t* sc = vb + kv_q8_v_scale_offset(kv, 0, grp0);

@@ -30,8 +30,10 @@ namespace {
 template <class F>
 inline void for_each_kv_pos(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t n_ctx,
                             int32_t d0, F&& f) {
+  const int32_t n_blocks = (n_ctx + kv.block_size - 1) / kv.block_size;
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
+    if (b + k_attention_prefetch_blocks < n_blocks) prefetch_head_block<3>(kv.v, kv, block_table[b + k_attention_prefetch_blocks], kv_head);
     int64_t at = kv_v_row_index(kv, block_table[b], kv_head, 0) + d0;
     const int32_t end = std::min(n_ctx, p + kv.block_size);
     for (; p < end; ++p, at += kv.head_dim) f(p, at);
@@ -374,8 +376,10 @@ void scores_transposed(const float* q, int32_t n_group, const paged_kv_view& kv,
   chunk_batch<Wide, DT> wide(q, n_group, hd, bs, kv.k, scale, dst, stride);
   using narrow_lanes = std::conditional_t<std::is_void_v<Narrow>, Wide, Narrow>;
   chunk_batch<narrow_lanes, DT> narrow(q, n_group, hd, bs, kv.k, scale, dst, stride);
+  const int32_t n_blocks = (n_ctx + bs - 1) / bs;
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
+    if (b + k_attention_prefetch_blocks < n_blocks) prefetch_head_block<3>(kv.k, kv, block_table[b + k_attention_prefetch_blocks], kv_head);
     const int64_t base = kv_k_index(kv, block_table[b], kv_head, 0, 0);
     const int32_t n = std::min(bs, n_ctx - p);
     int32_t s = 0;
