@@ -28,17 +28,6 @@ bool kv_dtype_supports_head_dim(kv_dtype dt, int32_t head_dim) {
   return dt != kv_dtype::q8_0 || head_dim % k_kv_q8_group == 0;
 }
 
-int64_t kv_head_block_bytes(kv_dtype dt, int32_t block_size, int32_t head_dim) {
-  const int64_t n = static_cast<int64_t>(block_size) * head_dim;
-  switch (dt) {
-    case kv_dtype::f16: return 2 * n;
-    case kv_dtype::f32: return 4 * n;
-    case kv_dtype::q8_0: return n + 2 * (n / k_kv_q8_group);  // int8 values, then one f16 scale per 32
-    case kv_dtype::fp8_e5m2: return n;
-  }
-  return 0;
-}
-
 void prefetch_kv(const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table, int32_t first, int32_t n_ctx) {
   if (n_ctx <= first || kv.block_size <= 0) return;
   // One head's part of a block (K or V), values and (q8_0) scales.

@@ -50,7 +50,18 @@ inline constexpr int32_t k_kv_q8_group = 32;
 
 // Bytes of one kv head's part of one block, in the K pool and in the V pool
 // alike (see paged_kv_view). Precondition: kv_dtype_supports_head_dim(dt, head_dim), block_size >= 1.
-int64_t kv_head_block_bytes(kv_dtype dt, int32_t block_size, int32_t head_dim);
+// Inline: the attention kernels call it per block, and a call there would
+// make the compiler keep their vector accumulators in memory.
+inline int64_t kv_head_block_bytes(kv_dtype dt, int32_t block_size, int32_t head_dim) {
+  const int64_t n = static_cast<int64_t>(block_size) * head_dim;
+  switch (dt) {
+    case kv_dtype::f16: return 2 * n;
+    case kv_dtype::f32: return 4 * n;
+    case kv_dtype::q8_0: return n + 2 * (n / k_kv_q8_group);  // int8 values, then one f16 scale per 32
+    case kv_dtype::fp8_e5m2: return n;
+  }
+  return 0;
+}
 
 // Paged KV cache layout for ONE layer, K and V pools separately. Kv head h of
 // block b owns kv_head_block_bytes(dtype, block_size, head_dim) bytes of each

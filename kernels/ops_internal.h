@@ -43,7 +43,7 @@ inline int64_t kv_head_base_bytes(const paged_kv_view& kv, int32_t block, int32_
 // are scattered over the pool, and the hardware prefetcher only finds each one
 // once it is being read.
 template <int Locality>
-inline void prefetch_head_block(const void* pool, const paged_kv_view& kv, int32_t block, int32_t kv_head) {
+[[gnu::always_inline]] inline void prefetch_head_block(const void* pool, const paged_kv_view& kv, int32_t block, int32_t kv_head) {
   const int64_t bytes = kv_head_block_bytes(kv.dtype, kv.block_size, kv.head_dim);
   const char* at = static_cast<const char*>(pool) + kv_head_base_bytes(kv, block, kv_head);
   for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(at + o, 0, Locality);

@@ -124,6 +124,7 @@ class q8_chunk_batch {
       int i = 0;
       for (; i + NC <= n_; i += NC) q8_score_chunks<V, HT, NC>(qg, hd_, bs_, ch_ + i, scale_, og, stride_);
       const int rem = n_ - i;
+      if (rem < 0 || rem >= NC) __builtin_unreachable();  // full tiles went above (tells GCC's -Warray-bounds)
       if (rem == 0) return;
       for (int j = n_; j < k_max; ++j) ch_[j] = {ch_[0].kb, ch_[0].s, 0, 0};
       if (rem == 1 || NC == 1) {
@@ -198,7 +199,12 @@ void q8_scores(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t
 // Pass 3 for q8_0, GP consecutive groups of 32 dims from grp0, for HT heads:
 // out[h][the groups' dims] = inv[h] * sum_p (w[h * stride + p] * scale_{p,g}) * v_int8[p][dims].
 // More groups per pass give more independent FMA chains per row (AVX-512's
-// 16-lane vectors cover a group in 2).
+// 16-lane vectors cover a group in 2). The products w * scale of up to
+// k_q8_rows rows are formed first, as vectors over rows (the same float
+// products, so the same bits), and each row then broadcasts its products from
+// memory: the row loop does loads and FMAs only.
+inline constexpr int32_t k_q8_rows = 16;
+
 template <class V, int HT, int GP>
 void q8_v_groups(const float* w, int64_t stride, const paged_kv_view& kv, int32_t kv_head, const int32_t* block_table,
                  int32_t n_ctx, int32_t grp0, const float* inv, float* out) {
@@ -211,6 +217,8 @@ void q8_v_groups(const float* w, int64_t stride, const paged_kv_view& kv, int32_
   for (int h = 0; h < HT; ++h)
     #pragma GCC unroll 8
     for (int c = 0; c < GP * DC; ++c) acc[h][c] = V::zero();
+  alignas(64) float sc_rows[GP][k_q8_rows];      // the rows' scales of each group
+  alignas(64) float cw[GP][HT][k_q8_rows];       // w * scale per group, head and row
   const int32_t n_blocks = (n_ctx + kv.block_size - 1) / kv.block_size;
   int32_t p = 0;
   for (int32_t b = 0; p < n_ctx; ++b) {
@@ -219,20 +227,35 @@ void q8_v_groups(const float* w, int64_t stride, const paged_kv_view& kv, int32_
     const int8_t* row = reinterpret_cast<const int8_t*>(vb) + grp0 * k_kv_q8_group;
     const uint8_t* sc = vb + kv_q8_v_scale_offset(kv, 0, grp0);
     const int32_t end = std::min(n_ctx, p + kv.block_size);
-    for (; p < end; ++p, row += hd, sc += scale_step) {
+    while (p < end) {
+      const int32_t n = std::min(k_q8_rows, end - p);
+      for (int32_t r = 0; r < n; ++r)
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < GP; ++gi) sc_rows[gi][r] = q8_half(sc + r * scale_step + 2 * gi);
       #pragma GCC unroll 2
-      for (int gi = 0; gi < GP; ++gi) {
-        const float s = q8_half(sc + 2 * gi);
-        reg cw[HT];
+      for (int gi = 0; gi < GP; ++gi)
         #pragma GCC unroll 4
-        for (int h = 0; h < HT; ++h) cw[h] = V::set1(w[h * stride + p] * s);
-        #pragma GCC unroll 4
-        for (int c = 0; c < DC; ++c) {
-          const reg v = V::load_i8(row + gi * k_kv_q8_group + c * V::L);
+        for (int h = 0; h < HT; ++h) {
+          const float* wh = w + h * stride + p;
+          for (int32_t r = 0; r < n; ++r) cw[gi][h][r] = wh[r] * sc_rows[gi][r];
+        }
+      for (int32_t r = 0; r < n; ++r, row += hd) {
+        // One flat loop over the GP * DC vectors of the row (group j / DC), so
+        // the accumulators stay in registers.
+        reg cwr[GP][HT];
+        #pragma GCC unroll 2
+        for (int gi = 0; gi < GP; ++gi)
           #pragma GCC unroll 4
-          for (int h = 0; h < HT; ++h) acc[h][gi * DC + c] = V::fma(cw[h], v, acc[h][gi * DC + c]);
+          for (int h = 0; h < HT; ++h) cwr[gi][h] = V::bcast(&cw[gi][h][r]);
+        #pragma GCC unroll 8
+        for (int j = 0; j < GP * DC; ++j) {
+          const reg v = V::load_i8(row + j * V::L);
+          #pragma GCC unroll 4
+          for (int h = 0; h < HT; ++h) acc[h][j] = V::fma(cwr[j / DC][h], v, acc[h][j]);
         }
       }
+      sc += n * scale_step;
+      p += n;
     }
   }
   #pragma GCC unroll 4
