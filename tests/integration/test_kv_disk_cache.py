@@ -2,12 +2,15 @@
 models: a ~4k-token prefix computed by one server is reloaded from disk by the
 next one (a restart) with the same greedy output as a cold server; corrupt and
 truncated block files are recomputed and counted; a tiny disk bound and an
-unusable directory keep the server serving; two models share one directory
-without reading each other's blocks.
+unusable directory keep the server serving; a really full disk (ENOSPC, a
+small tmpfs in the server's own user+mount namespace) stops the writes but
+not the reads; two models share one directory without reading each other's
+blocks.
 
 Block files are mapped to prompt blocks by the tokens in their headers
 (engine/kv_disk_format.h: 72-byte header, then the block's int32 tokens)."""
 import os
+import shlex
 import shutil
 import struct
 import subprocess
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import spate_server
 from spate_server import SpateServer, post_json
 
 BLOCK = 16  # --block-size default
@@ -238,5 +242,105 @@ def test_two_models_share_a_directory_without_reading_each_others_blocks(written
         assert complete(s, PREFIX + TURN2)[0] == cold["turn2"]
         m = s.metrics()
         assert m["spate:kv_disk_hits_total"] >= shared_blocks(cold) and m["spate:kv_disk_errors_total"] == 0
+    finally:
+        s.stop()
+
+
+# A really full disk: a small tmpfs mounted in an unprivileged user + mount
+# namespace (unshare -rm) of the server's own, so the mount needs no privilege
+# and vanishes with the server. A SmolLM2 block file is 368,784 bytes (72 +
+# 4 * 16 + 16 tokens of f16 KV + 8), so 2 MiB holds 5 and the 6th write fails
+# with ENOSPC; --kv-cache-disk-bytes is far above that, so the size bound never
+# stops a write. A small --kv-cache-memory (136 blocks) lets two other prompts
+# push the first one out of memory, so its blocks come back from the full disk.
+FULL_TMPFS_BYTES = 2 << 20
+
+
+def diary(k, n_lines=56):
+    """A prompt (about 1,100 tokens) sharing no block with PREFIX or another k."""
+    return f"Diary {k} of the lighthouse keeper.\n" + "".join(
+        f"Day {k}.{i}: the {['gulls', 'waves', 'ships', 'clouds', 'seals'][(i + k) % 5]} were "
+        f"{['loud', 'calm', 'many', 'grey', 'late'][(i * 3 + k) % 5]}, lamp oil {(i * 29 + k) % 83} litres.\n"
+        for i in range(n_lines)) + "Summary:"
+
+
+@pytest.fixture
+def full_disk_server(tmp_path, monkeypatch):
+    """start_full(*args) starts a server whose --kv-cache-dir is a
+    FULL_TMPFS_BYTES tmpfs mounted in its own namespace; returns (server, the
+    directory as seen from here through /proc/<pid>/root). Skips when unshare
+    is missing or cannot mount a tmpfs unprivileged."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is missing: no unprivileged tmpfs to fill")
+    d = tmp_path / "full"
+    d.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$1"', "sh", str(d)],
+                           capture_output=True, text=True, timeout=30)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in an unprivileged user+mount namespace (unshare -rm): "
+                    f"{probe.stderr.strip() or probe.returncode}")
+    # unshare and sh exec: the server keeps the pid SpateServer signals.
+    wrapper = tmp_path / "spate-on-tmpfs"
+    script = f'mount -t tmpfs -o size={FULL_TMPFS_BYTES} tmpfs "$1" && shift && exec "$@"'
+    wrapper.write_text(f"#!/bin/sh\nexec unshare -rm sh -c {shlex.quote(script)} sh {shlex.quote(str(d))} "
+                       f"{shlex.quote(str(spate_server.SPATE_BIN))} \"$@\"\n")
+    wrapper.chmod(0o755)
+    servers = []
+
+    def start_full(*args):
+        with monkeypatch.context() as mp:
+            mp.setattr(spate_server, "SPATE_BIN", wrapper)
+            s = SpateServer("--kv-cache-dir", d, *args, env=ENV)
+        servers.append(s)
+        s.wait_ready()
+        return s, Path(f"/proc/{s.proc.pid}/root") / d.relative_to("/")
+
+    yield start_full
+    for s in servers:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def test_a_full_disk_stops_writing_and_still_serves_the_blocks_it_holds(full_disk_server, cold):
+    s, view = full_disk_server("--kv-cache-disk-bytes", "1GiB", "--kv-cache-memory", "48MiB")
+    try:
+        prompt = PREFIX[:3000] + TURN2
+        tokens = tokenize(s, prompt)
+        assert len(tokens) // BLOCK > 10  # far more blocks than the tmpfs holds
+        text, cached, usage = complete(s, prompt)
+        assert text == cold["short"] and cached == 0, usage
+        # The I/O thread counts the failed write after deleting its temporary file.
+        m = s.wait_metric(lambda m: m["spate:kv_disk_errors_total"] >= 1)
+        files = block_files(view)
+        n, size = len(files), files[0].stat().st_size if files else 0
+        assert 2 <= n and (n + 1) * size > FULL_TMPFS_BYTES, n  # the disk, not the 1 GiB bound, stopped it
+        assert all(p.stat().st_size == size for p in files)
+        assert sorted(p for p in view.rglob("*") if p.is_file()) == files  # no temporary file left behind
+        assert sorted(block_index(files, tokens)) == list(range(n))  # the prompt's first blocks, in order
+        assert m["spate:kv_disk_errors_total"] == 1  # one failed write; the rest are dropped, not counted
+        assert m["spate:kv_disk_written_bytes_total"] == m["spate:kv_disk_usage_bytes"] == n * size
+        assert m["spate:kv_disk_evictions_total"] == 0
+        # Two other prompts push the first out of memory (nothing more is written).
+        for k in (1, 2):
+            complete(s, diary(k))
+        assert s.metrics()["spate:kv_disk_written_bytes_total"] == n * size
+        # The first prompt again: its blocks written before the disk filled come
+        # back from the full disk, the rest is recomputed, the output is the same.
+        text, cached, usage = complete(s, prompt)
+        assert text == cold["short"]
+        assert cached == n * BLOCK, usage
+        m = s.metrics()
+        assert m["spate:kv_disk_hits_total"] == n
+        assert m["spate:kv_disk_read_bytes_total"] == n * size
+        assert m["spate:kv_disk_errors_total"] == 1
+        assert m["spate:kv_disk_written_bytes_total"] == m["spate:kv_disk_usage_bytes"] == n * size
+        assert len(block_files(view)) == n
+        log = s.log_text()
+        warnings = [line for line in log.splitlines() if line.startswith("W ") and "KV disk cache" in line]
+        assert len(warnings) == 1, warnings
+        assert "writing a block file" in warnings[0] and "No space left on device" in warnings[0]
+        assert "no more blocks are written (reads go on)" in warnings[0]
+        assert s.stop() == 0  # a clean stop with writes off and the disk full
     finally:
         s.stop()
