@@ -176,6 +176,7 @@ engine_stats engine::impl::stats() const {
     s.kv_disk_written_bytes = d.written_bytes;
     s.kv_disk_evictions = d.n_evictions;
     s.kv_disk_errors = d.n_errors;
+    s.kv_disk_dropped = d.n_dropped;
     s.kv_disk_usage_bytes = d.usage_bytes;
   }
   return s;

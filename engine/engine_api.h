@@ -226,6 +226,7 @@ struct engine_stats {
   int64_t kv_disk_written_bytes = 0;
   int64_t kv_disk_evictions = 0;
   int64_t kv_disk_errors = 0;
+  int64_t kv_disk_dropped = 0;      // blocks not written: writing off (full or read-only disk) or the queue full
   int64_t kv_disk_usage_bytes = 0;  // a gauge
   int64_t n_preemptions = 0;
   int64_t n_steps = 0;

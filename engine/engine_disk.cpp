@@ -146,6 +146,10 @@ void engine::impl::save_committed_blocks() {
     // The step allocated nothing since the commit, so the block still holds
     // this content; the check guards that assumption.
     if (c.salt != 0 || disk_->has(c.key) || blocks_.pool().lookup(c.key.lo, c.parent.lo, c.tokens) != c.id) continue;
+    if (!disk_->accepting_writes()) {  // a full or read-only disk: no copy on the engine thread
+      disk_->count_dropped(1);
+      continue;
+    }
     std::vector<uint8_t> payload(disk_->payload_bytes());
     exec_.copy_kv_block_out(c.id, payload);
     disk_->write(kv_disk_block{c.key, c.parent, std::move(c.tokens)}, std::move(payload));

@@ -262,7 +262,7 @@ void kv_disk_store::write_failed(int err, const std::string& what) {
   ++n_errors_;
   if (turns_writes_off(err)) {
     writes_off_ = true;
-    if (!warned_write_.exchange(true)) {
+    if (!warned_writes_off_.exchange(true)) {  // its own flag: an earlier skipped block must not hide this one
       spdlog::warn("KV disk cache: {} in {} failed ({}); no more blocks are written (reads go on), the server keeps serving",
                    what, path_, std::strerror(err));
     }

@@ -89,6 +89,11 @@ class kv_disk_store {
 
   // False when the directory could not be used: nothing is ever read or written.
   bool usable() const { return usable_; }
+  // Whether write() can still take blocks (usable, and writing not turned off by a full or read-only disk).
+  // Thread-safe. The engine skips copying blocks out when false.
+  bool accepting_writes() const { return usable_ && !writes_off_; }
+  // Counts n blocks not offered to write() because !accepting_writes() (in stats().n_dropped). Thread-safe.
+  void count_dropped(int64_t n) { n_dropped_ += n; }
   // dir/<fingerprint>.
   const std::string& path() const { return path_; }
   size_t payload_bytes() const { return opts_.payload_bytes; }
@@ -159,7 +164,7 @@ class kv_disk_store {
   std::thread thread_;
 
   std::atomic<bool> writes_off_{false};
-  std::atomic<bool> warned_bad_file_{false}, warned_write_{false};
+  std::atomic<bool> warned_bad_file_{false}, warned_write_{false}, warned_writes_off_{false};
   std::atomic<int64_t> read_bytes_{0}, written_bytes_{0}, n_evictions_{0}, n_errors_{0}, n_dropped_{0};
   uint64_t tmp_counter_ = 0;  // I/O thread only
 };

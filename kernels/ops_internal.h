@@ -3,7 +3,9 @@
 // interface. ISA-independent: safe to include from baseline files.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/ops.h"
 
@@ -70,6 +72,22 @@ float e5m2_to_f32(uint8_t b);
 void kv_store_quantized(const paged_kv_view& kv, int32_t block, int32_t slot, int32_t kv_head, const float* k,
                         const float* v);
 // The scalar reference attention for q8_0 and fp8_e5m2 (ops_table::attention's contract).
+// The reference attention's softmax over one head's scores sc[first, n_ctx) (n_ctx > first), in place:
+// with mx the max of the scores and of *sink (sink may be null), sc[p] = exp(sc[p] - mx) in order; returns
+// their sum, in order, plus exp(*sink - mx). Shared by attention_ref and attention_quantized_ref.
+inline float softmax_scores_ref(float* sc, int32_t first, int32_t n_ctx, const float* sink) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int32_t p = first; p < n_ctx; ++p) mx = std::fmax(mx, sc[p]);
+  if (sink) mx = std::fmax(mx, *sink);  // the sink joins the max and the sum, not the values
+  float sum = 0.0f;
+  for (int32_t p = first; p < n_ctx; ++p) {
+    sc[p] = std::exp(sc[p] - mx);
+    sum += sc[p];
+  }
+  if (sink) sum += std::exp(*sink - mx);
+  return sum;
+}
+
 void attention_quantized_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int32_t kv_head,
                              const int32_t* block_table, int32_t first, int32_t n_ctx, float scale, const float* sinks,
                              float* out, float* scratch);

@@ -124,18 +124,8 @@ void attention_quantized_ref(const float* q, int32_t n_group, const paged_kv_vie
   for (int32_t g = 0; g < n_group; ++g) {
     const float* qg = q + static_cast<int64_t>(g) * hd;
     float* sc = scratch + g * stride;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int32_t p = first; p < n_ctx; ++p) {
-      sc[p] = score_quantized(qg, kv, block_table[p / bs], kv_head, p % bs) * scale;
-      mx = std::fmax(mx, sc[p]);
-    }
-    if (sinks) mx = std::fmax(mx, sinks[g]);  // the sink joins the max and the sum, not the values
-    float sum = 0.0f;
-    for (int32_t p = first; p < n_ctx; ++p) {
-      sc[p] = std::exp(sc[p] - mx);
-      sum += sc[p];
-    }
-    if (sinks) sum += std::exp(sinks[g] - mx);
+    for (int32_t p = first; p < n_ctx; ++p) sc[p] = score_quantized(qg, kv, block_table[p / bs], kv_head, p % bs) * scale;
+    const float sum = softmax_scores_ref(sc, first, n_ctx, sinks ? sinks + g : nullptr);
     float* og = out + static_cast<int64_t>(g) * hd;
     for (int32_t d = 0; d < hd; ++d) og[d] = 0.0f;
     for (int32_t p = first; p < n_ctx; ++p) accumulate_v_quantized(sc[p], kv, block_table[p / bs], kv_head, p % bs, og);

@@ -119,21 +119,13 @@ void attention_ref(const float* q, int32_t n_group, const paged_kv_view& kv, int
   for (int32_t g = 0; g < n_group; ++g) {
     const float* qg = q + static_cast<int64_t>(g) * hd;
     float* sc = scratch + g * stride;
-    float mx = -std::numeric_limits<float>::infinity();
     for (int32_t p = first; p < n_ctx; ++p) {
       const int64_t k0 = detail::kv_k_index(kv, block_table[p / bs], kv_head, p % bs, 0);
       float dot = 0.0f;
       for (int32_t d = 0; d < hd; ++d) dot += qg[d] * kv_elem(kv, kv.k, k0 + static_cast<int64_t>(d) * bs);
       sc[p] = dot * scale;
-      mx = std::fmax(mx, sc[p]);
     }
-    if (sinks) mx = std::fmax(mx, sinks[g]);  // the sink joins the max and the sum, not the values
-    float sum = 0.0f;
-    for (int32_t p = first; p < n_ctx; ++p) {
-      sc[p] = std::exp(sc[p] - mx);
-      sum += sc[p];
-    }
-    if (sinks) sum += std::exp(sinks[g] - mx);
+    const float sum = detail::softmax_scores_ref(sc, first, n_ctx, sinks ? sinks + g : nullptr);
     float* og = out + static_cast<int64_t>(g) * hd;
     for (int32_t d = 0; d < hd; ++d) og[d] = 0.0f;
     for (int32_t p = first; p < n_ctx; ++p) {

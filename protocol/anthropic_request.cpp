@@ -37,6 +37,15 @@ api_error unsupported_block(const std::string& at, std::string_view ty) {
                  " and thinking are)", at + ".type");
 }
 
+// Appends a text block's "text" to out, after sep when out is not empty.
+std::optional<api_error> append_text_block(const json::object& o, const std::string& at, std::string_view sep, std::string& out) {
+  const json::value* s = o.if_contains("text");
+  if (!s || !s->is_string()) return bad(at + ".text: must be a string", at + ".text");
+  if (!out.empty()) out += sep;
+  out += s->as_string();
+  return std::nullopt;
+}
+
 // The text of a string, or of an array of text blocks (joined by "\n"), at `where`.
 std::optional<api_error> text_of(const json::value& v, const std::string& where, std::string& out) {
   out.clear();
@@ -52,10 +61,7 @@ std::optional<api_error> text_of(const json::value& v, const std::string& where,
     std::string_view ty;
     if (auto err = block_at(b, at, o, ty)) return err;
     if (ty != "text") return bad(at + ": block type '" + std::string(ty) + "' is not supported here (text only)", at);
-    const json::value* text = o->if_contains("text");
-    if (!text || !text->is_string()) return bad(at + ".text: must be a string", at + ".text");
-    if (!out.empty()) out += "\n";
-    out += text->as_string();
+    if (auto err = append_text_block(*o, at, "\n", out)) return err;
   }
   return std::nullopt;
 }
@@ -80,10 +86,7 @@ std::optional<api_error> user_message(const json::value& content, const std::str
     std::string_view ty;
     if (auto err = block_at(b, at, o, ty)) return err;
     if (ty == "text") {
-      const json::value* s = o->if_contains("text");
-      if (!s || !s->is_string()) return bad(at + ".text: must be a string", at + ".text");
-      if (!text.empty()) text += "\n";
-      text += s->as_string();
+      if (auto err = append_text_block(*o, at, "\n", text)) return err;
     } else if (ty == "tool_result") {
       const json::value* id = o->if_contains("tool_use_id");
       if (!id || !id->is_string() || id->as_string().empty()) return bad(at + ".tool_use_id: must be a non-empty string", at + ".tool_use_id");
@@ -120,9 +123,7 @@ std::optional<api_error> assistant_message(const json::value& content, const std
     std::string_view ty;
     if (auto err = block_at(b, at, o, ty)) return err;
     if (ty == "text") {
-      const json::value* s = o->if_contains("text");
-      if (!s || !s->is_string()) return bad(at + ".text: must be a string", at + ".text");
-      text += s->as_string();
+      if (auto err = append_text_block(*o, at, "", text)) return err;
     } else if (ty == "tool_use") {
       const json::value* id = o->if_contains("id");
       const json::value* name = o->if_contains("name");

@@ -231,7 +231,7 @@ struct server_metrics::state {
   std::atomic<double> running{0}, waiting{0}, kv_usage{0};
   std::atomic<uint64_t> prefix_queries{0}, prefix_hits{0}, preemptions{0}, padding_waste{0}, steps{0};
   std::atomic<uint64_t> disk_hits{0}, disk_misses{0}, disk_read_bytes{0}, disk_written_bytes{0}, disk_evictions{0},
-      disk_errors{0};
+      disk_errors{0}, disk_dropped{0};
   std::atomic<double> disk_usage{0};
   std::atomic<uint64_t> prompt_tokens{0}, generation_tokens{0};
   std::array<std::atomic<uint64_t>, k_success_reasons.size()> success{};
@@ -279,6 +279,7 @@ void server_metrics::update_from_engine(const engine_stats& st) {
   raise_to(s_->disk_written_bytes, st.kv_disk_written_bytes);
   raise_to(s_->disk_evictions, st.kv_disk_evictions);
   raise_to(s_->disk_errors, st.kv_disk_errors);
+  raise_to(s_->disk_dropped, st.kv_disk_dropped);
   s_->disk_usage.store(static_cast<double>(st.kv_disk_usage_bytes), k_relaxed);
   raise_to(s_->preemptions, st.n_preemptions);
   raise_to(s_->padding_waste, st.padding_waste_tokens);
@@ -407,6 +408,9 @@ void server_metrics::render_into(metrics_writer& w) const {
             s.disk_evictions.load(k_relaxed));
   w.counter("spate:kv_disk_errors_total", "Disk tier errors: bad block files (corrupt, truncated, foreign) and failed reads or writes.",
             s.disk_errors.load(k_relaxed));
+  w.counter("spate:kv_disk_dropped_blocks_total",
+            "Blocks not written to the disk tier: writing is off (full or read-only disk) or 128 MiB already wait to be written.",
+            s.disk_dropped.load(k_relaxed));
   w.gauge("spate:kv_disk_usage_bytes", "Bytes of the disk tier's block files.", s.disk_usage.load(k_relaxed));
   w.counter("spate:num_preemptions_total", "Requests preempted (recomputed later) for lack of KV cache blocks.",
             s.preemptions.load(k_relaxed));

@@ -20,6 +20,7 @@
 //     spate:kv_disk_hits_total, spate:kv_disk_misses_total (blocks),
 //     spate:kv_disk_read_bytes_total, spate:kv_disk_written_bytes_total,
 //     spate:kv_disk_evictions_total (files), spate:kv_disk_errors_total,
+//     spate:kv_disk_dropped_blocks_total (blocks not written),
 //     and the gauge spate:kv_disk_usage_bytes,
 //     spate:num_preemptions_total, spate:padding_waste_tokens_total (tokens),
 //     spate:engine_steps_total

@@ -24,6 +24,7 @@ void add_counters(engine_stats& into, const engine_stats& s) {
   into.kv_disk_written_bytes += s.kv_disk_written_bytes;
   into.kv_disk_evictions += s.kv_disk_evictions;
   into.kv_disk_errors += s.kv_disk_errors;
+  into.kv_disk_dropped += s.kv_disk_dropped;
   into.n_preemptions += s.n_preemptions;
   into.n_steps += s.n_steps;
   into.prompt_tokens += s.prompt_tokens;

@@ -15,7 +15,10 @@ Parts (--parts, comma-separated; default all):
            --serve-tokens tokens (ignore_eos), through `spate serve` at the
            same --kv-cache-memory for every type: aggregate generated tok/s
            and TTFT p50 (median of --reps rounds). A smaller cache type fits
-           more of the 16 sequences at once.
+           more of the 16 sequences at once. llama-server (-fa on, -ctk/-ctv T)
+           runs the same rounds with -c set to the tokens that fit the same
+           bytes, and -np as many slots (<= 16) as hold a whole request, since
+           it gives each slot c / np tokens (--no-peer-serving: without it).
   disk     the prefix cache's disk tier: a ~4k-token prefix plus a question
            through a server with an empty --kv-cache-dir (cold: TTFT of the
            whole prompt, the blocks go to disk), the server stopped and a new
@@ -28,10 +31,10 @@ perf/results/kv-dtypes-DATE.jsonl) and a table per part on stdout.
 
 Usage: perf/scripts/bench_kv_cache.py [--models smollm2,gemma] [--dtypes f16,q8_0,fp8_e5m2]
           [--parts ppl,decode,serving,disk] [--threads 2] [--reps 3] [--depths 1024,4096,8192]
-          [--tg 64] [--ppl-ctx 512] [--ppl-chunks 20] [--serve-kv 768MiB] [--serve-tokens 32]
+          [--tg 64] [--ppl-ctx 512] [--ppl-chunks 20] [--serve-kv 768MiB] [--serve-tokens 32] [--no-peer-serving]
 Env: SPATE_BIN (default build/spate), BUILD_DIR (spate_bench: BUILD_DIR/perf/spate_bench,
 default build), PEER_BIN (llama.cpp 0.3.36's bin directory, with llama-perplexity and
-llama-bench; default ~/.cache/spate/peer/0.3.36/bin; build llama-perplexity with
+llama-bench, llama-server; default ~/.cache/spate/peer/0.3.36/bin; build llama-perplexity with
 PEER_TARGETS="llama-perplexity" perf/peer/build_llama_cpp.sh).
 """
 import argparse
@@ -54,6 +57,10 @@ MODELS = {
     "gemma": Path.home() / ".cache/spate/models/gemma-3-270m-q4_k_m.gguf",
 }
 LLAMA_TYPES = {"f16", "q8_0"}  # the cache types llama.cpp shares with spate
+# Serving against llama-server at the same bytes: only where every layer keeps a
+# full cache in both (llama.cpp gives Gemma 3's sliding-window layers a smaller one).
+PEER_SERVING_MODELS = {"smollm2"}
+PEER_SLOT_TOKENS = 4112  # a serving prompt (<= 4,047 SmolLM2 tokens) and its tokens, in llama-server's 256-token steps
 LICENSES = ["GPL-3", "GFDL-1.3", "Apache-2.0", "MPL-2.0", "Artistic", "CC0-1.0"]
 
 
@@ -144,23 +151,58 @@ def stream_one(url, prompt, max_tokens, usage=None):
     r = c.getresponse()
     if r.status != 200:
         raise RuntimeError(f"HTTP {r.status}: {r.read()[:300]!r}")
-    ttft, n = None, 0
+    ttft, n, n_chunks = None, None, 0
     for raw in r:
         line = raw.decode().strip()
         if not line.startswith("data: ") or line == "data: [DONE]":
             continue
         o = json.loads(line[6:])
-        if o.get("choices") and o["choices"][0].get("text") and ttft is None:
-            ttft = time.perf_counter() - t0
+        if o.get("choices") and o["choices"][0].get("text"):
+            n_chunks += 1
+            ttft = time.perf_counter() - t0 if ttft is None else ttft
         if o.get("usage"):
             n = o["usage"]["completion_tokens"]
             if usage is not None:
                 usage.update(o["usage"])
     c.close()
-    return ttft, n
+    return ttft, n_chunks if n is None else n  # one token per chunk when no usage came
+
+
+def kv_bytes_per_token(model: Path, dtype: str) -> float:
+    """KV bytes per token (all layers, K and V) of a llama-architecture GGUF at a cache type."""
+    from gguf import GGUFReader
+    r = GGUFReader(str(model))
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+
+    def num(key):
+        return int(r.fields[f"{arch}.{key}"].parts[-1][0])
+    key = f"{arch}.attention.key_length"
+    head_dim = int(r.fields[key].parts[-1][0]) if key in r.fields else num("embedding_length") // num("attention.head_count")
+    per_value = {"f16": 2.0, "f32": 4.0, "q8_0": 34 / 32, "fp8_e5m2": 1.0}[dtype]
+    return num("block_count") * 2 * num("attention.head_count_kv") * head_dim * per_value
+
+
+def mib(text: str) -> int:
+    return int(text.removesuffix("MiB")) if text.endswith("MiB") else int(text.removesuffix("GiB")) * 1024
+
+
+def serving_rounds(url, a):
+    """--reps rounds of 16 concurrent streams: (median tok/s, median TTFT p50 s)."""
+    tok_s, ttfts = [], []
+    for rep in range(a.reps):
+        prompts = long_prompts(16, 3300, seed=1000 * rep + 1)  # ~4k tokens each
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(16) as ex:
+            res = list(ex.map(lambda p: stream_one(url, p, a.serve_tokens), prompts))
+        wall = time.perf_counter() - t0
+        tok_s.append(sum(n for _, n in res) / wall)
+        ttfts.append(median([t for t, _ in res if t is not None]))
+    return median(tok_s), median(ttfts)
 
 
 def part_serving(a, env, out):
+    """spate serve per type at --serve-kv; llama-server at the same cache types
+    and bytes (ggml's f16 and q8_0 take as many bytes per value as spate's)."""
     rows = []
     for name in a.models:
         f16_tok_s = None
@@ -168,22 +210,26 @@ def part_serving(a, env, out):
             srv = Server([env["spate"], "serve", "--model", MODELS[name], "--port", "{port}", "--threads", a.threads, "--kv-cache-memory",
                           a.serve_kv, "--kv-cache-dtype", dt, "--no-enable-prefix-caching", "--max-num-seqs", 16])
             with srv:
-                tok_s, ttfts = [], []
-                for rep in range(a.reps):
-                    prompts = long_prompts(16, 3300, seed=1000 * rep + 1)  # ~4k tokens each
-                    t0 = time.perf_counter()
-                    with concurrent.futures.ThreadPoolExecutor(16) as ex:
-                        res = list(ex.map(lambda p: stream_one(srv.url, p, a.serve_tokens), prompts))
-                    wall = time.perf_counter() - t0
-                    tok_s.append(sum(n for _, n in res) / wall)
-                    ttfts.append(median([t for t, _ in res if t is not None]))
-            s = median(tok_s)
+                s, ttft = serving_rounds(srv.url, a)
+            peer, peer_ttft, ctx, n_slots = None, None, None, None
+            if dt in LLAMA_TYPES and name in PEER_SERVING_MODELS and not a.no_peer_serving:
+                ctx = int(mib(a.serve_kv) * 2**20 // kv_bytes_per_token(MODELS[name], dt))
+                # llama-server gives each slot ctx / np tokens: as many slots as hold a whole request.
+                n_slots = max(1, min(16, ctx // PEER_SLOT_TOKENS))
+                peer_srv = Server([Path(env["peer"]) / "llama-server", "-m", MODELS[name], "--port", "{port}", "-t", a.threads,
+                                   "-c", ctx, "-np", n_slots, "-ctk", dt, "-ctv", dt, "-fa", "on", "--cache-ram", 0], ready_path="/health")
+                with peer_srv:
+                    peer, peer_ttft = serving_rounds(peer_srv.url, a)
             f16_tok_s = s if dt == "f16" else f16_tok_s
             rec = {"part": "serving", "model": name, "dtype": dt, "streams": 16, "prompt_words": 3300, "max_tokens": a.serve_tokens,
-                   "kv_cache_memory": a.serve_kv, "tok_s": s, "ttft_p50_s": median(ttfts), "vs_f16": ratio(s, f16_tok_s), "reps": a.reps}
+                   "kv_cache_memory": a.serve_kv, "tok_s": s, "ttft_p50_s": ttft, "vs_f16": ratio(s, f16_tok_s), "reps": a.reps,
+                   "llamacpp_ctx": ctx, "llamacpp_slots": n_slots if peer is not None else None, "llamacpp_tok_s": peer, "llamacpp_ttft_p50_s": peer_ttft}
             append_jsonl(out, [rec])
-            rows.append([name, dt, a.serve_kv, f"{s:.1f}", f"{median(ttfts):.2f}", "" if rec["vs_f16"] is None else f"{rec['vs_f16']:.2f}x"])
-    print_table(["model", "KV", "--kv-cache-memory", "tok/s (16 streams, 4k prompts)", "TTFT p50 s", "vs f16"], rows)
+            rows.append([name, dt, a.serve_kv, f"{s:.1f}", f"{ttft:.2f}", "" if rec["vs_f16"] is None else f"{rec['vs_f16']:.2f}x",
+                         "" if peer is None else f"{peer:.1f} (-c {ctx} -np {n_slots})", "" if peer is None else f"{peer_ttft:.2f}",
+                         "" if peer is None else f"{s / peer:.2f}x"])
+    print_table(["model", "KV", "--kv-cache-memory", "tok/s (16 streams, 4k prompts)", "TTFT p50 s", "vs f16", "llama-server tok/s",
+                 "llama-server TTFT p50 s", "spate/llama-server"], rows)
 
 
 def part_disk(a, env, out):
@@ -229,6 +275,7 @@ def main():
     ap.add_argument("--ppl-chunks", type=int, default=20)
     ap.add_argument("--serve-kv", default="768MiB")
     ap.add_argument("--serve-tokens", type=int, default=32)
+    ap.add_argument("--no-peer-serving", action="store_true", help="serving part without llama-server")
     ap.add_argument("--out", default=str(REPO / "perf/results" / f"kv-dtypes-{datetime.date.today():%Y%m%d}.jsonl"))
     a = ap.parse_args()
     a.models = a.models.split(",")

@@ -324,7 +324,11 @@ def test_a_full_disk_stops_writing_and_still_serves_the_blocks_it_holds(full_dis
         # Two other prompts push the first out of memory (nothing more is written).
         for k in (1, 2):
             complete(s, diary(k))
-        assert s.metrics()["spate:kv_disk_written_bytes_total"] == n * size
+        m = s.metrics()
+        assert m["spate:kv_disk_written_bytes_total"] == n * size
+        # The prompt's later blocks and the two prompts' full blocks are counted
+        # as dropped (no copy is made for a disk that is off).
+        assert m["spate:kv_disk_dropped_blocks_total"] >= len(tokens) // BLOCK - n + 2 * (1000 // BLOCK), m
         # The first prompt again: its blocks written before the disk filled come
         # back from the full disk, the rest is recomputed, the output is the same.
         text, cached, usage = complete(s, prompt)

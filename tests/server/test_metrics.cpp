@@ -94,6 +94,7 @@ TEST(MetricsExposition, FamiliesHaveHelpAndTypeLines) {
       {"spate:kv_disk_written_bytes_total", "counter"},
       {"spate:kv_disk_evictions_total", "counter"},
       {"spate:kv_disk_errors_total", "counter"},
+      {"spate:kv_disk_dropped_blocks_total", "counter"},
       {"spate:kv_disk_usage_bytes", "gauge"},
       {"spate:num_preemptions_total", "counter"},
       {"spate:padding_waste_tokens_total", "counter"},
@@ -296,6 +297,7 @@ TEST(MetricsExposition, UpdateFromEngine) {
   st.kv_disk_written_bytes = 14;
   st.kv_disk_evictions = 15;
   st.kv_disk_errors = 16;
+  st.kv_disk_dropped = 17;
   st.kv_disk_usage_bytes = 4096;
   m.update_from_engine(st);
   auto s = samples(m.render_prometheus());
@@ -314,6 +316,7 @@ TEST(MetricsExposition, UpdateFromEngine) {
   EXPECT_EQ(s.at("spate:kv_disk_written_bytes_total" + ml), "14");
   EXPECT_EQ(s.at("spate:kv_disk_evictions_total" + ml), "15");
   EXPECT_EQ(s.at("spate:kv_disk_errors_total" + ml), "16");
+  EXPECT_EQ(s.at("spate:kv_disk_dropped_blocks_total" + ml), "17");
   EXPECT_EQ(s.at("spate:kv_disk_usage_bytes" + ml), "4096.0");
 
   // Gauges follow the latest snapshot; counters never go backwards (an older
