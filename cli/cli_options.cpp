@@ -214,7 +214,9 @@ void add_engine_options(po::options_description& desc, engine_options& o) {
        "recomputed, also after a restart (one subdirectory per model and KV format); unset: memory only")
       ("kv-cache-disk-bytes", po::value(&o.kv_cache_disk_bytes_text)->default_value("10GiB"),
        "bound on --kv-cache-dir's files per model, e.g. 10GiB, 512MiB; the least recently used are deleted beyond it")
-      ("speculative-config", po::value(&o.speculative_config_json),
+      ("speculative-config", po::value(&o.speculative_config_json)->notifier([](const std::string& v) {
+         if (v.empty()) throw po::error("--speculative-config must not be empty (a JSON object; omit the flag for none)");
+       }),
        "speculative decoding, a JSON object as in vLLM: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
        "\"prompt_lookup_max\": 4} or {\"model\": \"draft.gguf\", \"num_speculative_tokens\": 4}");
 }

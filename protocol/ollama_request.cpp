@@ -1,6 +1,7 @@
 #include "protocol/ollama_request.h"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace spate::api {
@@ -40,10 +41,12 @@ std::optional<api_error> translate_options(const json::object& in, json::object&
       out["repetition_penalty"] = v;
     } else if (k == "num_predict") {
       if (!v.is_int64() && !v.is_uint64()) return bad("options.num_predict: must be an integer", "options.num_predict");
-      if (v.to_number<int64_t>() >= 0) out["max_tokens"] = v;  // -1 (or -2): until the context is full
+      if (v.is_uint64() || v.as_int64() > std::numeric_limits<int32_t>::max())
+        return bad("options.num_predict: must be at most 2147483647 (-1: until the context is full)", "options.num_predict");
+      if (v.as_int64() >= 0) out["max_tokens"] = v;  // -1 (or -2): until the context is full
     } else if (k == "num_ctx") {
       if (!v.is_int64() && !v.is_uint64()) return bad("options.num_ctx: must be an integer", "options.num_ctx");
-      x.num_ctx = v.to_number<int64_t>();
+      x.num_ctx = v.is_int64() ? v.as_int64() : std::numeric_limits<int64_t>::max();  // above the int64 range: too large anyway
     } else {
       unknown.emplace_back("options." + std::string(k));
     }
@@ -116,6 +119,54 @@ std::optional<api_error> read_logprobs(const json::object& in, std::optional<int
   return std::nullopt;
 }
 
+// keep_alive: absent or null -> unset; malformed or above k_max_keep_alive_s -> a 400.
+std::optional<api_error> read_keep_alive(const json::object& in, std::optional<double>& keep_alive_s) {
+  keep_alive_s.reset();
+  const json::value* ka = in.if_contains("keep_alive");
+  if (!ka || ka->is_null()) return std::nullopt;
+  const std::optional<double> s = parse_keep_alive(*ka);
+  if (!s) return bad("keep_alive: must be a number of seconds or a duration such as \"5m\" (negative: keep the model loaded)", "keep_alive");
+  if (*s > k_max_keep_alive_s)
+    return bad("keep_alive: at most 1e9 seconds (about 31 years); a negative value such as -1 keeps the model loaded", "keep_alive");
+  keep_alive_s = s;
+  return std::nullopt;
+}
+
+// A field that must have one JSON type when present and not null: a 400 naming it otherwise.
+std::optional<api_error> check_type(const json::object& in, std::string_view key, json::kind want, const char* what) {
+  const json::value* v = in.if_contains(key);
+  if (!v || v->is_null()) return std::nullopt;
+  const bool ok = want == json::kind::double_ ? v->is_number() : v->kind() == want;
+  if (ok) return std::nullopt;
+  return bad(std::string(key) + ": must be " + what, std::string(key));
+}
+
+// The fields of /api/generate and /api/chat that are passed through or read
+// later, checked for their types here so a wrong one is a 400, never ignored.
+std::optional<api_error> check_field_types(endpoint kind, const json::object& in) {
+  using k = json::kind;
+  struct field {
+    const char* key;
+    k want;
+    const char* what;
+  };
+  static const field common[] = {{"options", k::object, "an object"}};
+  static const field gen[] = {{"prompt", k::string, "a string"}, {"suffix", k::string, "a string"}, {"system", k::string, "a string"},
+                              {"template", k::string, "a string"}, {"raw", k::bool_, "a boolean"}, {"images", k::array, "an array of base64 strings"},
+                              {"context", k::array, "an array of token ids"}};
+  static const field chat[] = {{"tools", k::array, "an array of tool definitions"}};
+  for (const field& f : common)
+    if (auto err = check_type(in, f.key, f.want, f.what)) return err;
+  if (kind == endpoint::ollama_generate) {
+    for (const field& f : gen)
+      if (auto err = check_type(in, f.key, f.want, f.what)) return err;
+  } else {
+    for (const field& f : chat)
+      if (auto err = check_type(in, f.key, f.want, f.what)) return err;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<double> parse_keep_alive(const json::value& v) {
@@ -148,15 +199,13 @@ std::optional<api_error> parse_ollama_request(endpoint kind, std::string_view bo
   const json::value* model = in.if_contains("model");
   if (!model || !model->is_string() || model->as_string().empty()) return bad("model is required", "model");
   req["model"] = *model;
+  if (auto err = check_field_types(kind, in)) return err;
   const json::value* stream = in.if_contains("stream");
   if (stream && !stream->is_null() && !stream->is_bool()) return bad("stream: must be a boolean", "stream");
   req["stream"] = !stream || stream->is_null() || stream->as_bool();  // Ollama streams by default
   if (auto err = translate_options(in, req, x, unknown)) return err;
   if (auto err = translate_format(in, req)) return err;
-  if (const json::value* ka = in.if_contains("keep_alive"); ka && !ka->is_null()) {
-    x.keep_alive_s = parse_keep_alive(*ka);
-    if (!x.keep_alive_s) return bad("keep_alive: must be a number of seconds or a duration such as \"5m\"", "keep_alive");
-  }
+  if (auto err = read_keep_alive(in, x.keep_alive_s)) return err;
   if (const json::value* t = in.if_contains("template"); t && t->is_string() && !t->as_string().empty())
     return bad("template: a per-request template is not supported (spate uses the model's or --chat-template)", "template");
   static const std::set<std::string, std::less<>> chat_keys = {"model", "messages", "tools", "tool_choice", "format", "options", "stream",
@@ -230,6 +279,12 @@ std::optional<api_error> parse_ollama_embed(std::string_view body, bool legacy, 
   const json::value* m = in.if_contains("model");
   if (!m || !m->is_string() || m->as_string().empty()) return bad("model is required", "model");
   model = std::string(m->as_string());
+  if (auto err = check_type(in, "truncate", json::kind::bool_, "a boolean")) return err;
+  if (auto err = check_type(in, "options", json::kind::object, "an object")) return err;
+  if (const json::value* d = in.if_contains("dimensions"); d && !d->is_null() && !d->is_int64() && !d->is_uint64())
+    return bad("dimensions: must be an integer", "dimensions");
+  std::optional<double> keep_alive_s;  // checked as /api/chat's; the embedding routes do not change the model's keep_alive
+  if (auto err = read_keep_alive(in, keep_alive_s)) return err;
   texts.clear();
   const char* field = legacy ? "prompt" : "input";
   const json::value* input = in.if_contains(field);

@@ -43,8 +43,15 @@ std::optional<api_error> parse_ollama_embed(std::string_view body, bool legacy, 
 // {"error": message}.
 std::string ollama_error_body(std::string_view message);
 
+// keep_alive's upper bound, seconds (about 31 years). A larger value (1e10,
+// 1e300, "3000000h") is refused with a 400 naming keep_alive; a negative one
+// (any magnitude) keeps the model loaded, as in Ollama.
+inline constexpr double k_max_keep_alive_s = 1e9;
+
 // keep_alive as Ollama takes it: seconds as a number, or a duration string
-// ("5m", "1h", "30s", "-1" = forever); nullopt when malformed.
+// ("5m", "1h", "30s", "-1" = forever); nullopt when malformed. Not bounded
+// here: parse_ollama_request and parse_ollama_embed refuse values above
+// k_max_keep_alive_s.
 std::optional<double> parse_keep_alive(const boost::json::value& v);
 
 }  // namespace spate::api

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "protocol/embeddings.h"
+#include "server/api_ollama.h"
 #include "server/api_router.h"
 #include "server/generation_submit.h"
 #include "server/metrics.h"
@@ -82,6 +83,7 @@ asio::awaitable<void> handle_embeddings(server_context& ctx, http_exchange& ex, 
   api::embeddings_request r;
   std::vector<std::vector<int32_t>> inputs;
   auto err = parse_body(api, ex.req.body(), r);
+  if (!err && api != embed_api::openai) r.model = ollama_model_id(*ctx.models, r.model);  // "NAME:latest"
   model_handle lease;
   if (!err) {
     model_acquired got = co_await acquire_model(ctx, r.model, nullptr, std::chrono::seconds(1));

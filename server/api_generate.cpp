@@ -80,6 +80,7 @@ asio::awaitable<void> handle_generate(server_context& ctx, http_exchange& ex, ht
   prepared_generation g;
   api::ollama_extras ollama;
   std::optional<api::api_error> err = parse_body(kind, ex.req.body(), r, ollama);
+  if (!err && r.ollama_kind) r.model = ollama_model_id(*ctx.models, r.model);  // "NAME:latest"
   if (!err && !r.unknown_fields.empty()) {
     std::string names;
     for (const auto& f : r.unknown_fields) names += (names.empty() ? "" : ", ") + f;

@@ -90,7 +90,7 @@ boost::asio::awaitable<void> handle_show(server_context& ctx, http_exchange& ex,
     co_await io.write_response(ex, std::move(res));
     co_return;
   }
-  const std::string id(m->as_string());
+  const std::string id = ollama_model_id(*ctx.models, m->as_string());
   model_acquired got = co_await acquire_model(ctx, id, nullptr, std::chrono::seconds(1));
   if (got.error) {
     auto res = make_api_error_response(k_shape, *got.error, v);
@@ -101,7 +101,9 @@ boost::asio::awaitable<void> handle_show(server_context& ctx, http_exchange& ex,
   const std::optional<model_row> row = ctx.models->find(id);
   const std::string arch = row ? row->spec.arch : "";
   json::array caps{"completion"};
-  if (sm.tmpl && sm.tmpl->source().find("tools") != std::string::npos) caps.push_back("tools");
+  // Tool calls work with every chat template: the generic format describes the tools in a system message
+  // (protocol/generation.cpp), a model format through the template; both are constrained (tool_grammar.h).
+  if (sm.tmpl) caps.push_back("tools");
   if (sm.reasoning != api::reasoning_parser::none) caps.push_back("thinking");
   if (sm.pooling != pooling_type::none) caps.push_back("embedding");
   json::object info{{"general.architecture", arch}, {arch + ".context_length", sm.max_model_len}, {arch + ".embedding_length", sm.n_embd}};
@@ -151,6 +153,15 @@ void add_ollama_routes(route_table& t, route_handler chat, route_handler generat
   for (const char* p : {"/api/pull", "/api/push", "/api/create", "/api/copy"})
     t.add({{verb::post}, p, route_auth::api_key, plain(handle_not_implemented)});
   t.add({{verb::delete_}, "/api/delete", route_auth::api_key, plain(handle_not_implemented)});
+}
+
+std::string ollama_model_id(const model_registry& models, std::string_view name) {
+  constexpr std::string_view tag = ":latest";
+  if (name.size() > tag.size() && name.ends_with(tag) && !models.knows(name)) {
+    const std::string_view stem = name.substr(0, name.size() - tag.size());
+    if (models.knows(stem)) return std::string(stem);
+  }
+  return std::string(name);
 }
 
 std::optional<api::api_error> ollama_check(const api::served_model& m, const api::ollama_extras& x) {

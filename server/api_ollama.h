@@ -23,6 +23,11 @@ namespace spate {
 // Adds the routes; chat and generate are handle_generate's handlers for them.
 void add_ollama_routes(route_table& t, route_handler chat, route_handler generate);
 
+// The served model an Ollama request's name means: the name itself when a
+// model has it, else "NAME:latest" (how Ollama clients name models) means
+// NAME; otherwise the name unchanged (then a 404 names it). Thread-safe.
+std::string ollama_model_id(const model_registry& models, std::string_view name);
+
 // options.num_ctx above the model's length: a 400 naming both.
 std::optional<api::api_error> ollama_check(const api::served_model& m, const api::ollama_extras& x);
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/engine_api.h"
+#include "protocol/ollama_request.h"
 #include "server/metrics.h"
 #include "server/model_registry_entry.h"
 
@@ -510,6 +511,16 @@ bool model_registry::work_once(std::unique_lock<std::mutex>& lock) {
   return true;
 }
 
+std::optional<std::chrono::steady_clock::time_point> idle_unload_due(std::chrono::steady_clock::time_point since, double limit_s) {
+  using tp = std::chrono::steady_clock::time_point;
+  if (!(limit_s > 0)) return std::nullopt;  // 0 (never), negative, NaN
+  // Compared as doubles before any conversion: a limit the clock cannot
+  // represent from `since` (1e300 s) is never due, not an overflow into the past.
+  const double room_s = std::chrono::duration<double>(tp::max() - since).count();
+  if (!(limit_s < room_s - 1.0)) return std::nullopt;
+  return since + std::chrono::duration_cast<tp::duration>(std::chrono::duration<double>(limit_s));
+}
+
 double model_registry::idle_limit_s(const entry& e) const { return e.keep_alive_s.value_or(opts_.idle_unload_s); }
 
 void model_registry::set_keep_alive(std::string_view id, double seconds) {
@@ -520,7 +531,9 @@ void model_registry::set_keep_alive(std::string_view id, double seconds) {
   std::lock_guard lock(mu_);
   entry* e = find_entry(id);
   if (!e || e->spec.pinned || !e->spec.parent.empty()) return;  // an adapter follows its base
-  e->keep_alive_s = seconds < 0 ? 0.0 : seconds;  // 0 as a limit: never
+  // 0 as a limit: never. Negative, or beyond the API's bound (the protocol
+  // refuses those; this keeps the registry safe for any caller): kept forever.
+  e->keep_alive_s = seconds < 0 || !(seconds <= api::k_max_keep_alive_s) ? 0.0 : seconds;
   cv_.notify_all();
 }
 
@@ -533,8 +546,8 @@ void model_registry::thread_main() {
     for (const auto& e : entries_) {
       const double limit_s = idle_limit_s(*e);
       if (limit_s <= 0 || e->status != model_status::loaded || e->n_leases > 0 || e->spec.pinned) continue;
-      const auto t = e->idle_since + std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(limit_s));
-      if (!due || t < *due) due = t;
+      const std::optional<clock_type::time_point> t = idle_unload_due(e->idle_since, limit_s);
+      if (t && (!due || *t < *due)) due = t;
     }
     if (due) {
       cv_.wait_until(lock, *due);

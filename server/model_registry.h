@@ -156,6 +156,12 @@ struct registry_options {
   int32_t max_waiting = 256;            // requests waiting for one model's load at most
 };
 
+// When a model idle since `since` with idle limit limit_s (seconds) is due to
+// unload; nullopt when never: limit_s <= 0 or NaN, or so large that the
+// steady clock cannot represent the time (no overflow, whatever limit_s).
+// Pure; any thread.
+std::optional<std::chrono::steady_clock::time_point> idle_unload_due(std::chrono::steady_clock::time_point since, double limit_s);
+
 // One row of GET /v1/models.
 struct model_row {
   model_spec spec;

@@ -4,9 +4,12 @@
 #include "protocol/tool_calls.h"
 #include "util/byte_size.h"
 
+#include <boost/asio/ip/address.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <stdexcept>
 #include <tuple>
 
@@ -14,12 +17,30 @@ namespace spate::cli {
 
 namespace po = boost::program_options;
 
+namespace {
+
+// A flag's value for an error message: as given where it is readable (1e-300, 86401).
+std::string seconds_text(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+// A string flag that, when given, must not be empty ("" is a mistake, never "unset").
+std::function<void(const std::string&)> not_empty(const char* flag) {
+  return [flag](const std::string& v) {
+    if (v.empty()) throw po::error(std::string(flag) + " must not be empty");
+  };
+}
+
+}  // namespace
+
 void add_serve_options(po::options_description& desc, serve_options& o) {
   desc.add_options()
       ("host", po::value(&o.host)->default_value(o.host), "address to listen on")
       ("port", po::value(&o.port)->default_value(o.port), "TCP port (0 = any free port)")
-      ("served-model-name", po::value(&o.served_model_name), "model name in the API (default: the GGUF file name without .gguf)")
-      ("models-dir", po::value(&o.models_dir), "serve every *.gguf in this directory under its file name without .gguf, loaded on demand")
+      ("served-model-name", po::value(&o.served_model_name)->notifier(not_empty("--served-model-name")), "model name in the API (default: the GGUF file name without .gguf)")
+      ("models-dir", po::value(&o.models_dir)->notifier(not_empty("--models-dir")), "serve every *.gguf in this directory under its file name without .gguf, loaded on demand")
       ("max-loaded-models", po::value(&o.max_loaded_models)->default_value(o.max_loaded_models),
        "models loaded at once at most; the least recently used idle one is unloaded to make room (0 = no limit)")
       ("models-memory-budget", po::value(&o.models_memory_budget),
@@ -64,16 +85,22 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
 
 std::string finish_serve_options(serve_options& o) {
   if (o.port < 0 || o.port > 65535) return "--port must be in [0, 65535]";
+  boost::system::error_code host_ec;
+  (void)boost::asio::ip::make_address(o.host, host_ec);
+  if (host_ec) return "--host must be an IP address such as 127.0.0.1, 0.0.0.0 or ::1, got '" + o.host + "'";
   if (o.ssl_keyfile.empty() != o.ssl_certfile.empty()) return "--ssl-keyfile and --ssl-certfile go together";
   if (o.n_io_threads < 1 || o.n_io_threads > 64) return "--io-threads must be in [1, 64]";
   if (o.max_body_bytes < 1024 || o.max_body_bytes > (1ull << 30)) return "--max-body-bytes must be in [1024, 1GiB]";
   if (o.max_ws_message_bytes < 1024 || o.max_ws_message_bytes > (1ull << 30)) return "--max-ws-message-bytes must be in [1024, 1GiB]";
-  if (o.max_connections < 1) return "--max-connections must be >= 1";
+  if (o.max_connections < 1 || o.max_connections > k_max_connections)
+    return "--max-connections must be in [1, " + std::to_string(k_max_connections) + "]";
   if (o.max_loaded_models < 0) return "--max-loaded-models must be >= 0";
   if (o.max_loras < 1 || o.max_loras > 256) return "--max-loras must be in [1, 256]";
   if (o.max_lora_rank < 1 || o.max_lora_rank > 4096) return "--max-lora-rank must be in [1, 4096]";
-  if (!(o.model_load_timeout_s > 0) || o.model_load_timeout_s > 86400) return "--model-load-timeout must be in (0, 86400] seconds";
-  if (!(o.model_idle_unload_s >= 0) || o.model_idle_unload_s > 1e9) return "--model-idle-unload must be >= 0 seconds";
+  if (!(o.model_load_timeout_s >= k_min_interval_s && o.model_load_timeout_s <= k_max_timeout_s))
+    return "--model-load-timeout must be in [0.01, 86400] seconds, got " + seconds_text(o.model_load_timeout_s);
+  if (!(o.model_idle_unload_s >= 0 && o.model_idle_unload_s <= k_max_idle_unload_s))
+    return "--model-idle-unload must be in [0, 1e9] seconds (0 = never), got " + seconds_text(o.model_idle_unload_s);
   if (!o.models_memory_budget.empty()) {
     const auto b = parse_byte_size(o.models_memory_budget);
     if (!b || *b == 0) return "--models-memory-budget must be a size such as 8GiB, got '" + o.models_memory_budget + "'";
@@ -90,9 +117,11 @@ std::string finish_serve_options(serve_options& o) {
   for (auto [name, v] : {std::pair{"--header-timeout", o.header_timeout_s}, {"--body-timeout", o.body_timeout_s},
                          {"--idle-timeout", o.idle_timeout_s}, {"--write-timeout", o.write_timeout_s},
                          {"--sse-keepalive", o.sse_keepalive_s}}) {
-    if (!(v > 0 && v <= 86400)) return std::string(name) + " must be in (0, 86400] seconds";
+    if (!(v >= k_min_interval_s && v <= k_max_timeout_s))
+      return std::string(name) + " must be in [0.01, 86400] seconds, got " + seconds_text(v);
   }
-  if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= 86400)) return "--shutdown-timeout must be in [0, 86400] seconds";
+  if (!(o.shutdown_timeout_s >= 0 && o.shutdown_timeout_s <= k_max_timeout_s))
+    return "--shutdown-timeout must be in [0, 86400] seconds, got " + seconds_text(o.shutdown_timeout_s);
   for (const auto& k : o.api_keys) if (k.empty()) return "--api-key must not be empty";
   for (auto [flag, text, out] : {std::tuple{"--allowed-origins", &o.allowed_origins_json, &o.cors.allowed_origins},
                                  {"--allowed-methods", &o.allowed_methods_json, &o.cors.allowed_methods},

@@ -76,6 +76,13 @@ struct serve_options {
   std::string profiler_dir = "/tmp";
 };
 
+// Bounds of the duration and count flags (docs/configuration.md, "Limits and
+// timeouts"); finish_serve_options refuses values outside them (and NaN).
+inline constexpr double k_min_interval_s = 0.01;   // the four timeouts, --sse-keepalive, --model-load-timeout: at least
+inline constexpr double k_max_timeout_s = 86400;   // ... and at most (one day); --shutdown-timeout: [0, this]
+inline constexpr double k_max_idle_unload_s = 1e9; // --model-idle-unload: [0, this] (about 31 years, as Ollama's keep_alive)
+inline constexpr int32_t k_max_connections = 1 << 20;  // --max-connections: [1, this]
+
 void add_serve_options(boost::program_options::options_description& desc, serve_options& opts);
 
 // Validates the values. Returns "" or an error message.

@@ -407,6 +407,32 @@ def test_bad_generate_options(args, message):
     assert_fails_with(p, message)
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--sse-keepalive", "1e-300"], "--sse-keepalive must be in [0.01, 86400] seconds, got 1e-300"),
+    (["--sse-keepalive", "86401"], "--sse-keepalive must be in [0.01, 86400] seconds"),
+    (["--header-timeout", "0"], "--header-timeout must be in [0.01, 86400] seconds"),
+    (["--idle-timeout", "1e300"], "--idle-timeout must be in [0.01, 86400] seconds"),
+    (["--shutdown-timeout", "1e300"], "--shutdown-timeout must be in [0, 86400] seconds"),
+    (["--model-load-timeout", "1e-300"], "--model-load-timeout must be in [0.01, 86400] seconds"),
+    (["--model-idle-unload", "1e10"], "--model-idle-unload must be in [0, 1e9] seconds"),
+    (["--max-connections", "2000000"], "--max-connections must be in [1, 1048576]"),
+    (["--models-dir", ""], "--models-dir must not be empty"),
+    (["--served-model-name", ""], "--served-model-name must not be empty"),
+    (["--speculative-config", ""], "--speculative-config must not be empty"),
+    (["--host", "not-an-ip"], "--host must be an IP address"),
+    (["--host", "999.0.0.1"], "--host must be an IP address"),
+])
+@needs_model
+def test_bad_serve_options_exit_2_before_loading(args, message):
+    """Every duration and count flag of `spate serve` has a range, and an empty
+    name or directory is refused: exit 2 with the flag named, before the model
+    loads (issue 54: --sse-keepalive 1e-300 sent 2.2 million comments in 120 s;
+    a bad --host exited 1 after loading; empty flags were ignored)."""
+    p = run_spate(["serve", "--model", SPATE_MODEL, "--port", "0", *args])
+    assert_fails_with(p, message)
+    assert p.returncode == 2, p.stderr.decode(errors="replace")
+
+
 def test_unknown_subcommand():
     p = run_spate(["frobnicate"])
     assert_fails_with(p, "unknown command 'frobnicate'", "usage: spate <command>")

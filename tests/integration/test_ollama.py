@@ -223,3 +223,92 @@ def test_keep_alive_drives_loading_in_a_model_directory(tmp_path):
             time.sleep(0.1)
     finally:
         s.stop()
+
+
+def _health_s(s, timeout=5.0):
+    """Seconds /health takes to answer 200 (fails past timeout)."""
+    import urllib.request
+    t0 = time.monotonic()
+    with urllib.request.urlopen(s.base_url + "/health", timeout=timeout) as r:
+        assert r.status == 200
+    return time.monotonic() - t0
+
+
+def test_a_huge_keep_alive_is_refused_and_the_server_keeps_serving(tmp_path):
+    """Issue 54: keep_alive 1e300 (or 1e10, "3000000h") on a server with
+    unpinned models overflowed when converted to nanoseconds: the registry
+    thread spun at a full core, /health stopped answering, SIGTERM was ignored.
+    Above 1e9 s it is a 400 naming keep_alive; 1e9 itself and -1 keep the
+    model; /health stays fast and SIGTERM stops the server in seconds."""
+    import signal
+    from spate_server import SPATE_MODEL
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.gguf").symlink_to(SPATE_MODEL)
+    s = SpateServer("--model", tmp_path / "a.gguf", "--model", tmp_path / "b.gguf", "--kv-cache-memory", "128MiB",
+                    single=False).wait_ready()
+    try:
+        c = client(s)
+        hi = [{"role": "user", "content": "Hi"}]
+        for huge in (1e300, 1e10, "3000000h"):
+            with pytest.raises(ollama.ResponseError) as e:
+                c.chat(model="a", messages=hi, options={"num_predict": 2}, keep_alive=huge)
+            assert e.value.status_code == 400 and "keep_alive" in e.value.error, (huge, e.value.error)
+        for route, body in (("/api/chat", {"messages": hi}), ("/api/generate", {"prompt": "Hi"}), ("/api/generate", {})):
+            st, out, _ = post_json(s.base_url, route, dict(body, model="b", stream=False, keep_alive=1e300), timeout=30)
+            assert st == 400 and set(out) == {"error"} and "keep_alive" in out["error"], (route, st, out)
+        # The largest accepted value and "forever" load and keep the model; the server stays responsive.
+        assert c.chat(model="a", messages=hi, options={"num_predict": 2}, keep_alive=1e9).done
+        assert c.generate(model="b", prompt="", keep_alive=-1e300).done_reason == "load"
+        time.sleep(0.5)
+        for _ in range(3):
+            assert _health_s(s) < 2.0
+        assert {m.model for m in c.ps().models} == {"a", "b"}
+        assert c.chat(model="b", messages=hi, options={"num_predict": 2}).done
+        t0 = time.monotonic()
+        rc = s.stop(sig=signal.SIGTERM, timeout=20)
+        assert rc == 0 and time.monotonic() - t0 < 10, (rc, time.monotonic() - t0)
+    finally:
+        s.stop()
+
+
+def test_latest_tag_names_the_model_and_show_lists_tools(server):
+    """Ollama clients name models NAME:latest: accepted wherever the Ollama API
+    names a model. /api/show lists the tools capability (tool calls work with
+    every chat template here) besides completion."""
+    c = client(server)
+    tagged = MODEL_NAME + ":latest"
+    r = c.chat(model=tagged, messages=[{"role": "user", "content": "Hi"}], options=GREEDY)
+    assert r.done and r.message.content == c.chat(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}], options=GREEDY).message.content
+    assert c.generate(model=tagged, prompt="Hi", options={"num_predict": 2}).done
+    assert c.generate(model=tagged, prompt="").done_reason == "load"
+    assert len(c.embed(model=tagged, input="a cat").embeddings[0]) == 576
+    assert len(c.embeddings(model=tagged, prompt="a cat").embedding) == 576
+    show = c.show(tagged)
+    assert {"completion", "tools"} <= set(show.capabilities), show.capabilities
+    assert "tools" in c.show(MODEL_NAME).capabilities
+    with pytest.raises(ollama.ResponseError) as e:
+        c.chat(model="nope:latest", messages=[{"role": "user", "content": "x"}])
+    assert e.value.status_code == 404 and "nope:latest" in e.value.error
+    with pytest.raises(ollama.ResponseError) as e:
+        c.chat(model=MODEL_NAME + ":7b", messages=[{"role": "user", "content": "x"}])
+    assert e.value.status_code == 404  # only :latest is the untagged name
+
+
+GENERATE_TYPES = [  # (field, a value of the wrong type)
+    ("raw", "yes"), ("system", 5), ("context", "x"), ("suffix", 5), ("images", "AAAA"), ("template", 5), ("options", [1]),
+]
+
+
+@pytest.mark.parametrize("field,value", GENERATE_TYPES, ids=[f for f, _ in GENERATE_TYPES])
+def test_generate_fields_of_the_wrong_type_are_400s_naming_them(server, field, value):
+    st, out, _ = post_json(server.base_url, "/api/generate", {"model": MODEL_NAME, "prompt": "Hi", "stream": False, field: value})
+    assert st == 400 and set(out) == {"error"} and field in out["error"], (st, out)
+
+
+def test_chat_and_embed_fields_of_the_wrong_type_are_400s_naming_them(server):
+    for route, body, field in (("/api/chat", {"messages": ONE, "tools": "x"}, "tools"),
+                               ("/api/chat", {"messages": ONE, "keep_alive": [1]}, "keep_alive"),
+                               ("/api/embed", {"input": "x", "keep_alive": 1e300}, "keep_alive"),
+                               ("/api/embed", {"input": "x", "truncate": "yes"}, "truncate")):
+        st, out, _ = post_json(server.base_url, route, dict(body, model=MODEL_NAME, stream=False))
+        assert st == 400 and set(out) == {"error"} and field in out["error"], (route, st, out)

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -222,6 +224,44 @@ TEST(ModelRegistry, KeepAliveReplacesTheIdleTimeoutPerModel) {
   f.registry.set_keep_alive("c", 0);  // unload now
   EXPECT_TRUE(eventually([&] { return f.status("c") == model_status::unloaded; }));
   f.registry.set_keep_alive("nope", 1);  // unknown: ignored
+}
+
+TEST(ModelRegistry, IdleUnloadDueNeverOverflows) {
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_FALSE(idle_unload_due(now, 0));
+  EXPECT_FALSE(idle_unload_due(now, -1));
+  EXPECT_FALSE(idle_unload_due(now, std::numeric_limits<double>::quiet_NaN()));
+  for (double huge : {1e10, 1e11, 1e300, std::numeric_limits<double>::infinity()}) {
+    const auto due = idle_unload_due(now, huge);  // beyond the clock (about 292 years of ns): never, not the past
+    EXPECT_TRUE(!due || *due > now) << huge;
+  }
+  EXPECT_FALSE(idle_unload_due(now, 1e300));
+  const auto due = idle_unload_due(now, 1e9);
+  ASSERT_TRUE(due);
+  EXPECT_NEAR(std::chrono::duration<double>(*due - now).count(), 1e9, 1.0);
+  ASSERT_TRUE(idle_unload_due(now, 0.5));
+  EXPECT_EQ(*idle_unload_due(now, 0.5) - now, std::chrono::milliseconds(500));
+}
+
+// A keep_alive beyond the clock's range (Ollama's 1e300) used to overflow into
+// the past: the registry thread spun at a full core holding the lock. Now the
+// model simply stays loaded and the thread sleeps.
+TEST(ModelRegistry, AHugeKeepAliveKeepsTheModelWithoutSpinning) {
+  fixture f({spec("a"), spec("b")});
+  for (double huge : {1e300, 1e10, std::numeric_limits<double>::infinity()}) {
+    f.registry.set_keep_alive("a", huge);
+    { model_handle a = f.get("a"); }
+    timespec t0{}, t1{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t0);
+    std::this_thread::sleep_for(300ms);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
+    const double cpu_s = static_cast<double>(t1.tv_sec - t0.tv_sec) + static_cast<double>(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    EXPECT_LT(cpu_s, 0.1) << huge << ": the registry thread used " << cpu_s << " s of CPU in 0.3 s idle";
+    EXPECT_EQ(f.status("a"), model_status::loaded) << huge;
+    const auto t_get = std::chrono::steady_clock::now();
+    { model_handle b = f.get("b"); }  // others are served at once
+    EXPECT_LT(std::chrono::steady_clock::now() - t_get, 2s);
+  }
 }
 
 TEST(ModelRegistry, UnloadRouteWaitsForRunningRequests) {

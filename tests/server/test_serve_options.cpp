@@ -7,12 +7,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 namespace spate::cli {
 namespace {
 
 namespace fs = std::filesystem;
+namespace po = boost::program_options;
 
 class ApiKeyFile : public ::testing::Test {
  protected:
@@ -128,6 +130,97 @@ TEST(ServeOptions, ReasoningParserNames) {
   o.reasoning_parser = "";
   o.tool_call_parser = "openai";
   EXPECT_EQ(finish_serve_options(o), "");
+}
+
+
+// Every duration and count flag has a range; a value outside it (or NaN) is
+// refused with a message naming the flag, the range and the value.
+TEST(FinishServeOptions, DurationsOutsideTheirRangeAreRefused) {
+  struct bound_case {
+    double serve_options::*field;
+    const char* flag;
+    double bad;
+  };
+  const double not_a_number = std::numeric_limits<double>::quiet_NaN();
+  const double infinite = std::numeric_limits<double>::infinity();
+  const bound_case cases[] = {
+      {&serve_options::sse_keepalive_s, "--sse-keepalive", 1e-300},  // 2.2 million comments in 120 s before
+      {&serve_options::sse_keepalive_s, "--sse-keepalive", 0.001},
+      {&serve_options::sse_keepalive_s, "--sse-keepalive", 86401},
+      {&serve_options::sse_keepalive_s, "--sse-keepalive", not_a_number},
+      {&serve_options::header_timeout_s, "--header-timeout", 1e-300},
+      {&serve_options::body_timeout_s, "--body-timeout", infinite},
+      {&serve_options::idle_timeout_s, "--idle-timeout", 0},
+      {&serve_options::write_timeout_s, "--write-timeout", -1},
+      {&serve_options::shutdown_timeout_s, "--shutdown-timeout", 1e300},
+      {&serve_options::shutdown_timeout_s, "--shutdown-timeout", not_a_number},
+      {&serve_options::model_load_timeout_s, "--model-load-timeout", 1e-300},
+      {&serve_options::model_load_timeout_s, "--model-load-timeout", 1e10},
+      {&serve_options::model_idle_unload_s, "--model-idle-unload", 1e10},
+      {&serve_options::model_idle_unload_s, "--model-idle-unload", 1e300},
+      {&serve_options::model_idle_unload_s, "--model-idle-unload", -1},
+      {&serve_options::model_idle_unload_s, "--model-idle-unload", not_a_number},
+  };
+  for (const bound_case& c : cases) {
+    serve_options o;
+    o.*c.field = c.bad;
+    const std::string err = finish_serve_options(o);
+    EXPECT_NE(err.find(c.flag), std::string::npos) << c.flag << " " << c.bad << ": '" << err << "'";
+    EXPECT_NE(err.find("must be in ["), std::string::npos) << err;
+  }
+  serve_options edges;
+  edges.sse_keepalive_s = 0.01;
+  edges.header_timeout_s = 86400;
+  edges.shutdown_timeout_s = 0;
+  edges.model_idle_unload_s = 1e9;
+  edges.model_load_timeout_s = 0.01;
+  EXPECT_EQ(finish_serve_options(edges), "");
+}
+
+TEST(FinishServeOptions, ConnectionsAndHostAreChecked) {
+  serve_options many;
+  many.max_connections = k_max_connections + 1;
+  EXPECT_NE(finish_serve_options(many).find("--max-connections"), std::string::npos);
+  for (const char* bad : {"not-an-ip", "", "127.0.0.1:8000", "256.1.1.1", "localhost"}) {
+    serve_options o;
+    o.host = bad;
+    const std::string err = finish_serve_options(o);
+    EXPECT_NE(err.find("--host"), std::string::npos) << "'" << bad << "': " << err;
+  }
+  for (const char* ok : {"0.0.0.0", "::1", "::", "127.0.0.2"}) {
+    serve_options o;
+    o.host = ok;
+    EXPECT_EQ(finish_serve_options(o), "") << ok;
+  }
+}
+
+// "" for a name or directory flag is a mistake, refused when the options are
+// read (the exit code 2 path), never taken as "not given".
+TEST(ServeOptions, EmptyNameAndDirectoryFlagsAreRefused) {
+  for (const char* flag : {"--models-dir", "--served-model-name"}) {
+    serve_options o;
+    po::options_description desc;
+    add_serve_options(desc, o);
+    const std::string arg = std::string(flag) + "=";
+    const char* argv[] = {"spate", arg.c_str()};
+    po::variables_map vm;
+    std::string err;
+    try {
+      po::store(po::parse_command_line(2, argv, desc), vm);
+      po::notify(vm);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    EXPECT_NE(err.find(std::string(flag) + " must not be empty"), std::string::npos) << flag << ": '" << err << "'";
+  }
+  serve_options o;
+  po::options_description desc;
+  add_serve_options(desc, o);
+  const char* argv[] = {"spate", "--models-dir=/models", "--served-model-name=m"};
+  po::variables_map vm;
+  po::store(po::parse_command_line(3, argv, desc), vm);
+  EXPECT_NO_THROW(po::notify(vm));
+  EXPECT_EQ(o.models_dir, "/models");
 }
 
 }  // namespace
