@@ -113,7 +113,7 @@ route_match route_table::match(http::verb method, std::string_view path) const {
     route_params params;
     if (!match_path(compiled_[i], path, &params)) continue;
     const route& r = routes_[i];
-    m.is_public = m.is_public || r.auth == route_auth::open;
+    m.is_public = m.is_public || (r.auth == route_auth::open && routes_method(r, method));
     if (m.result != route_match::outcome::found && routes_method(r, method)) {
       m.result = route_match::outcome::found;
       m.found = &r;
@@ -129,9 +129,9 @@ route_match route_table::match(http::verb method, std::string_view path) const {
   return m;
 }
 
-bool route_table::is_public(std::string_view path) const {
+bool route_table::is_public(http::verb method, std::string_view path) const {
   for (size_t i = 0; i < routes_.size(); ++i) {
-    if (routes_[i].auth == route_auth::open && match_path(compiled_[i], path, nullptr)) return true;
+    if (routes_[i].auth == route_auth::open && routes_method(routes_[i], method) && match_path(compiled_[i], path, nullptr)) return true;
   }
   return false;
 }
