@@ -110,6 +110,7 @@ def test_routes_and_their_shapes(server):
     assert info["model_id"] == server.model_name and info["max_total_tokens"] > info["max_input_tokens"] > 0
     assert info["max_best_of"] == 1 and info["max_stop_sequences"] == 4 and info["version"]
     assert hub(server).get_endpoint_info()["model_id"] == server.model_name
+    assert server.metrics()['spate:api_requests_total{api="tgi"}'] >= 3
 
 
 def test_parameters(server):
