@@ -109,7 +109,6 @@ def test_routes_and_their_shapes(server):
         info = json.load(r)
     assert info["model_id"] == server.model_name and info["max_total_tokens"] > info["max_input_tokens"] > 0
     assert info["max_best_of"] == 1 and info["max_stop_sequences"] == 4 and info["version"]
-    assert hub(server).get_endpoint_info()["model_id"] == server.model_name
     assert server.metrics()['spate:api_requests_total{api="tgi"}'] >= 3
 
 
@@ -118,10 +117,10 @@ def test_parameters(server):
     whole = c.generate(PROMPT, max_new_tokens=12).generated_text
     words = whole.split()
     assert len(words) >= 2
-    stop = " " + words[1]
+    stop = words[1]
     r = c.generate(PROMPT, max_new_tokens=12, stop_sequences=[stop])
-    assert r.details.finish_reason == text_generation.types.FinishReason.StopSequence
-    assert stop not in r.generated_text and whole.startswith(r.generated_text)
+    assert r.details.finish_reason == text_generation.types.FinishReason.StopSequence, (whole, stop, r)
+    assert r.generated_text == whole[:whole.find(stop)], "cut before the stop sequence"
     full = c.generate(PROMPT, max_new_tokens=4, return_full_text=True).generated_text
     assert full.startswith(PROMPT) and full[len(PROMPT):] == c.generate(PROMPT, max_new_tokens=4).generated_text
     top = c.generate(PROMPT, max_new_tokens=4, top_n_tokens=3)
@@ -207,8 +206,12 @@ def test_watermark_z_scores(server, capsys):
     for i, prompt in enumerate(WATERMARK_PROMPTS):
         prev = tokenize(server, prompt)[-1]
         for watermark, out in ((True, marked), (False, plain)):
-            ids, _ = sampled_ids(server, prompt, watermark, seed=100 + i)
-            assert len(ids) >= 50, "long enough to score"
+            # The instruct model may end early: the first of a few seeds whose text is long enough to score.
+            for k in range(8):
+                ids, _ = sampled_ids(server, prompt, watermark, seed=100 + 10 * i + k)
+                if len(ids) >= 60:
+                    break
+            assert len(ids) >= 60, "long enough to score"
             out.append(watermark_detect.score(ids, 0.5, prev))
     zm = [r["z"] for r in marked]
     zp = [r["z"] for r in plain]
@@ -217,7 +220,10 @@ def test_watermark_z_scores(server, capsys):
     assert sum(zm) / len(zm) > 4 and min(zm) > 2.5, zm
     assert all(abs(z) < 3 for z in zp) and abs(sum(zp) / len(zp)) < 2, zp
     # The script from the command line, on the text (tokenized by the server's /tokenize).
-    ids, text = sampled_ids(server, WATERMARK_PROMPTS[0], True, seed=7)
+    for seed in range(7, 15):
+        ids, text = sampled_ids(server, WATERMARK_PROMPTS[0], True, seed=seed)
+        if len(ids) >= 60:
+            break
     cli = subprocess.run([sys.executable, str(ROOT / "scripts" / "watermark_detect.py"), "--url", server.base_url, "--text", text,
                           "--prompt", WATERMARK_PROMPTS[0]], capture_output=True, text=True, timeout=60, check=True)
     z_text = json.loads(cli.stdout)["z"]
