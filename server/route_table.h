@@ -69,7 +69,7 @@ struct route_match {
   const route* found = nullptr;  // outcome::found: the route (owned by the table)
   route_params params;           // outcome::found: its parameters
   std::string allow;             // outcome::method_not_allowed: the Allow header's value
-  bool is_public = false;        // some route matching the path and the method is route_auth::open
+  bool is_public = false;        // some route matching the path and the method is route_auth::open (no route for the method: the path's)
 };
 
 class route_table final : public public_routes {
