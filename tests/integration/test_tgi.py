@@ -231,3 +231,21 @@ def test_watermark_z_scores(server, capsys):
         print(f"watermark z from the text (re-tokenized): {z_text:.2f}; from the ids: "
               f"{watermark_detect.score(ids, 0.5, tokenize(server, WATERMARK_PROMPTS[0])[-1])['z']:.2f}")
     assert z_text > 2.5
+
+
+def test_post_root_with_an_api_key_beside_the_public_chat_page():
+    """GET / (the chat page) is public; TGI's POST / needs the key and takes a body (it was refused as a public route's upload)."""
+    s = SpateServer("--kv-cache-memory", "128MiB", api_key="k-tgi")
+    try:
+        s.wait_ready()
+        with urllib.request.urlopen(s.base_url + "/", timeout=30) as r:
+            assert r.status == 200 and r.headers["Content-Type"].startswith("text/html")
+        st, body, _ = post_json(s.base_url, "/", {"inputs": PROMPT, "parameters": {"max_new_tokens": 3}})
+        assert st == 401, body
+        c = text_generation.Client(s.base_url, headers={"Authorization": "Bearer k-tgi"}, timeout=300)
+        assert c.generate(PROMPT, max_new_tokens=3).details.generated_tokens == 3
+        assert [p.token.id for p in c.generate_stream(PROMPT, max_new_tokens=3)]
+        h = InferenceClient(base_url=s.base_url, api_key="k-tgi", timeout=300)
+        assert h.text_generation(PROMPT, max_new_tokens=3)
+    finally:
+        s.stop()
