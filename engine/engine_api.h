@@ -116,6 +116,17 @@ struct sampling_params {
   // May use speculative decoding when the engine has it on (the output is the
   // same either way; false opts out, e.g. to compare speeds).
   bool speculative = true;
+  // Locally typical sampling (TGI's typical_p): keep the smallest set of tokens, ordered by how
+  // close their surprisal -log p is to the entropy, holding >= typical_p of the mass. (0, 1];
+  // 1 disables it.
+  float typical_p = 1.0f;
+  // Kirchenbauer et al.'s green-list watermark (TGI's watermark): before the penalties,
+  // watermark_delta is added to the logits of the "green" tokens, a watermark_gamma fraction of
+  // the vocabulary chosen by a hash of the previous token (sampler.h, watermark_green). Depends
+  // only on this sequence's tokens. gamma in (0, 1), delta in [0, 100].
+  bool watermark = false;
+  double watermark_gamma = 0.5;
+  float watermark_delta = 2.0f;
 };
 
 // Upper bound on sampling_params::logprobs (OpenAI's limit).

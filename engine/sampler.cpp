@@ -38,7 +38,27 @@ bool precedes(std::span<const float> logits, int32_t a, int32_t b) {
   return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
 }
 
+uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+constexpr uint64_t k_watermark_salt = 0x5350415445574d4bull;  // "SPATEWMK"
+
+uint64_t watermark_threshold(double gamma) { return uint64_t(gamma * 0x1p53); }
+
 }  // namespace
+
+uint64_t watermark_hash(int32_t prev, int32_t token) {
+  const uint64_t key = mix64(uint64_t(uint32_t(prev)) ^ k_watermark_salt);
+  return mix64(key ^ uint64_t(uint32_t(token)));
+}
+
+bool watermark_green(int32_t prev, int32_t token, double gamma) {
+  return (watermark_hash(prev, token) >> 11) < watermark_threshold(gamma);
+}
 
 bool eos_set::contains(int32_t id) const { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
 
@@ -219,6 +239,34 @@ void sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   }
 }
 
+void sampler::mark_typical(double mass) {
+  // p_i = probs_[i] / mass; H = -sum p_i log p_i; score_i = |-log p_i - H|. Summed in id order.
+  const size_t n_vocab = probs_.size();
+  const double log_mass = std::log(mass);
+  double entropy = 0.0;
+  for (size_t i = 0; i < n_vocab; ++i)
+    if (probs_[i] > 0.0f) {
+      const double p = double(probs_[i]) / mass;
+      entropy -= p * (std::log(double(probs_[i])) - log_mass);
+    }
+  std::vector<double> score(n_vocab, std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < n_vocab; ++i)
+    if (probs_[i] > 0.0f) score[i] = std::fabs(log_mass - std::log(double(probs_[i])) - entropy);
+  order_.resize(n_vocab);
+  std::iota(order_.begin(), order_.end(), 0);
+  std::sort(order_.begin(), order_.end(), [&score](int32_t a, int32_t b) { return score[a] < score[b] || (score[a] == score[b] && a < b); });
+  uint64_t total = 0;
+  for (size_t i = 0; i < n_vocab; ++i) total += weight_of(probs_[i]);
+  const uint64_t need = std::clamp<uint64_t>(uint64_t(std::ceil(double(params_.typical_p) * double(total))), 1, total);
+  typical_keep_.assign(n_vocab, 0);
+  uint64_t acc = 0;
+  for (int32_t id : order_) {
+    typical_keep_[id] = 1;
+    acc += weight_of(probs_[id]);
+    if (acc >= need) break;
+  }
+}
+
 void sampler::fill_top_logprobs(std::span<const float> logits, double lse, sample_result& out) const {
   if (!params_.logprobs) return;
   const size_t n = std::min<size_t>(size_t(*params_.logprobs), logits.size());
@@ -256,6 +304,13 @@ sample_result sampler::sample(std::span<float> logits, std::span<const int32_t> 
     if (std::isnan(l)) l = neg_inf;
   for (const auto& [id, bias] : params_.logit_bias)
     if (valid(id)) logits[id] += bias;
+  if (params_.watermark && (!generated.empty() || !prompt.empty())) {
+    const int32_t prev = generated.empty() ? prompt.back() : generated.back();
+    const uint64_t key = mix64(uint64_t(uint32_t(prev)) ^ k_watermark_salt);
+    const uint64_t threshold = watermark_threshold(params_.watermark_gamma);
+    for (size_t i = 0; i < n_vocab; ++i)
+      if ((mix64(key ^ uint64_t(i)) >> 11) < threshold) logits[i] += params_.watermark_delta;
+  }
 
   // 3. min_tokens: the request may not end yet.
   if (generated.size() < size_t(std::max(params_.min_tokens, 0))) {
@@ -305,7 +360,11 @@ sample_result sampler::sample(std::span<float> logits, std::span<const int32_t> 
   const bool truncate = (params_.top_k > 0 && size_t(params_.top_k) < n_vocab) || params_.top_p < 1.0f;
   const int32_t cut = truncate ? truncation_cut(logits, max) : -1;
   const float min_p = params_.min_p;
-  auto kept = [&](int32_t i) { return (cut < 0 || !before(cut, i)) && probs_[i] >= min_p; };
+  const bool typical = params_.typical_p < 1.0f;
+  if (typical) mark_typical(mass);
+  auto kept = [&](int32_t i) {
+    return (cut < 0 || !before(cut, i)) && probs_[i] >= min_p && (!typical || typical_keep_[i]);
+  };
 
   // Draw: exact integer weights of the kept tokens, walked in id order. The best token is always
   // kept (it is first in the order and has probability 1 relative to itself), so total > 0.

@@ -52,6 +52,19 @@ struct sample_result {
   std::vector<std::pair<int32_t, float>> top_logprobs;
 };
 
+// The watermark's green list (Kirchenbauer et al., "A Watermark for Large Language Models", 2023;
+// TGI's watermark parameter): whether `token` is green after `prev`, for a green fraction gamma.
+// Our own keyed hash, no RNG state: with mix(z) the splitmix64 finalizer
+//   mix(z) = z += 0x9e3779b97f4a7c15; z = (z ^ z >> 30) * 0xbf58476d1ce4e5b9;
+//            z = (z ^ z >> 27) * 0x94d049bb133111eb; z ^ z >> 31      (64-bit wrap-around),
+//   key = mix(uint64(prev) ^ 0x5350415445574d4b), h = mix(key ^ uint64(token)),
+// the token is green iff (h >> 11) < uint64(gamma * 2^53). Each token is green independently with
+// probability gamma (the list's size is gamma * n_vocab in expectation, not exactly).
+// scripts/watermark_detect.py computes the same. prev is the token before: the last generated
+// one, or the prompt's last for the first. Pure; any thread.
+uint64_t watermark_hash(int32_t prev, int32_t token);
+bool watermark_green(int32_t prev, int32_t token, double gamma);
+
 // Threshold below which a temperature counts as greedy (as vLLM's _SAMPLING_EPS).
 inline constexpr float greedy_temperature_eps = 1e-5f;
 
@@ -67,7 +80,8 @@ class sampler {
   //
   // Pipeline (vLLM order):
   //  1. NaN logits become -inf;
-  //  2. logit_bias added;
+  //  2. logit_bias added; with watermark, watermark_delta added to the green tokens' logits
+  //     (watermark_green with the previous token: generated.back(), else prompt.back());
   //  3. while generated.size() < min_tokens: stop_token_ids and (unless ignore_eos) the eog ids
   //     are set to -inf;
   //  4. repetition_penalty on tokens in prompt or generated (positive logit / penalty, negative
@@ -75,7 +89,9 @@ class sampler {
   //     tokens in generated;
   //  5. temperature < greedy_temperature_eps: argmax, ties to the lowest id, no RNG draw;
   //     otherwise logits /= temperature, then top-k, top-p (smallest prefix of the top-k set,
-  //     in the total order, holding >= top_p of its mass), min-p (keep exp(l - l_max) >= min_p,
+  //     in the total order, holding >= top_p of its mass), typical-p (tokens ordered by
+  //     |-log p - H| ascending, H the entropy, ties to the lower id: the smallest prefix holding
+  //     >= typical_p of the whole mass), min-p (keep exp(l - l_max) >= min_p,
   //     i.e. relative to the most likely token, so its order against top-k/top-p does not
   //     matter), and one 64-bit draw from the request's RNG over the kept tokens, which are
   //     walked in id order.
@@ -103,6 +119,8 @@ class sampler {
   // Finds, among order_[0, n), the token at which the running weight (in total order) first
   // reaches need; requires 1 <= need <= total weight of order_[0, n).
   int32_t weighted_select(std::span<const float> logits, size_t n, uint64_t need);
+  // Marks typical_keep_ for typical_p, from probs_ (relative to the best token, summing to mass).
+  void mark_typical(double mass);
 
   sampling_params params_;
   rng rng_;
@@ -114,6 +132,7 @@ class sampler {
   std::vector<uint8_t> seen_;
   std::vector<int32_t> counts_;
   std::vector<int32_t> touched_;
+  std::vector<uint8_t> typical_keep_;
 };
 
 }  // namespace spate

@@ -47,6 +47,11 @@ std::string validate(const sampling_params& p, int32_t n_vocab) {
     if (!in_closed(bias, -100.0, 100.0))
       return "logit_bias values must be in [-100, 100], got " + num(double(bias)) + " for token " + num(int64_t(id));
   }
+  if (!(p.typical_p > 0.0f && p.typical_p <= 1.0f)) return "typical_p must be in (0, 1], got " + num(double(p.typical_p));
+  if (p.watermark && !(p.watermark_gamma > 0.0 && p.watermark_gamma < 1.0))
+    return "watermark_gamma must be in (0, 1), got " + num(p.watermark_gamma);
+  if (p.watermark && !in_closed(p.watermark_delta, 0.0, 100.0))
+    return "watermark_delta must be in [0, 100], got " + num(double(p.watermark_delta));
   if (p.logprobs && (*p.logprobs < 0 || *p.logprobs > max_top_logprobs))
     return "logprobs must be in [0, " + num(int64_t(max_top_logprobs)) + "], got " + num(int64_t(*p.logprobs));
   return "";

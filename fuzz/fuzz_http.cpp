@@ -61,8 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string_view path = h.target();
     path = path.substr(0, path.find('?'));
     const bool has_key = bearer_key_accepted(keys, h) || ws_key_accepted(keys, h);
-    if (!has_key && !open_routes.is_public(path)) std::abort();  // admitted without a key
-    if (open_routes.match(h.method(), path).is_public != open_routes.is_public(path)) std::abort();
+    if (!has_key && !open_routes.is_public(h.method(), path)) std::abort();  // admitted without a key
+    if (open_routes.match(h.method(), path).is_public != open_routes.is_public(h.method(), path)) std::abort();
   }
   if (!denied && has_body(h) && !(bearer_key_accepted(keys, h) || ws_key_accepted(keys, h))) {
     std::abort();  // a keyless request would make the server buffer its body

@@ -12,6 +12,7 @@
 #include "server/api_tokenize.h"
 #include "server/api_embeddings.h"
 #include "server/api_profile.h"
+#include "server/api_tgi.h"
 #include "server/metrics.h"
 #include "server/request_admission.h"
 #include "server/ui_assets.h"
@@ -166,6 +167,7 @@ route_table api_routes(bool ui_enabled) {
   t.add({{verb::post}, "/stop_profile", route_auth::api_key, flag(handle_profile, false)});
   t.add({{verb::post}, "/tokenize", route_auth::api_key, flag(handle_tokenize, true)});
   t.add({{verb::post}, "/detokenize", route_auth::api_key, flag(handle_tokenize, false)});
+  add_tgi_routes(t);
   return t;
 }
 

@@ -148,7 +148,7 @@ class metrics_writer_impl {
 
 constexpr std::array<std::string_view, 3> k_success_reasons = {"stop", "length", "abort"};
 constexpr std::array<std::string_view, 4> k_reject_reasons = {"invalid", "context_length", "queue_full", "other"};
-constexpr std::array<std::string_view, 3> k_apis = {"openai", "anthropic", "ollama"};
+constexpr std::array<std::string_view, 4> k_apis = {"openai", "anthropic", "ollama", "tgi"};
 constexpr std::array<std::string_view, 4> k_unload_reasons = {"idle", "capacity", "memory", "request"};
 
 }  // namespace

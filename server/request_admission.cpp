@@ -81,7 +81,7 @@ std::optional<head_denial> admit_request_head(const http::request_header<>& h, c
     }
   }
   if (keys.empty()) return std::nullopt;
-  if (h.method() == http::verb::options || routes.is_public(path_of(h.target()))) {
+  if (h.method() == http::verb::options || routes.is_public(h.method(), path_of(h.target()))) {
     // Served without a key, so never worth a body: a keyless client must not make the server buffer one.
     if (!has_body(h)) return std::nullopt;
     return head_denial{http::status::payload_too_large,

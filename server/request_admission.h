@@ -56,8 +56,9 @@ std::string_view path_of(std::string_view target);
 class public_routes {
  public:
   virtual ~public_routes() = default;
-  // `path` has no query.
-  virtual bool is_public(std::string_view path) const = 0;
+  // `path` has no query. Per method: a path may be open for GET (the chat page
+  // at /) and need the key for POST (TGI's POST /).
+  virtual bool is_public(http::verb method, std::string_view path) const = 0;
 };
 
 // True when the Authorization header is "Bearer <one of keys>" (scheme

@@ -109,11 +109,13 @@ void route_table::add(route r) {
 route_match route_table::match(http::verb method, std::string_view path) const {
   route_match m;
   std::vector<http::verb> allowed;
+  bool path_public = false;  // some open route on the path, for any method
   for (size_t i = 0; i < routes_.size(); ++i) {
     route_params params;
     if (!match_path(compiled_[i], path, &params)) continue;
     const route& r = routes_[i];
-    m.is_public = m.is_public || r.auth == route_auth::open;
+    m.is_public = m.is_public || (r.auth == route_auth::open && routes_method(r, method));
+    path_public = path_public || r.auth == route_auth::open;
     if (m.result != route_match::outcome::found && routes_method(r, method)) {
       m.result = route_match::outcome::found;
       m.found = &r;
@@ -122,6 +124,7 @@ route_match route_table::match(http::verb method, std::string_view path) const {
     allowed.insert(allowed.end(), r.methods.begin(), r.methods.end());
   }
   if (m.result == route_match::outcome::found) return m;
+  m.is_public = path_public;  // no route for the method: the path's 405 is as public as the path
   if (!allowed.empty()) {
     m.result = route_match::outcome::method_not_allowed;
     m.allow = allow_header_value(allowed);
@@ -129,11 +132,12 @@ route_match route_table::match(http::verb method, std::string_view path) const {
   return m;
 }
 
-bool route_table::is_public(std::string_view path) const {
+bool route_table::is_public(http::verb method, std::string_view path) const {
   for (size_t i = 0; i < routes_.size(); ++i) {
-    if (routes_[i].auth == route_auth::open && match_path(compiled_[i], path, nullptr)) return true;
+    if (routes_[i].auth == route_auth::open && routes_method(routes_[i], method) && match_path(compiled_[i], path, nullptr)) return true;
   }
-  return false;
+  // No route for the method on the path (a 405): public when the path is.
+  return match(method, path).is_public;
 }
 
 }  // namespace spate

@@ -69,7 +69,7 @@ struct route_match {
   const route* found = nullptr;  // outcome::found: the route (owned by the table)
   route_params params;           // outcome::found: its parameters
   std::string allow;             // outcome::method_not_allowed: the Allow header's value
-  bool is_public = false;        // some route matching the path is route_auth::open
+  bool is_public = false;        // some route matching the path and the method is route_auth::open (no route for the method: the path's)
 };
 
 class route_table final : public public_routes {
@@ -82,7 +82,7 @@ class route_table final : public public_routes {
   route_match match(http::verb method, std::string_view path) const;
   // True when a route matching path is public (any method): such requests
   // need no API key, and are still served while the server drains.
-  bool is_public(std::string_view path) const override;
+  bool is_public(http::verb method, std::string_view path) const override;
   std::span<const route> routes() const { return routes_; }
 
  private:

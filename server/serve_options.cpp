@@ -80,6 +80,10 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("idle-timeout", po::value(&o.idle_timeout_s)->default_value(o.idle_timeout_s), "seconds a keep-alive connection may wait for its next request")
       ("write-timeout", po::value(&o.write_timeout_s)->default_value(o.write_timeout_s), "seconds one write may wait on a client that does not read")
       ("sse-keepalive", po::value(&o.sse_keepalive_s)->default_value(o.sse_keepalive_s), "seconds without data before an SSE keep-alive comment")
+      ("watermark-gamma", po::value(&o.watermark_gamma)->default_value(o.watermark_gamma, "0.5"),
+       "TGI's watermark (parameters.watermark): the fraction of the vocabulary on each step's green list, in (0, 1)")
+      ("watermark-delta", po::value(&o.watermark_delta)->default_value(o.watermark_delta, "2"),
+       "TGI's watermark: the bias added to the green tokens' logits, in [0, 100]")
       ("shutdown-timeout", po::value(&o.shutdown_timeout_s)->default_value(o.shutdown_timeout_s), "seconds to drain requests in flight on shutdown");
 }
 
@@ -108,6 +112,8 @@ std::string finish_serve_options(serve_options& o) {
   }
   if (!o.pooling.empty() && o.pooling != "mean" && o.pooling != "last" && o.pooling != "cls")
     return "--pooling must be one of mean, last, cls; got '" + o.pooling + "'";
+  if (!(o.watermark_gamma > 0 && o.watermark_gamma < 1)) return "--watermark-gamma must be in (0, 1)";
+  if (!(o.watermark_delta >= 0 && o.watermark_delta <= 100)) return "--watermark-delta must be in [0, 100]";
   if (o.json_whitespace != "bounded" && o.json_whitespace != "compact")
     return "--json-whitespace must be bounded or compact; got '" + o.json_whitespace + "'";
   if (!o.reasoning_parser.empty() && !api::reasoning_parser_from_name(o.reasoning_parser))

@@ -68,6 +68,9 @@ struct serve_options {
   double idle_timeout_s = 60.0;         // --idle-timeout: keep-alive connection with no request
   double write_timeout_s = 30.0;        // --write-timeout: one write to a client that does not read
   double sse_keepalive_s = 5.0;         // --sse-keepalive: comment line while no token was sent
+  // TGI's watermark (parameters.watermark; engine/sampler.h watermark_green):
+  double watermark_gamma = 0.5;         // --watermark-gamma: green fraction of the vocabulary, (0, 1)
+  float watermark_delta = 2.0f;         // --watermark-delta: logit bias of green tokens, [0, 100]
   double shutdown_timeout_s = 30.0;     // --shutdown-timeout: drain before in-flight requests are cancelled
   // The step profiler (POST /start_profile, /stop_profile), from the
   // environment as in vLLM: SPATE_PROFILER_ENABLED=true turns the routes on;

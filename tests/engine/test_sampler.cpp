@@ -672,5 +672,97 @@ TEST(SamplingParamsValidate, Messages) {
   }
 }
 
+// The watermark's hash is an interface: scripts/watermark_detect.py computes the same values.
+TEST(SamplerWatermark, HashMatchesTheDetectorScript) {
+  EXPECT_EQ(watermark_hash(0, 0), 0x95a52adb82a16485ull);
+  EXPECT_EQ(watermark_hash(1, 2), 0xda42b52fa6c6c7cdull);
+  EXPECT_EQ(watermark_hash(12345, 678), 0xd11a56c53b787ce9ull);
+  EXPECT_EQ(watermark_hash(49151, 3), 0x78fb347e9f8c1e79ull);
+  EXPECT_TRUE(watermark_green(49151, 3, 0.5));
+  EXPECT_FALSE(watermark_green(49151, 3, 0.25));
+  int n_half = 0, n_quarter = 0;
+  for (int32_t t = 0; t < 10000; ++t) {
+    n_half += watermark_green(7, t, 0.5);
+    n_quarter += watermark_green(7, t, 0.25);
+  }
+  EXPECT_EQ(n_half, 4921);
+  EXPECT_EQ(n_quarter, 2451);
+}
+
+TEST(SamplerWatermark, BiasesExactlyTheGreenTokensOfThePreviousToken) {
+  sampling_params p = greedy();
+  p.watermark = true;
+  p.watermark_gamma = 0.5;
+  p.watermark_delta = 2.0f;
+  sampler s(p, 1);
+  const std::vector<int32_t> prompt = {5, 9};
+  const std::vector<int32_t> generated = {31};
+  for (const auto& [gen, prev] : {std::pair{no_tokens, int32_t(9)}, std::pair{generated, int32_t(31)}}) {
+    std::vector<float> l(512, 1.0f);
+    s.sample(l, prompt, gen, no_eos);
+    int n_green = 0;
+    for (int32_t t = 0; t < 512; ++t) {
+      const bool g = watermark_green(prev, t, 0.5);
+      EXPECT_FLOAT_EQ(l[t], g ? 3.0f : 1.0f) << t;
+      n_green += g;
+    }
+    EXPECT_GT(n_green, 200);
+    EXPECT_LT(n_green, 312);
+  }
+  // Off: the logits are left alone.
+  sampler plain(greedy(), 1);
+  std::vector<float> l(64, 1.0f);
+  plain.sample(l, prompt, generated, no_eos);
+  for (float x : l) EXPECT_EQ(x, 1.0f);
+}
+
+TEST(SamplerWatermark, SampledTokensAreMostlyGreen) {
+  sampling_params p;
+  p.watermark = true;
+  p.seed = 3;
+  sampler s(p, 1);
+  std::vector<int32_t> gen = {0};
+  int n_green = 0;
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) {
+    std::vector<float> l(256, 0.0f);  // uniform: without the bias half the draws would be green
+    const int32_t t = s.sample(l, no_tokens, gen, no_eos).token;
+    n_green += watermark_green(gen.back(), t, 0.5);
+    gen.push_back(t);
+  }
+  // delta 2: a green token is e^2 times as likely, so about e^2 / (1 + e^2) = 0.88 of the draws.
+  EXPECT_NEAR(double(n_green) / n, 0.88, 0.03);
+}
+
+TEST(SamplerTypicalP, KeepsTheTokensClosestToTheEntropy) {
+  // p = 0.5, 0.3, 0.15, 0.05: H = 1.142 nats; |-log p - H| = 0.449, 0.062, 0.755, 1.854, so the
+  // order is 1, 0, 2, 3 and typical_p 0.75 keeps {1, 0} (0.8 of the mass).
+  sampling_params p;
+  p.typical_p = 0.75f;
+  const auto f = frequencies(p, logits_of({0.5, 0.3, 0.15, 0.05}), 6000);
+  EXPECT_EQ(f[2] + f[3], 0.0);
+  EXPECT_NEAR(f[0], 0.5 / 0.8, 0.03);
+  EXPECT_NEAR(f[1], 0.3 / 0.8, 0.03);
+  // Typical-p 0.2 keeps the single most typical token, which is not the most likely one.
+  p.typical_p = 0.2f;
+  const auto g = frequencies(p, logits_of({0.5, 0.3, 0.15, 0.05}), 500);
+  EXPECT_EQ(g[1], 1.0);
+}
+
+TEST(SamplingParamsValidate, WatermarkAndTypicalP) {
+  sampling_params p;
+  p.typical_p = 0.0f;
+  EXPECT_EQ(validate(p, 10), "typical_p must be in (0, 1], got 0");
+  p.typical_p = 1.0f;
+  p.watermark = true;
+  p.watermark_gamma = 1.0;
+  EXPECT_EQ(validate(p, 10), "watermark_gamma must be in (0, 1), got 1");
+  p.watermark_gamma = 0.25;
+  p.watermark_delta = -1.0f;
+  EXPECT_EQ(validate(p, 10), "watermark_delta must be in [0, 100], got -1");
+  p.watermark_delta = 2.0f;
+  EXPECT_EQ(validate(p, 10), "");
+}
+
 }  // namespace
 }  // namespace spate

@@ -99,26 +99,29 @@ TEST(RouteTable, MethodMismatchListsTheAllowedMethods) {
   EXPECT_EQ(allow_header_value(std::vector<verb>{verb::patch, verb::put, verb::get}), "GET, HEAD, PUT, PATCH");
 }
 
-TEST(RouteTable, PublicIsPerPathAndFirstRouteWins) {
+TEST(RouteTable, PublicIsPerPathAndMethodAndFirstRouteWins) {
   route_table t;
   t.add({{verb::get}, "/p/{x}", route_auth::open, noop()});
   t.add({{verb::post}, "/p/{x}", route_auth::api_key, noop()});
   t.add({{verb::get}, "/p/special", route_auth::api_key, noop()});
-  EXPECT_TRUE(t.is_public("/p/a"));
-  EXPECT_FALSE(t.is_public("/p"));
-  EXPECT_FALSE(t.is_public("/q"));
-  // The first route added wins; the path is public when any matching route is.
+  EXPECT_TRUE(t.is_public(verb::get, "/p/a"));
+  EXPECT_TRUE(t.is_public(verb::head, "/p/a")) << "GET answers HEAD";
+  EXPECT_FALSE(t.is_public(verb::post, "/p/a")) << "POST on the path needs the key";
+  EXPECT_TRUE(t.is_public(verb::put, "/p/a")) << "no route for PUT: the path's 405 is public";
+  EXPECT_FALSE(t.is_public(verb::get, "/p"));
+  EXPECT_FALSE(t.is_public(verb::get, "/q"));
+  // The first route added wins; the path is public for a method when any matching route for it is.
   route_match m = t.match(verb::get, "/p/special");
   EXPECT_EQ(m.found, &t.routes()[0]);
   EXPECT_TRUE(m.is_public);
   m = t.match(verb::post, "/p/a");
   EXPECT_EQ(m.found, &t.routes()[1]);
-  EXPECT_TRUE(m.is_public) << "is_public is the path's, as the head admission sees it";
+  EXPECT_FALSE(m.is_public) << "is_public is the method's, as the head admission sees it";
 }
 
 TEST(ApiRoutes, TheServersTable) {
   const route_table t = api_routes(true);
-  for (const char* p : {"/health", "/ready", "/metrics", "/", "/index.html", "/ui/chat.js", "/ui/", "/v1/models", "/v1/models/m"}) {
+  for (const char* p : {"/health", "/ready", "/metrics", "/index.html", "/ui/chat.js", "/ui/", "/v1/models", "/v1/models/m", "/info"}) {
     EXPECT_EQ(t.match(verb::get, p).result, outcome::found) << p;
     EXPECT_EQ(t.match(verb::head, p).result, outcome::found) << p;
     const route_match m = t.match(verb::post, p);
@@ -126,16 +129,22 @@ TEST(ApiRoutes, TheServersTable) {
     EXPECT_EQ(m.allow, "GET, HEAD") << p;
   }
   for (const char* p : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/start_profile",
-                        "/stop_profile", "/tokenize", "/detokenize"}) {
+                        "/stop_profile", "/tokenize", "/detokenize", "/generate", "/generate_stream"}) {
     EXPECT_EQ(t.match(verb::post, p).result, outcome::found) << p;
     const route_match m = t.match(verb::get, p);
     EXPECT_EQ(m.result, outcome::method_not_allowed) << p;
     EXPECT_EQ(m.allow, "POST") << p;
-    EXPECT_FALSE(t.is_public(p)) << p;
+    EXPECT_FALSE(t.is_public(verb::post, p)) << p;
   }
+  // The chat page at GET / (public) and TGI's POST / (with the key).
+  EXPECT_EQ(t.match(verb::get, "/").result, outcome::found);
+  EXPECT_EQ(t.match(verb::post, "/").result, outcome::found);
+  EXPECT_TRUE(t.is_public(verb::get, "/"));
+  EXPECT_FALSE(t.is_public(verb::post, "/"));
+  EXPECT_FALSE(t.match(verb::post, "/").is_public);
   // Public: the probes, the scraper and the chat page; nothing else.
-  for (const char* p : {"/health", "/ready", "/metrics", "/", "/index.html", "/ui/x"}) EXPECT_TRUE(t.is_public(p)) << p;
-  for (const char* p : {"/v1/models", "/v1/models/m", "/healthz", "/nope", "/ui"}) EXPECT_FALSE(t.is_public(p)) << p;
+  for (const char* p : {"/health", "/ready", "/metrics", "/", "/index.html", "/ui/x"}) EXPECT_TRUE(t.is_public(verb::get, p)) << p;
+  for (const char* p : {"/v1/models", "/v1/models/m", "/healthz", "/nope", "/ui", "/info"}) EXPECT_FALSE(t.is_public(verb::get, p)) << p;
   // A model id may hold slashes (org/model), and may be empty.
   route_match m = t.match(verb::get, "/v1/models/org/test-model");
   ASSERT_EQ(m.result, outcome::found);
@@ -143,10 +152,12 @@ TEST(ApiRoutes, TheServersTable) {
   EXPECT_EQ(t.match(verb::get, "/v1/models/").params.get("id"), "");
   // Without the chat page its paths are unknown and not public.
   const route_table no_ui = api_routes(false);
-  for (const char* p : {"/", "/index.html", "/ui/chat.js"}) {
+  for (const char* p : {"/index.html", "/ui/chat.js"}) {
     EXPECT_EQ(no_ui.match(verb::get, p).result, outcome::not_found) << p;
-    EXPECT_FALSE(no_ui.is_public(p)) << p;
+    EXPECT_FALSE(no_ui.is_public(verb::get, p)) << p;
   }
+  EXPECT_EQ(no_ui.match(verb::get, "/").result, outcome::method_not_allowed) << "only TGI's POST /";
+  EXPECT_FALSE(no_ui.is_public(verb::get, "/"));
   EXPECT_EQ(no_ui.routes().size() + 3, t.routes().size());
 }
 
@@ -252,8 +263,8 @@ TEST(Router, ChatPageFollowsDisableUi) {
   o.disable_ui = true;
   test_context off(o);
   res = dispatch(off.ctx, verb::get, "/");
-  EXPECT_EQ(res.result(), http::status::not_found);
-  EXPECT_EQ(error_of(res.body()).at("message"), "no route for GET /");
+  EXPECT_EQ(res.result(), http::status::method_not_allowed) << "only TGI's POST / is left";
+  EXPECT_EQ(res[http::field::allow], "POST");
 }
 
 TEST(Router, AddedRoutesGetTheirParameters) {
