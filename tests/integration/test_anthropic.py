@@ -21,7 +21,7 @@ WEATHER = {"name": "get_weather", "description": "Get the current weather of a c
 
 @pytest.fixture(scope="module")
 def server():
-    s = SpateServer("--kv-cache-memory", "256MiB", "--tool-call-parser", "hermes", api_key=KEY)
+    s = SpateServer("--kv-cache-memory", "256MiB", "--tool-call-parser", "hermes", "--strict-model-names", api_key=KEY)
     try:
         s.wait_ready()
         yield s
