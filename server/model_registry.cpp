@@ -130,7 +130,8 @@ model_registry::entry* model_registry::find_any_entry(std::string_view id) const
 model_registry::entry* model_registry::resolve_request_entry_locked(std::string_view id) {
   const std::string_view want = id.empty() ? std::string_view(default_id_) : id;
   if (entry* e = find_entry(want)) return e;
-  if (opts_.strict_model_names) return nullptr;
+  // A removed adapter's name stays a 404: its requests must not silently get the base model.
+  if (opts_.strict_model_names || find_any_entry(want)) return nullptr;
   entry* only = nullptr;
   for (const auto& e : entries_) {
     if (e->removed) continue;
