@@ -253,6 +253,7 @@ void serve(const sigset_t& sigs, const serve_command_options& opts, std::vector<
   ro.memory_budget_bytes = so.models_memory_budget_bytes;
   ro.idle_unload_s = so.model_idle_unload_s;
   ro.max_waiting = opts.engine.max_queued_requests;
+  ro.strict_model_names = so.strict_model_names;
   model_registry registry(std::move(specs), [&catalog, &builder](const model_spec& s) -> std::unique_ptr<serving_model> {
     for (const auto& m : catalog)
       if (m.spec.id == s.id) return builder.build(m);

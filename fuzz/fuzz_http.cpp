@@ -51,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const char* p : {"/", "/index.html", "/ui/{file...}", "/health", "/ready", "/metrics"}) {
       t.add({{http::verb::get}, p, route_auth::open, nullptr});
     }
-    t.add({{http::verb::get}, "/v1/models/{id...}", route_auth::api_key, nullptr});
+    t.add({{http::verb::get}, "/v1/models/{id...}", route_auth::api_key_anthropic, nullptr});
+    t.add({{http::verb::post}, "/v1/completions", route_auth::api_key, nullptr});
     return t;
   }();
   static const route_table no_routes;
@@ -60,11 +61,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!denied && !cors_policy::is_preflight(h) && h.method() != http::verb::options) {
     std::string_view path = h.target();
     path = path.substr(0, path.find('?'));
-    const bool has_key = bearer_key_accepted(keys, h) || ws_key_accepted(keys, h);
+    const bool has_key = bearer_key_accepted(keys, h) || ws_key_accepted(keys, h) ||
+                         (open_routes.takes_x_api_key(path) && x_api_key_accepted(keys, h));
     if (!has_key && !open_routes.is_public(h.method(), path)) std::abort();  // admitted without a key
     if (open_routes.match(h.method(), path).is_public != open_routes.is_public(h.method(), path)) std::abort();
   }
-  if (!denied && has_body(h) && !(bearer_key_accepted(keys, h) || ws_key_accepted(keys, h))) {
+  if (!denied && has_body(h) &&
+      !(bearer_key_accepted(keys, h) || ws_key_accepted(keys, h) ||
+        (open_routes.takes_x_api_key(path_of(h.target())) && x_api_key_accepted(keys, h)))) {
     std::abort();  // a keyless request would make the server buffer its body
   }
   if (denied) return 0;  // the session answers and closes: the body is never read

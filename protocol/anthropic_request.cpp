@@ -1,5 +1,6 @@
 #include "protocol/anthropic_request.h"
 
+#include <cctype>
 #include <set>
 
 namespace spate::api {
@@ -206,6 +207,42 @@ std::optional<api_error> translate_thinking(const json::value& v, json::object& 
   return std::nullopt;
 }
 
+// An error of the translated chat request names the client's field instead
+// of the chat field it became: in param (the field or a prefix of it) and in
+// the message (quoted 'name', name[ or name. after a non-name character, or
+// the name opening the message).
+void rename_field(api_error& e, std::string_view chat, std::string_view client) {
+  const bool in_param = e.param == chat || (e.param.size() > chat.size() && e.param.starts_with(chat) &&
+                                            (e.param[chat.size()] == '[' || e.param[chat.size()] == '.'));
+  if (!in_param) return;
+  e.param = std::string(client) + e.param.substr(chat.size());
+  auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out;
+  std::string_view m = e.message;
+  for (size_t i = 0; i < m.size();) {
+    const bool starts = m.substr(i).starts_with(chat) && (i == 0 || !name_char(m[i - 1]));
+    const char next = i + chat.size() < m.size() ? m[i + chat.size()] : '\0';
+    const bool quoted = starts && i > 0 && m[i - 1] == '\'' && next == '\'';
+    const bool indexed = starts && (next == '[' || next == '.');
+    const bool opening = starts && i == 0 && next == ' ';
+    if (quoted || indexed || opening) {
+      out += client;
+      i += chat.size();
+    } else {
+      out += m[i++];
+    }
+  }
+  e.message = std::move(out);
+}
+
+// The chat fields the translation writes, by the Anthropic field they came from.
+void name_client_fields(api_error& e) {
+  rename_field(e, "thinking_token_budget", "thinking.budget_tokens");
+  rename_field(e, "chat_template_kwargs", "thinking");
+  rename_field(e, "stop", "stop_sequences");
+  rename_field(e, "parallel_tool_calls", "tool_choice.disable_parallel_tool_use");
+}
+
 // The top-level fields handled here; others are passed through (sampling) or listed as unknown.
 const std::set<std::string, std::less<>>& known_fields() {
   static const std::set<std::string, std::less<>> k = {"model", "messages", "system", "max_tokens", "stop_sequences", "temperature",
@@ -279,8 +316,12 @@ std::optional<api_error> parse_messages_request(std::string_view body, parsed_re
   if (const json::value* md = in.if_contains("metadata"); md && !md->is_null() && !md->is_object())
     return bad("metadata: must be an object", "metadata");
   if (count_only) chat["max_tokens"] = 1;
-  if (auto err = parse_request(endpoint::chat_completions, json::serialize(chat), out)) return err;
+  if (auto err = parse_request(endpoint::chat_completions, json::serialize(chat), out)) {
+    name_client_fields(*err);
+    return err;
+  }
   out.kind = endpoint::messages;
+  out.thinking_budget_field = "thinking.budget_tokens";
   out.unknown_fields.clear();
   for (const auto& kv : in)
     if (!known_fields().count(kv.key())) out.unknown_fields.emplace_back(kv.key());

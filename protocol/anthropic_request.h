@@ -17,6 +17,8 @@
 //   thinking {type enabled|disabled, budget_tokens} -> chat_template_kwargs.enable_thinking,
 //     thinking_token_budget
 //   metadata, anthropic-version: accepted and ignored
+// Errors name the client's fields (thinking.budget_tokens, stop_sequences),
+// never the chat fields they were translated into.
 // A tool_result naming no earlier tool_use id is a 400. Unknown fields are
 // listed in unknown_fields (logged), as for OpenAI's routes.
 //

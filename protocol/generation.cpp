@@ -303,7 +303,8 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     return e;
   }
   if (r.thinking_token_budget && !out.reasoning && !out.harmony) {
-    return bad("'thinking_token_budget' needs a reasoning parser; this server has none (--reasoning-parser)", "thinking_token_budget");
+    return bad("'" + r.thinking_budget_field + "' needs a reasoning parser; this server has none (--reasoning-parser)",
+               r.thinking_budget_field);
   }
   out.params = r.params;
   out.n = r.n;

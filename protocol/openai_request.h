@@ -134,6 +134,8 @@ struct parsed_request {
   // chat (vLLM's thinking_token_budget): at most this many tokens of
   // reasoning, then "</think>" is forced; needs a think-tag reasoning parser.
   std::optional<int32_t> thinking_token_budget;
+  // The client's name of that field, for errors: Anthropic's is thinking.budget_tokens.
+  std::string thinking_budget_field = "thinking_token_budget";
   // chat's reasoning_effort, the Responses API's reasoning.effort: "low",
   // "medium" or "high", also set as the template variable reasoning_effort
   // (gpt-oss's template writes it into its system message; templates that do

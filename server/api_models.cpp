@@ -139,10 +139,18 @@ boost::asio::awaitable<void> handle_models(server_context& ctx, http_exchange& e
 
 boost::asio::awaitable<void> handle_model(server_context& ctx, http_exchange& ex, http_io& io, const route_params& params) {
   const unsigned v = ex.req.version();
-  const std::string_view id = params.get("id");
-  const std::optional<model_row> r = ctx.models->find(id);
+  // Clients percent-encode ids with spaces, '/' or non-ASCII characters.
+  const std::optional<std::string> id = percent_decode(params.get("id"));
+  if (!id) {
+    co_await io.write_response(ex, make_error_response(http::status::bad_request,
+                                                       "the model id in the path is not valid percent-encoded UTF-8 (a '%' must "
+                                                       "start a %XX escape of two hex digits)",
+                                                       "", v, "model"));
+    co_return;
+  }
+  const std::optional<model_row> r = ctx.models->find(*id);
   if (!r) {
-    co_await io.write_response(ex, make_error_response(http::status::not_found, "The model '" + std::string(id) + "' does not exist",
+    co_await io.write_response(ex, make_error_response(http::status::not_found, "The model '" + *id + "' does not exist",
                                                        "model_not_found", v, "model"));
     co_return;
   }

@@ -83,16 +83,14 @@ http::response<http::string_body> make_error_response(http::status st, std::stri
 }
 
 http::response<http::string_body> make_api_error_response(api::endpoint api, const api::api_error& e, unsigned version) {
-  if (api == api::endpoint::ollama_chat || api == api::endpoint::ollama_generate) {
-    auto res = make_json_response(static_cast<http::status>(e.status), api::ollama_error_body(e.message), version);
-    if (e.status == 429 || e.status == 503) res.set(http::field::retry_after, "1");
-    return res;
-  }
-  if (api != api::endpoint::messages) {
+  const bool ollama = api == api::endpoint::ollama_chat || api == api::endpoint::ollama_generate;
+  if (!ollama && api != api::endpoint::messages) {
     return make_error_response(static_cast<http::status>(e.status), e.message, e.code, version, e.param);
   }
-  auto res = make_json_response(static_cast<http::status>(e.status), api::anthropic_error_body(e.status, e.message), version);
+  auto res = make_json_response(static_cast<http::status>(e.status),
+                                ollama ? api::ollama_error_body(e.message) : api::anthropic_error_body(e.status, e.message), version);
   if (e.status == 429 || e.status == 503) res.set(http::field::retry_after, "1");
+  if (e.status == 401) res.set(http::field::www_authenticate, "Bearer");
   return res;
 }
 
@@ -113,7 +111,8 @@ void log_access(const server_context& ctx, const http_exchange& ex) {
     auto l = spdlog::default_logger()->clone("access");
     return l;
   }();
-  const std::string target(ex.req.target());
+  // A credential a client put in the query never reaches the log (request_admission.h).
+  const std::string target = redact_target(ex.req.target(), *ctx.api_keys());
   access->info("{} {} {} {} prompt_tokens={} completion_tokens={} ttft={} duration={:.3f}s finish_reason={}", ex.request_id,
                ex.req.method_string().empty() ? "-" : std::string(ex.req.method_string()), target.empty() ? "-" : target,
                ex.status, ex.prompt_tokens, ex.completion_tokens,
@@ -149,9 +148,10 @@ route_table api_routes(bool ui_enabled) {
   t.add({{verb::get}, "/health", route_auth::open, plain(handle_health)});
   t.add({{verb::get}, "/ready", route_auth::open, plain(handle_ready)});
   t.add({{verb::get}, "/metrics", route_auth::open, plain(handle_metrics)});
-  t.add({{verb::get}, "/v1/models", route_auth::api_key, plain(handle_models)});
+  // Anthropic's clients call /v1/models and /v1/messages* with the key in x-api-key.
+  t.add({{verb::get}, "/v1/models", route_auth::api_key_anthropic, plain(handle_models)});
   t.add({{verb::get}, "/models", route_auth::api_key, plain(handle_models)});
-  t.add({{verb::get}, "/v1/models/{id...}", route_auth::api_key, handle_model});
+  t.add({{verb::get}, "/v1/models/{id...}", route_auth::api_key_anthropic, handle_model});
   t.add({{verb::post}, "/models/load", route_auth::api_key, flag(handle_model_load, true)});
   t.add({{verb::post}, "/models/unload", route_auth::api_key, flag(handle_model_load, false)});
   t.add({{verb::post}, "/v1/load_lora_adapter", route_auth::api_key, flag(handle_lora_adapter, true)});
@@ -159,8 +159,8 @@ route_table api_routes(bool ui_enabled) {
   t.add({{verb::post}, "/v1/completions", route_auth::api_key, generate(api::endpoint::completions)});
   t.add({{verb::post}, "/v1/chat/completions", route_auth::api_key, generate(api::endpoint::chat_completions)});
   t.add({{verb::post}, "/v1/responses", route_auth::api_key, generate(api::endpoint::responses)});
-  t.add({{verb::post}, "/v1/messages", route_auth::api_key, generate(api::endpoint::messages)});
-  t.add({{verb::post}, "/v1/messages/count_tokens", route_auth::api_key, plain(handle_count_tokens)});
+  t.add({{verb::post}, "/v1/messages", route_auth::api_key_anthropic, generate(api::endpoint::messages)});
+  t.add({{verb::post}, "/v1/messages/count_tokens", route_auth::api_key_anthropic, plain(handle_count_tokens)});
   add_ollama_routes(t, generate(api::endpoint::ollama_chat), generate(api::endpoint::ollama_generate));
   t.add({{verb::post}, "/v1/embeddings", route_auth::api_key, [](server_context& ctx, http_exchange& ex, http_io& io, const route_params&) { return handle_embeddings(ctx, ex, io); }});
   t.add({{verb::post}, "/start_profile", route_auth::api_key, flag(handle_profile, true)});
@@ -188,10 +188,13 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
   }
   // The API key and the Origin were checked on the head (request_admission.h).
   const route_match m = ctx.routes.match(ex.req.method(), path);
+  // Errors before a handler runs, in the shape of the API the path belongs to.
+  const api::endpoint shape = api_of_path(path);
   if (ctx.draining.load() && !m.is_public) {
     // A request on a keep-alive connection opened before the drain: no new
     // work; the connection closes after this answer.
-    co_await io.write_response(ex, make_error_response(http::status::service_unavailable, "the server is shutting down", "", v));
+    const api::api_error e{503, "the server is shutting down", "", "", ""};
+    co_await io.write_response(ex, make_api_error_response(shape, e, v));
     co_return;
   }
   switch (m.result) {
@@ -199,8 +202,8 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
       co_await m.found->handler(ctx, ex, io, m.params);
       co_return;
     case route_match::outcome::method_not_allowed: {
-      auto res = make_error_response(http::status::method_not_allowed,
-                                     "method " + std::string(ex.req.method_string()) + " is not allowed on " + std::string(path), "", v);
+      const api::api_error e{405, "method " + std::string(ex.req.method_string()) + " is not allowed on " + std::string(path), "", "", ""};
+      auto res = make_api_error_response(shape, e, v);
       res.set(http::field::allow, m.allow);
       co_await io.write_response(ex, std::move(res));
       co_return;
@@ -208,9 +211,8 @@ boost::asio::awaitable<void> handle_http_request(server_context& ctx, http_excha
     case route_match::outcome::not_found:
       break;
   }
-  co_await io.write_response(ex, make_error_response(http::status::not_found, "no route for " + std::string(ex.req.method_string()) + " " +
-                                                                                  std::string(path),
-                                                     "not_found", v));
+  const api::api_error e{404, "no route for " + std::string(ex.req.method_string()) + " " + std::string(path), "", "", "not_found"};
+  co_await io.write_response(ex, make_api_error_response(shape, e, v));
 }
 
 }  // namespace spate

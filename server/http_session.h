@@ -286,6 +286,10 @@ boost::asio::awaitable<session_step> serve_one_request(server_context& ctx, Stre
     const bool silent = first && buf.size() == 0 && head_timed_out;
     auto answer = head_error_answer(hr, head_timed_out, ctx.opts);
     if (!answer || silent) co_return session_step::close;
+    // What the parser has of the head (the request line at least, when it
+    // came): the answer takes the shape of the API of its path (a 413 decided
+    // on the Content-Length of a /v1/messages request is Anthropic's).
+    ex.req.base() = parser.get().base();
     co_await write_early_error(stream, ctx, ex, std::move(*answer));
     log_access(ctx, ex);
     co_return session_step::close_lingering;

@@ -128,6 +128,28 @@ model_registry::entry* model_registry::find_any_entry(std::string_view id) const
   return nullptr;
 }
 
+model_registry::entry* model_registry::resolve_request_entry_locked(std::string_view id) {
+  const std::string_view want = id.empty() ? std::string_view(default_id_) : id;
+  if (entry* e = find_entry(want)) return e;
+  // A removed adapter's name stays a 404: its requests must not silently get the base model.
+  if (opts_.strict_model_names || find_any_entry(want)) return nullptr;
+  entry* only = nullptr;
+  for (const auto& e : entries_) {
+    if (e->removed) continue;
+    if (only) return nullptr;  // more than one model served: names must match
+    only = e.get();
+  }
+  if (!only) return nullptr;
+  const std::string_view shown = want.substr(0, 128);  // a client's name, bounded in the log
+  const bool first = substituted_names_.size() < 64 &&
+                     std::find(substituted_names_.begin(), substituted_names_.end(), shown) == substituted_names_.end();
+  if (first) substituted_names_.emplace_back(shown);
+  spdlog::log(first ? spdlog::level::info : spdlog::level::debug,
+              "model '{}' is not served; the only served model '{}' answers (--strict-model-names refuses such names)", shown,
+              only->spec.id);
+  return only;
+}
+
 bool model_registry::knows(std::string_view id) const {
   std::lock_guard lock(mu_);
   return find_entry(id) != nullptr;
@@ -227,7 +249,7 @@ std::optional<model_acquired> model_registry::acquire_locked(std::unique_lock<st
 
 std::optional<model_acquired> model_registry::acquire(std::string_view id, model_acquired_fn on_ready) {
   std::unique_lock lock(mu_);
-  entry* e = find_entry(id.empty() ? std::string_view(default_id_) : id);
+  entry* e = resolve_request_entry_locked(id);
   if (!e) return model_acquired{nullptr, not_found(id)};
   if (!e->spec.parent.empty()) return acquire_adapter_locked(lock, *e, std::move(on_ready));
   return acquire_locked(lock, *e, std::move(on_ready), /*for_request=*/true);

@@ -154,6 +154,9 @@ struct registry_options {
   uint64_t memory_budget_bytes = 0;     // --models-memory-budget; 0: no limit
   double idle_unload_s = 0;             // --model-idle-unload; 0: never
   int32_t max_waiting = 256;            // requests waiting for one model's load at most
+  // --strict-model-names: a request naming a model that is not served gets
+  // 404 even when only one model is served (see model_registry::acquire).
+  bool strict_model_names = false;
 };
 
 // When a model idle since `since` with idle limit limit_s (seconds) is due to
@@ -200,7 +203,13 @@ class model_registry {
   const std::string& default_id() const { return default_id_; }
   bool knows(std::string_view id) const;
 
-  // A lease on id ("" = default_id()). Loaded: returned at once. Otherwise
+  // A lease on id ("" = default_id()). When exactly one model is listed (one
+  // --model, no --models-dir sibling, no LoRA adapter) and
+  // !strict_model_names, an id that is not that model's names it too, as
+  // llama-server and TGI serve any name (Hugging Face's InferenceClient
+  // sends "dummy"); the lease's id() is then the served model's, and the
+  // substitution is logged (info the first time per requested name, then
+  // debug). Several models listed: an unknown id is 404. Loaded: returned at once. Otherwise
   // nullopt, the load is queued and on_ready is called once with the lease
   // or the error when it ends. Unknown id, a model in error, too many
   // waiting or a stopped registry: returned at once with the error.
@@ -249,6 +258,8 @@ class model_registry {
   struct entry;
   entry* find_entry(std::string_view id) const;           // listed entries (not removed adapters)
   entry* find_any_entry(std::string_view id) const;       // removed adapters too (their leases)
+  // The entry a request's id names: find_entry, else (not strict) the only listed entry.
+  entry* resolve_request_entry_locked(std::string_view id);
   std::optional<model_acquired> acquire_adapter_locked(std::unique_lock<std::mutex>& lock, entry& a, model_acquired_fn on_ready);
   // The adapter lease on a, over base lease b (installing a into b's model
   // first on the registry thread when needed); delivers to on_ready.
@@ -286,6 +297,7 @@ class model_registry {
   bool stopping_ = false;
   uint64_t use_clock_ = 0;                       // LRU order
   std::deque<std::function<void()>> jobs_;       // run on the registry thread, unlocked (adapter installs)
+  std::vector<std::string> substituted_names_;   // names answered by the only model, logged at info (at most 64)
 };
 
 }  // namespace spate

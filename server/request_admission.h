@@ -17,7 +17,10 @@
 //                                          buffering a keyless client's upload
 //   WebSocket upgrade                      the key in Authorization or in the
 //                                          Sec-WebSocket-Protocol, else 401
-//   anything else                          the key in Authorization, else 401
+//   anything else                          the key in Authorization (or, on the
+//                                          routes Anthropic's clients call,
+//                                          public_routes::takes_x_api_key, in
+//                                          x-api-key), else 401
 //
 // Same origin: an Origin whose host[:port] is the request's Host (any of
 // http/https, since a TLS-terminating proxy may sit in front). Browsers send
@@ -59,11 +62,19 @@ class public_routes {
   // `path` has no query. Per method: a path may be open for GET (the chat page
   // at /) and need the key for POST (TGI's POST /).
   virtual bool is_public(http::verb method, std::string_view path) const = 0;
+  // True when the key may come in Anthropic's x-api-key header on path (no
+  // query): /v1/messages, /v1/messages/count_tokens and /v1/models[/{id}],
+  // the routes Anthropic's clients call.
+  virtual bool takes_x_api_key(std::string_view path) const = 0;
 };
 
 // True when the Authorization header is "Bearer <one of keys>" (scheme
 // case-insensitive; constant time in the keys' content). keys non-empty.
 bool bearer_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h);
+
+// True when the x-api-key header (Anthropic's) is one of keys (constant time
+// in the keys' content). Only where public_routes::takes_x_api_key says.
+bool x_api_key_accepted(const std::vector<std::string>& keys, const http::request_header<>& h);
 
 // bearer_key_accepted(), or the key a browser passes in Sec-WebSocket-Protocol
 // (ws_subprotocol.h). For WebSocket upgrades only.
@@ -76,6 +87,15 @@ bool has_body(const http::request_header<>& h);
 // True when origin ("scheme://host[:port]") names the server the request was
 // sent to (its Host field).
 bool is_same_origin(std::string_view origin, const http::request_header<>& h);
+
+// The request target as the logs may show it: every query parameter that
+// could carry a credential has its value replaced by "REDACTED": a name
+// (percent-decoded, case-insensitive) of key, api_key, api-key, apikey,
+// x-api-key, x_api_key, access_token, token, auth, auth_token,
+// authorization, password or secret (spate takes no key from the query, but
+// clients written for other servers send one there), and any name or value
+// that is one of keys (raw or percent-decoded). The path is kept as is.
+std::string redact_target(std::string_view target, const std::vector<std::string>& keys);
 
 // The table above. keys: the accepted API keys (empty: no authentication).
 std::optional<head_denial> admit_request_head(const http::request_header<>& h, const std::vector<std::string>& keys,

@@ -4,6 +4,8 @@
 #include <array>
 #include <stdexcept>
 
+#include "util/utf8.h"
+
 namespace spate {
 
 namespace {
@@ -130,6 +132,37 @@ route_match route_table::match(http::verb method, std::string_view path) const {
     m.allow = allow_header_value(allowed);
   }
   return m;
+}
+
+bool route_table::takes_x_api_key(std::string_view path) const {
+  for (size_t i = 0; i < routes_.size(); ++i) {
+    if (routes_[i].auth == route_auth::api_key_anthropic && match_path(compiled_[i], path, nullptr)) return true;
+  }
+  return false;
+}
+
+std::optional<std::string> percent_decode(std::string_view raw) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '%') {
+      out += raw[i];
+      continue;
+    }
+    if (i + 2 >= raw.size()) return std::nullopt;  // fewer than two characters after '%'
+    const int hi = hex(raw[i + 1]), lo = hex(raw[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+    i += 2;
+  }
+  if (!utf8::is_valid(out)) return std::nullopt;
+  return out;
 }
 
 bool route_table::is_public(http::verb method, std::string_view path) const {

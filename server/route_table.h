@@ -25,6 +25,7 @@
 #include <boost/beast/http/verb.hpp>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,8 +48,9 @@ struct route_params {
 };
 
 enum class route_auth : uint8_t {
-  api_key,  // the API key is required (when keys are configured)
-  open,     // public: probes, scrapers, the chat page's files
+  api_key,            // the API key is required (when keys are configured), in Authorization: Bearer
+  api_key_anthropic,  // the same, also accepted in Anthropic's x-api-key header (the routes Anthropic's clients call)
+  open,               // public: probes, scrapers, the chat page's files
 };
 
 // Runs one request of the route and writes exactly one response through io;
@@ -67,7 +69,7 @@ struct route_match {
   enum class outcome : uint8_t { found, method_not_allowed, not_found };
   outcome result = outcome::not_found;
   const route* found = nullptr;  // outcome::found: the route (owned by the table)
-  route_params params;           // outcome::found: its parameters
+  route_params params;           // outcome::found: its parameters (raw: percent_decode them)
   std::string allow;             // outcome::method_not_allowed: the Allow header's value
   bool is_public = false;        // some route matching the path and the method is route_auth::open (no route for the method: the path's)
 };
@@ -83,6 +85,8 @@ class route_table final : public public_routes {
   // True when a route matching path is public (any method): such requests
   // need no API key, and are still served while the server drains.
   bool is_public(http::verb method, std::string_view path) const override;
+  // True when a route matching path (any method) is route_auth::api_key_anthropic.
+  bool takes_x_api_key(std::string_view path) const override;
   std::span<const route> routes() const { return routes_; }
 
  private:
@@ -97,6 +101,11 @@ class route_table final : public public_routes {
   std::vector<route> routes_;
   std::vector<std::vector<segment>> compiled_;  // routes_[i]'s pattern
 };
+
+// A path parameter's value percent-decoded (RFC 3986 2.1; '+' stays '+'), or
+// nullopt when a '%' is not followed by two hex digits or the decoded bytes
+// are not well-formed UTF-8 (the handler answers 400).
+std::optional<std::string> percent_decode(std::string_view raw);
 
 // "GET, HEAD, POST": the methods in the fixed order above, get implying head.
 std::string allow_header_value(std::span<const http::verb> methods);

@@ -49,6 +49,8 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
        "seconds a request waits for its model to load (503 beyond)")
       ("model-idle-unload", po::value(&o.model_idle_unload_s)->default_value(o.model_idle_unload_s, "0"),
        "unload a model after this many idle seconds (0 = never; pinned models never)")
+      ("strict-model-names", po::bool_switch(&o.strict_model_names),
+       "answer 404 to a request naming a model that is not served even when only one model is served (default: the only model answers any name)")
       ("lora-modules", po::value(&o.lora_modules)->composing(),
        "LoRA adapter served as model NAME: NAME=PATH, or {\"name\": ..., \"path\": ..., \"base_model_name\": ...} (repeatable)")
       ("max-loras", po::value(&o.max_loras)->default_value(o.max_loras), "LoRA adapters loaded at once per base model")

@@ -24,6 +24,7 @@ struct serve_options {
   uint64_t models_memory_budget_bytes = 0;  // parsed by finish_serve_options
   double model_load_timeout_s = 600.0;  // --model-load-timeout: a request waits this long for its model to load
   double model_idle_unload_s = 0.0;     // --model-idle-unload: unload a model idle this long (0 = never; pinned never)
+  bool strict_model_names = false;      // --strict-model-names: with one model served, other names still get 404
   // LoRA adapters (model/lora.h), vLLM's flags:
   std::vector<std::string> lora_modules;  // --lora-modules NAME=PATH or {"name", "path", "base_model_name"} (repeatable)
   int32_t max_loras = 4;                // --max-loras: adapters loaded at once per base model (all may share a step)

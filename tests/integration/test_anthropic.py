@@ -21,7 +21,7 @@ WEATHER = {"name": "get_weather", "description": "Get the current weather of a c
 
 @pytest.fixture(scope="module")
 def server():
-    s = SpateServer("--kv-cache-memory", "256MiB", "--tool-call-parser", "hermes", api_key=KEY)
+    s = SpateServer("--kv-cache-memory", "256MiB", "--tool-call-parser", "hermes", "--strict-model-names", api_key=KEY)
     try:
         s.wait_ready()
         yield s
@@ -178,6 +178,12 @@ BAD_BODIES = [  # (body, a word the message must name)
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "image"}]}]}]}, "image"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "document", "source": {}}]}]}, "document"),
     ({"max_tokens": 4, "messages": ONE, "thinking": {"type": "sometimes"}}, "thinking.type"),
+    # Errors name the client's field, never the chat field it is translated into.
+    ({"max_tokens": 4, "messages": ONE, "thinking": {"type": "enabled", "budget_tokens": "many"}}, "thinking.budget_tokens"),
+    ({"max_tokens": 4, "messages": ONE, "thinking": {"type": "enabled", "budget_tokens": -1}}, "thinking.budget_tokens"),
+    # SmolLM2's template has no reasoning: a budget cannot be kept.
+    ({"max_tokens": 4, "messages": ONE, "thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking.budget_tokens"),
+    ({"max_tokens": 4, "messages": ONE, "stop_sequences": ["a", 5]}, "stop_sequences[1]"),
     ({"max_tokens": 4, "messages": ONE, "metadata": "u1"}, "metadata"),
 ]
 
@@ -189,6 +195,7 @@ def test_bad_input_gets_a_400_in_anthropics_shape_naming_the_field(server, body,
     assert st == 400, json.dumps(out)
     assert out["type"] == "error" and out["error"]["type"] == "invalid_request_error", json.dumps(out)
     assert names in out["error"]["message"], out["error"]["message"]
+    assert "thinking_token_budget" not in out["error"]["message"] and "'stop'" not in out["error"]["message"]
     if names != "max_tokens":  # count_tokens checks the same blocks
         st, out, _ = post_json(server.base_url, "/v1/messages/count_tokens", {k: v for k, v in body.items() if k != "max_tokens"}, headers=h)
         assert st == 400 and names in out["error"]["message"], json.dumps(out)

@@ -45,7 +45,7 @@ FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "smollm2_embeddings.j
 
 
 def server(pooling):
-    s = SpateServer("--pooling", pooling)
+    s = SpateServer("--pooling", pooling, "--strict-model-names")
     s.wait_ready()
     return s
 

@@ -267,3 +267,61 @@ def test_tls_silent_connections_time_out(tls_files):
         handshaken.close()
     finally:
         s.stop()
+
+
+def raw_json(server, method, path, extra=b"", auth=True, body=b""):
+    """One raw request (Connection: close); returns (status, lower-cased head, parsed JSON body)."""
+    head = (f"{method} {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n".encode() + (b"Authorization: Bearer k1\r\n" if auth else b"")
+            + extra + b"\r\n")
+    r = raw(server, head + body)
+    head_part, _, out = r.partition(b"\r\n\r\n")
+    return status_of(r), head_part.decode().lower(), json.loads(out)
+
+
+def test_errors_before_the_handler_take_each_apis_shape(server):
+    """413 decided on the Content-Length, 401, 404 and 405 come before any
+    handler runs: Anthropic's routes answer in Anthropic's shape, Ollama's in
+    Ollama's, the rest in OpenAI's; every 401 asks for Bearer."""
+    big = b"Content-Type: application/json\r\nContent-Length: 100000\r\n"
+    st, head, body = raw_json(server, "POST", "/v1/messages?beta=true", big)
+    assert st == 413 and body["type"] == "error" and body["error"]["type"] == "request_too_large", body
+    assert "larger than the limit" in body["error"]["message"]
+    st, head, body = raw_json(server, "POST", "/api/chat", big)
+    assert st == 413 and list(body) == ["error"] and "larger than the limit" in body["error"], body
+    st, head, body = raw_json(server, "POST", "/v1/chat/completions", big)
+    assert st == 413 and body["error"]["type"] == "invalid_request_error", body
+
+    for path in ("/v1/messages", "/v1/messages/count_tokens"):
+        st, head, body = raw_json(server, "POST", path, b"Content-Length: 0\r\n", auth=False)
+        assert st == 401 and body == {"type": "error", "error": {"type": "authentication_error", "message": "missing or invalid API key"}}
+        assert "www-authenticate: bearer" in head, head
+    for path in ("/api/chat", "/api/tags", "/v1/chat/completions", "/v1/models"):
+        st, head, body = raw_json(server, "POST" if path in ("/api/chat", "/v1/chat/completions") else "GET", path, auth=False)
+        assert st == 401 and "www-authenticate: bearer" in head, (path, head)
+        assert body == {"error": "missing or invalid API key"} if path.startswith("/api/") else body["error"]["code"] == "invalid_api_key"
+
+    st, head, body = raw_json(server, "POST", "/v1/messages/batches", b"Content-Length: 0\r\n")
+    assert st == 404 and body["type"] == "error" and body["error"]["type"] == "not_found_error", body
+    st, head, body = raw_json(server, "GET", "/v1/messages")
+    assert st == 405 and body["error"]["type"] == "invalid_request_error" and "allow: post" in head, body
+    st, head, body = raw_json(server, "POST", "/api/nope", b"Content-Length: 0\r\n")
+    assert st == 404 and body == {"error": "no route for POST /api/nope"}
+    # Bad JSON reaches the handler, which answers in its API's shape too.
+    st, head, body = raw_json(server, "POST", "/v1/messages", b"Content-Type: application/json\r\nContent-Length: 1\r\n", body=b"{")
+    assert st == 400 and body["type"] == "error" and "malformed JSON" in body["error"]["message"], body
+    st, head, body = raw_json(server, "POST", "/api/chat", b"Content-Type: application/json\r\nContent-Length: 1\r\n", body=b"{")
+    assert st == 400 and isinstance(body["error"], str), body
+
+
+def test_413_in_the_official_clients_shapes(server):
+    """The SDKs read the 413 of an over-long body as their own error."""
+    import anthropic
+    import ollama
+    c = anthropic.Anthropic(base_url=server.base_url, api_key="k1", max_retries=0, timeout=60)
+    with pytest.raises(anthropic.APIStatusError) as e:
+        c.messages.create(model=MODEL_NAME, max_tokens=4, messages=[{"role": "user", "content": "x" * 70000}])
+    assert e.value.status_code == 413 and e.value.body["error"]["type"] == "request_too_large", e.value.body
+    o = ollama.Client(host=server.base_url, headers={"Authorization": "Bearer k1"}, timeout=60)
+    with pytest.raises(ollama.ResponseError) as e:
+        o.chat(model=MODEL_NAME, messages=[{"role": "user", "content": "x" * 70000}])
+    assert e.value.status_code == 413 and e.value.error.startswith("request body"), e.value.error

@@ -17,7 +17,7 @@ GREEDY = {"temperature": 0, "num_predict": 16}
 
 @pytest.fixture(scope="module")
 def server():
-    s = SpateServer("--kv-cache-memory", "256MiB", "--tool-call-parser", "hermes")
+    s = SpateServer("--kv-cache-memory", "256MiB", "--tool-call-parser", "hermes", "--strict-model-names")
     try:
         s.wait_ready()
         yield s

@@ -22,6 +22,7 @@ import ssl
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -408,3 +409,73 @@ def test_head_wherever_get(small_server):
     r = c.getresponse()
     assert r.status == 405 and r.getheader("Allow") == "POST"
     c.close()
+
+
+# ------------------------------------------- API keys in queries and x-api-key
+
+LOG_KEY = "sk-log-secret-7f3a91c2"
+
+
+@pytest.fixture(scope="module")
+def keyed_server():
+    s = SpateServer(api_key=LOG_KEY, env=SKIP_WARMUP)
+    try:
+        yield s.wait_ready()
+    finally:
+        s.stop()
+
+
+def get_status(url, headers=None) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=60) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_a_key_in_the_query_never_reaches_the_log(keyed_server):
+    """Clients written for other servers put the key in the query (?key=,
+    ?api_key=, ...): the access log shows REDACTED instead, whatever the
+    parameter's name, for admitted, refused and unknown requests alike."""
+    base = keyed_server.base_url
+    auth = {"Authorization": f"Bearer {LOG_KEY}"}
+    other = "sk-other-5d2e8b"  # not a configured key, but under a key's name
+    assert get_status(f"{base}/v1/models?api_key={LOG_KEY}&marker=m-admitted", auth) == 200
+    assert get_status(f"{base}/v1/models?key={other}&marker=m-refused") == 401
+    assert get_status(f"{base}/v1/nope?limit=2&x={LOG_KEY}&marker=m-unknown", auth) == 404
+    assert get_status(f"{base}/health?access_token={other}&marker=m-public") == 200
+    st, _, _ = post_json(base, f"/v1/completions?token={other}&marker=m-completion", {"prompt": "Hi", "max_tokens": 1}, headers=auth)
+    assert st == 200
+    deadline = time.time() + 10
+    while time.time() < deadline and "m-completion" not in keyed_server.log_text():
+        time.sleep(0.1)
+    log = keyed_server.log_text()
+    for m in ("m-admitted", "m-refused", "m-unknown", "m-public", "m-completion"):
+        assert m in log, f"no access-log line for {m}"
+    assert LOG_KEY not in log and other not in log, [line for line in log.splitlines() if LOG_KEY in line or other in line]
+    assert "api_key=REDACTED" in log and "key=REDACTED" in log and "x=REDACTED" in log and "token=REDACTED" in log
+
+
+def test_x_api_key_only_on_anthropics_routes(keyed_server):
+    """x-api-key (Anthropic's header) is taken where Anthropic's clients send
+    it (/v1/messages, /v1/messages/count_tokens, /v1/models); elsewhere only
+    Authorization: Bearer carries the key."""
+    import anthropic
+    import openai
+    base = keyed_server.base_url
+    c = anthropic.Anthropic(base_url=base, api_key=LOG_KEY, max_retries=0, timeout=120)
+    assert [m.id for m in c.models.list().data] == [MODEL_NAME]
+    assert c.models.retrieve(MODEL_NAME).id == MODEL_NAME
+    assert c.messages.count_tokens(model=MODEL_NAME, messages=[{"role": "user", "content": "Hi"}]).input_tokens > 0
+    assert c.messages.create(model=MODEL_NAME, max_tokens=1, messages=[{"role": "user", "content": "Hi"}]).type == "message"
+    # An OpenAI client that sends only x-api-key is refused on OpenAI's routes.
+    o = openai.OpenAI(base_url=base + "/v1", api_key="wrong", default_headers={"x-api-key": LOG_KEY}, max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        o.chat.completions.create(model=MODEL_NAME, max_tokens=1, messages=[{"role": "user", "content": "Hi"}])
+    with pytest.raises(openai.AuthenticationError):
+        o.completions.create(model=MODEL_NAME, max_tokens=1, prompt="Hi")
+    for path in ("/api/tags", "/models", "/v1/models"):
+        want = 200 if path == "/v1/models" else 401
+        assert get_status(base + path, {"x-api-key": LOG_KEY}) == want, path
+    st, _, _ = post_json(base, "/tokenize", {"prompt": "Hi"}, headers={"x-api-key": LOG_KEY})
+    assert st == 401

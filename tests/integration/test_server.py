@@ -28,7 +28,7 @@ PROMPT = "The capital of France is"
 @pytest.fixture(scope="module")
 def server():
     s = SpateServer("--header-timeout", "2", "--max-body-bytes", "65536", "--max-ws-message-bytes", "65536",
-                    "--sse-keepalive", "0.5")
+                    "--sse-keepalive", "0.5", "--strict-model-names")
     try:
         yield s.wait_ready()
     finally:

@@ -84,6 +84,33 @@ TEST(AnthropicRequest, RefusesWhatItCannotServeNamingIt) {
   EXPECT_NE(parse_err("{not json").find("malformed JSON"), std::string::npos);
 }
 
+TEST(AnthropicRequest, ErrorsNameTheClientsFields) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  for (const char* budget : {R"("many")", "-1", "1.5", "99999999999"}) {
+    parsed_request r;
+    const auto err = parse_messages_request(R"({"max_tokens":4,"thinking":{"type":"enabled","budget_tokens":)" + std::string(budget) + "}," + msgs + "}", r);
+    ASSERT_TRUE(err) << budget;
+    EXPECT_EQ(err->param, "thinking.budget_tokens") << budget;
+    EXPECT_NE(err->message.find("thinking.budget_tokens"), std::string::npos) << err->message;
+    EXPECT_EQ(err->message.find("thinking_token_budget"), std::string::npos) << err->message;
+  }
+  parsed_request r;
+  auto err = parse_messages_request(R"({"max_tokens":4,"stop_sequences":["a",5],)" + msgs + "}", r);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "stop_sequences[1]");
+  EXPECT_TRUE(err->message.starts_with("'stop_sequences' must be a string or a list of strings, got ")) << err->message;
+  EXPECT_TRUE(err->message.ends_with(" at stop_sequences[1]")) << err->message;
+  err = parse_messages_request(R"({"max_tokens":4,"stop_sequences":[""],)" + msgs + "}", r);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "stop_sequences");
+  EXPECT_EQ(err->message.find("'stop'"), std::string::npos) << err->message;
+  // A valid budget: the later checks (prepare_generation) name the client's field too.
+  const parsed_request ok = parse_ok(R"({"max_tokens":4,"thinking":{"type":"enabled","budget_tokens":1024},)" + msgs + "}");
+  EXPECT_EQ(ok.thinking_token_budget, 1024);
+  EXPECT_EQ(ok.thinking_budget_field, "thinking.budget_tokens");
+  EXPECT_EQ(parsed_request{}.thinking_budget_field, "thinking_token_budget");
+}
+
 TEST(AnthropicRequest, CountTokensNeedsNoMaxTokens) {
   parse_ok(R"({"messages":[{"role":"user","content":"x"}]})", /*count_only=*/true);
   parsed_request r;

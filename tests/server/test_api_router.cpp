@@ -221,6 +221,80 @@ TEST(Router, ProbesModelsAndErrors) {
   EXPECT_EQ(res.body(), R"({"error":{"message":"no route for GET /nope","type":"not_found_error","param":null,"code":"not_found"}})");
 }
 
+TEST(RouteTable, PercentDecodeIsStrict) {
+  EXPECT_EQ(percent_decode("org%2Fmy%20model"), "org/my model");
+  EXPECT_EQ(percent_decode("caf%C3%A9+x"), "caf\xC3\xA9+x") << "'+' is not a space in a path";
+  EXPECT_EQ(percent_decode("caf\xC3\xA9"), "caf\xC3\xA9") << "raw UTF-8 passes";
+  EXPECT_EQ(percent_decode(""), "");
+  EXPECT_EQ(percent_decode("%41%6a"), "Aj");
+  for (const char* bad : {"%", "%4", "a%zz", "%G0", "%C3", "%FF", "%C0%AF", "%ED%A0%80", "\xFF", "x%2"}) {
+    EXPECT_FALSE(percent_decode(bad)) << bad;
+  }
+}
+
+TEST(ApiRoutes, XApiKeyOnlyWhereAnthropicsClientsSendIt) {
+  const route_table t = api_routes(true);
+  for (const char* p : {"/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/v1/models/org/m"}) EXPECT_TRUE(t.takes_x_api_key(p)) << p;
+  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/embeddings", "/api/chat", "/models",
+                        "/tokenize", "/models/load", "/v1/load_lora_adapter", "/health", "/v1/messages/nope", "/nope"}) {
+    EXPECT_FALSE(t.takes_x_api_key(p)) << p;
+  }
+}
+
+TEST(Router, ModelIdsArePercentDecoded) {
+  test_context t;
+  auto res = dispatch(t.ctx, verb::get, "/v1/models/org%2Ftest%2Dmodel");
+  EXPECT_EQ(res.result(), http::status::ok);
+  EXPECT_EQ(boost::json::parse(res.body()).at("id"), test_server::k_model_name);
+  for (const char* bad : {"/v1/models/org%2", "/v1/models/%zz", "/v1/models/%C3", "/v1/models/%FF", "/v1/models/x\xFF"}) {
+    res = dispatch(t.ctx, verb::get, bad);
+    EXPECT_EQ(res.result(), http::status::bad_request) << bad;
+    EXPECT_EQ(error_of(res.body()).at("param"), "model") << bad;
+  }
+  res = dispatch(t.ctx, verb::get, "/v1/models/no%20such%20model");
+  EXPECT_EQ(res.result(), http::status::not_found);
+  EXPECT_EQ(error_of(res.body()).at("message"), "The model 'no such model' does not exist");
+}
+
+TEST(Router, ErrorsBeforeAHandlerTakeTheApisShape) {
+  test_context t;
+  // Anthropic's routes: {"type":"error","error":{"type","message"}}.
+  auto res = dispatch(t.ctx, verb::get, "/v1/messages");
+  EXPECT_EQ(res.result(), http::status::method_not_allowed);
+  EXPECT_EQ(res[http::field::allow], "POST");
+  EXPECT_EQ(res.body(), R"({"type":"error","error":{"type":"invalid_request_error","message":"method GET is not allowed on /v1/messages"}})");
+  res = dispatch(t.ctx, verb::post, "/v1/messages/batches");
+  EXPECT_EQ(res.result(), http::status::not_found);
+  EXPECT_EQ(res.body(), R"({"type":"error","error":{"type":"not_found_error","message":"no route for POST /v1/messages/batches"}})");
+  // Ollama's: {"error": "..."}.
+  res = dispatch(t.ctx, verb::post, "/api/nope");
+  EXPECT_EQ(res.result(), http::status::not_found);
+  EXPECT_EQ(res.body(), R"({"error":"no route for POST /api/nope"})");
+  res = dispatch(t.ctx, verb::get, "/api/chat");
+  EXPECT_EQ(res.result(), http::status::method_not_allowed);
+  EXPECT_EQ(res.body(), R"({"error":"method GET is not allowed on /api/chat"})");
+  t.ctx.draining = true;
+  res = dispatch(t.ctx, verb::post, "/v1/messages");
+  EXPECT_EQ(res.result(), http::status::service_unavailable);
+  EXPECT_EQ(res.body(), R"({"type":"error","error":{"type":"overloaded_error","message":"the server is shutting down"}})");
+  EXPECT_EQ(res[http::field::retry_after], "1");
+  res = dispatch(t.ctx, verb::post, "/api/chat");
+  EXPECT_EQ(res.body(), R"({"error":"the server is shutting down"})");
+}
+
+TEST(Router, Every401AsksForBearer) {
+  const api::api_error e{401, "missing or invalid API key", "", "", "invalid_api_key"};
+  for (api::endpoint api : {api::endpoint::chat_completions, api::endpoint::messages, api::endpoint::ollama_chat,
+                            api::endpoint::ollama_generate, api::endpoint::responses}) {
+    const auto res = make_api_error_response(api, e, 11);
+    EXPECT_EQ(res.result(), http::status::unauthorized);
+    EXPECT_EQ(res[http::field::www_authenticate], "Bearer") << static_cast<int>(api);
+  }
+  EXPECT_EQ(make_api_error_response(api::endpoint::messages, e, 11).body(),
+            R"({"type":"error","error":{"type":"authentication_error","message":"missing or invalid API key"}})");
+  EXPECT_EQ(make_api_error_response(api::endpoint::ollama_chat, e, 11).body(), R"({"error":"missing or invalid API key"})");
+}
+
 TEST(Router, OptionsAndPreflightOnAnyPath) {
   test_context t;
   for (const char* p : {"/v1/completions", "/nope", "*"}) {

@@ -226,6 +226,26 @@ TEST(HttpSession, BodyLimits) {
   }
 }
 
+TEST(HttpSession, A413OnTheHeadTakesTheApisShape) {
+  served s;
+  const std::pair<std::string, std::string> cases[] = {
+      {"/v1/messages?beta=true",
+       R"({"type":"error","error":{"type":"request_too_large","message":"request body is larger than the limit of 1024 bytes"}})"},
+      {"/api/chat", R"({"error":"request body is larger than the limit of 1024 bytes"})"},
+      {"/v1/chat/completions",
+       R"({"error":{"message":"request body is larger than the limit of 1024 bytes","type":"invalid_request_error","param":null,"code":null}})"},
+  };
+  for (const auto& [path, body] : cases) {
+    raw_client c = s.connect();
+    c.send("POST " + path + " HTTP/1.1\r\nHost: h\r\nContent-Length: 1025\r\n\r\n");
+    auto res = c.read();
+    EXPECT_EQ(res.result(), http::status::payload_too_large) << path;
+    EXPECT_EQ(res.body(), body) << path;
+    c.shutdown_send();
+    EXPECT_TRUE(c.closed_by_server()) << path;
+  }
+}
+
 TEST(HttpSession, HeaderLimit) {
   served s;
   raw_client c = s.connect();

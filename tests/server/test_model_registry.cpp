@@ -126,6 +126,41 @@ TEST(ModelRegistry, UnknownModelIs404AndDefaultIsTheFirstServable) {
   EXPECT_EQ(g.registry.default_id(), "p");
 }
 
+TEST(ModelRegistry, TheOnlyModelAnswersAnyNameUnlessStrict) {
+  fixture f({spec("only")});
+  for (const char* name : {"dummy", "tgi", "Only", "org/other model"}) {
+    model_handle l = f.get(name);
+    ASSERT_TRUE(l) << name;
+    EXPECT_EQ(l->id(), "only") << "the answer names the served model";
+    EXPECT_EQ(l->model().name, "only");
+  }
+  EXPECT_EQ(f.n_loads.load(), 1);
+  // Management routes keep exact names.
+  EXPECT_FALSE(f.registry.find("dummy"));
+  auto ld = f.registry.load("dummy", nullptr);
+  ASSERT_TRUE(ld && ld->error);
+  EXPECT_EQ(ld->error->status, 404);
+
+  registry_options strict;
+  strict.strict_model_names = true;
+  fixture s({spec("only")}, strict);
+  auto r = s.registry.acquire("dummy", nullptr);
+  ASSERT_TRUE(r && r->error);
+  EXPECT_EQ(r->error->status, 404);
+  EXPECT_EQ(r->error->code, "model_not_found");
+  EXPECT_TRUE(s.get("only"));
+
+  // Two models, or a model with an adapter: names must match.
+  fixture two({spec("a"), spec("b")});
+  r = two.registry.acquire("dummy", nullptr);
+  ASSERT_TRUE(r && r->error);
+  EXPECT_EQ(r->error->status, 404);
+  fixture with_adapter({spec("base"), spec("ad", false, "base")});
+  r = with_adapter.registry.acquire("dummy", nullptr);
+  ASSERT_TRUE(r && r->error);
+  EXPECT_EQ(r->error->status, 404);
+}
+
 TEST(ModelRegistry, ABrokenModelFailsItsRequestsOnly) {
   fixture f({spec("broken"), spec("a")});
   waiter w;

@@ -46,6 +46,53 @@ TEST(AdmitRequestHead, KeyOnTheHead) {
   EXPECT_TRUE(admit_request_head(req(http::verb::get, "/nope", {}), k_keys, any, ui_on));
 }
 
+TEST(AdmitRequestHead, XApiKeyOnAnthropicsRoutesOnly) {
+  const cors_policy any{cors_config{}};
+  for (auto [m, path] : {std::pair{http::verb::post, "/v1/messages"}, {http::verb::post, "/v1/messages/count_tokens"},
+                         {http::verb::get, "/v1/models"}, {http::verb::get, "/v1/models/org/m?x=1"}}) {
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"x-api-key", "k1"}}), k_keys, any, ui_on)) << path;
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"X-Api-Key", "other-key"}}), k_keys, any, ui_on)) << path;
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"Authorization", "Bearer k1"}}), k_keys, any, ui_on)) << path;
+    EXPECT_TRUE(admit_request_head(req(m, path, {{"x-api-key", "k2"}}), k_keys, any, ui_on)) << path;
+    EXPECT_TRUE(admit_request_head(req(m, path, {{"x-api-key", "Bearer k1"}}), k_keys, any, ui_on)) << path;
+  }
+  // Elsewhere only Authorization carries the key.
+  for (auto [m, path] : {std::pair{http::verb::post, "/v1/chat/completions"}, {http::verb::post, "/v1/completions"},
+                         {http::verb::post, "/api/chat"}, {http::verb::post, "/tokenize"}, {http::verb::post, "/models/load"},
+                         {http::verb::get, "/models"}, {http::verb::get, "/nope"}}) {
+    auto d = admit_request_head(req(m, path, {{"x-api-key", "k1"}}), k_keys, any, ui_on);
+    ASSERT_TRUE(d) << path;
+    EXPECT_EQ(d->status, http::status::unauthorized) << path;
+    EXPECT_FALSE(admit_request_head(req(m, path, {{"x-api-key", "k1"}, {"Authorization", "Bearer k1"}}), k_keys, any, ui_on)) << path;
+  }
+  // Nor on a WebSocket upgrade (the Responses API's).
+  auto d = admit_request_head(req(http::verb::get, "/v1/responses", {{"Upgrade", "websocket"}, {"Connection", "Upgrade"},
+                                                                     {"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="},
+                                                                     {"Sec-WebSocket-Version", "13"}, {"x-api-key", "k1"}}),
+                              k_keys, any, ui_on);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, http::status::unauthorized);
+}
+
+TEST(RedactTarget, CredentialsInTheQueryNeverReachTheLog) {
+  const std::vector<std::string> keys = {"sk-secret", "a b"};
+  EXPECT_EQ(redact_target("/v1/models", keys), "/v1/models");
+  EXPECT_EQ(redact_target("/v1/models?limit=5&after=x", keys), "/v1/models?limit=5&after=x");
+  EXPECT_EQ(redact_target("/v1/chat/completions?api_key=sk-secret", keys), "/v1/chat/completions?api_key=REDACTED");
+  EXPECT_EQ(redact_target("/x?key=whatever&a=1&Token=t0k&API-KEY=z&access_token=q&x-api-key=w", {}),
+            "/x?key=REDACTED&a=1&Token=REDACTED&API-KEY=REDACTED&access_token=REDACTED&x-api-key=REDACTED");
+  EXPECT_EQ(redact_target("/x?%61pi_key=v&password=p&auth=a", {}), "/x?%61pi_key=REDACTED&password=REDACTED&auth=REDACTED")
+      << "names are compared percent-decoded";
+  // A configured key under any name, percent-encoded or as a bare item.
+  EXPECT_EQ(redact_target("/x?q=sk-secret&r=a%20b&s=a+b&t=sk-secre", keys), "/x?q=REDACTED&r=REDACTED&s=REDACTED&t=sk-secre");
+  EXPECT_EQ(redact_target("/x?sk-secret&m=1", keys), "/x?REDACTED&m=1");
+  EXPECT_EQ(redact_target("/x?sk-secret=1", keys), "/x?REDACTED=REDACTED");
+  EXPECT_EQ(redact_target("/x?key=", {}), "/x?key=REDACTED");
+  EXPECT_EQ(redact_target("/x?&&key=a&", {}), "/x?&&key=REDACTED&");
+  EXPECT_EQ(redact_target("", keys), "");
+  EXPECT_EQ(redact_target("/keys/sk-?", keys), "/keys/sk-?");
+}
+
 TEST(AdmitRequestHead, PublicRoutesAndPreflights) {
   const cors_policy any{cors_config{}};
   for (const char* path : {"/health", "/ready", "/metrics", "/health?x=1", "/", "/index.html", "/ui/chat.js"}) {
