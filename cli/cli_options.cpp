@@ -71,6 +71,29 @@ class json_message_flag final : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<json_message_flag>(); }
 };
 
+// %* : the log message with control characters escaped (\n, \r, \t, \xNN), for
+// --log-format text: text a caller chose (an adapter's name, a path, a JSON
+// key) can never start a forged log line or send terminal escapes.
+class text_message_flag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr char hex[] = "0123456789abcdef";
+    for (char c : std::string_view(msg.payload.data(), msg.payload.size())) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u >= 0x20 && u != 0x7f) {
+        dest.push_back(c);
+      } else if (c == '\n' || c == '\r' || c == '\t') {
+        const char esc[] = {'\\', c == '\n' ? 'n' : c == '\r' ? 'r' : 't'};
+        dest.append(esc, esc + 2);
+      } else {
+        const char esc[] = {'\\', 'x', hex[u >> 4], hex[u & 15]};
+        dest.append(esc, esc + 4);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<text_message_flag>(); }
+};
+
 }  // namespace
 
 std::string finish_model_options(model_options& o) {
@@ -83,7 +106,9 @@ std::string finish_model_options(model_options& o) {
         R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","logger":"%n","pid":%P,"thread":%t,"msg":"%*"})");
     logger->set_formatter(std::move(f));
   } else {
-    logger->set_pattern("%^%L%$ %m-%d %H:%M:%S.%e %v");
+    auto f = std::make_unique<spdlog::pattern_formatter>();
+    f->add_flag<text_message_flag>('*').set_pattern("%^%L%$ %m-%d %H:%M:%S.%e %*");
+    logger->set_formatter(std::move(f));
   }
   spdlog::set_default_logger(logger);
   // A log line that cannot be written (disk full, stderr closed) is dropped:

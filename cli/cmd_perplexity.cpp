@@ -33,6 +33,7 @@
 #include "model/model_paths.h"
 #include "model/model_runner.h"
 #include "model/thread_pool.h"
+#include "util/regular_file.h"
 
 namespace spate::cli {
 
@@ -125,12 +126,8 @@ int parse_args(int argc, char** argv, perplexity_options& o) {
 
 std::string read_text(const std::string& path) {
   constexpr size_t k_max_bytes = 256u << 20;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (text.size() > k_max_bytes) throw std::runtime_error("'" + path + "' is larger than 256 MiB");
+  std::string text;
+  if (auto err = read_regular_file(path, text, k_max_bytes); !err.empty()) throw std::runtime_error("cannot open '" + path + "': " + err);
   return text;
 }
 

@@ -30,11 +30,14 @@
 #include "server/serve_options.h"
 #include "server/server_context.h"
 #include "server/service_notifier.h"
+#include "util/regular_file.h"
 
 namespace spate::cli {
 namespace {
 
 namespace po = boost::program_options;
+
+constexpr uint64_t k_max_config_bytes = 4u << 20;  // --config file, at most
 
 // Blocks until SIGINT/SIGTERM (or the timeout). Returns the signal, or 0 on timeout.
 int wait_signal(const sigset_t& set, double timeout_s) {
@@ -96,8 +99,10 @@ std::optional<int> parse_serve_command(int argc, char** argv, serve_command_opti
     po::store(po::parse_command_line(argc, argv, all), vm);
     if (vm.count("config")) {
       const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) throw std::runtime_error("--config " + path + ": cannot be read");
+      std::string text;  // a directory, FIFO or device (/dev/zero) is refused without blocking
+      if (auto err = read_regular_file(path, text, k_max_config_bytes); !err.empty())
+        throw std::runtime_error("--config " + path + ": cannot be read: " + err);
+      std::istringstream in(text);
       // Values already stored from the command line win. The model sections'
       // keys are not options: collected here, checked by collect_models.
       po::parsed_options parsed = po::parse_config_file(in, desc, /*allow_unregistered=*/true);

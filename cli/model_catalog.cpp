@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <span>
 
 #include "cli/speculative_options.h"
 #include <boost/json.hpp>
 
 #include "model/gguf_file.h"
+#include "model/lora.h"
 #include "util/byte_size.h"
 
 namespace spate::cli {
@@ -19,12 +21,13 @@ namespace {
 // A section's settings before they are applied.
 struct section {
   std::string path;
-  std::map<std::string, std::string> values;  // key -> value, every key but path
+  std::map<std::string, std::string> values;  // key -> value, every key but path and lora-modules
+  std::vector<std::string> lora_modules;      // lora-modules (repeatable): adapters bound to this model
 };
 
 const std::vector<std::string>& section_keys() {
   static const std::vector<std::string> k = {"path", "chat-template", "max-model-len", "kv-cache-memory", "speculative-config",
-                                             "pooling", "pinned"};
+                                             "pooling", "pinned", "lora-modules"};
   return k;
 }
 
@@ -37,11 +40,13 @@ std::string read_sections(const section_options& opts, std::vector<std::pair<std
     const std::string field = key.substr(dot + 1);
     if (std::find(section_keys().begin(), section_keys().end(), field) == section_keys().end())
       return "--config: [model." + name + "] has an unknown key '" + field + "' (known: path, chat-template, max-model-len, "
-             "kv-cache-memory, speculative-config, pooling, pinned)";
+             "kv-cache-memory, speculative-config, pooling, pinned, lora-modules)";
     auto it = std::find_if(out.begin(), out.end(), [&](const auto& s) { return s.first == name; });
     if (it == out.end()) it = out.insert(out.end(), {name, section{}});
     if (field == "path") {
       it->second.path = value;
+    } else if (field == "lora-modules") {
+      it->second.lora_modules.push_back(value);
     } else {
       it->second.values[field] = value;
     }
@@ -134,16 +139,6 @@ void check_file(model_spec& spec, const model_options& mo) {
   }
 }
 
-// The base model of adapters that name none: the single model, else the first
-// pinned one, else the first without an error.
-std::string default_base(const std::vector<catalog_model>& out) {
-  for (const auto& m : out)
-    if (m.spec.pinned && m.spec.parent.empty()) return m.spec.id;
-  for (const auto& m : out)
-    if (m.spec.error.empty() && m.spec.parent.empty()) return m.spec.id;
-  return out.empty() ? "" : out.front().spec.id;
-}
-
 // One --lora-modules value: NAME=PATH or vLLM's JSON object. "" or the error.
 std::string parse_lora_module(const std::string& v, model_spec& spec) {
   if (!v.empty() && v.front() == '{') {
@@ -166,34 +161,111 @@ std::string parse_lora_module(const std::string& v, model_spec& spec) {
   return "";
 }
 
-// Reads an adapter's header: one that is not a LoRA adapter is listed with the error.
-void check_adapter_file(model_spec& spec) {
-  try {
-    const auto f = gguf_file::open(spec.path);
-    if (f->get_string("general.type").value_or("") != "adapter" || f->get_string("adapter.type").value_or("") != "lora")
-      spec.error = spec.path + ": not a LoRA adapter (general.type must be 'adapter' and adapter.type 'lora')";
-  } catch (const std::exception& e) {
-    spec.error = e.what();
+// One adapter to bind: a --lora-modules value, or a [model.NAME] section's
+// lora-modules value (section: NAME, the base it is bound to).
+struct adapter_value {
+  std::string value;
+  std::string section;
+};
+
+// The served models' GGUF headers, each opened once (null: it cannot be read).
+class base_headers {
+ public:
+  const gguf_file* get(const model_spec& s) {
+    auto it = files_.find(s.id);
+    if (it != files_.end()) return it->second.get();
+    std::unique_ptr<gguf_file> f;
+    if (s.error.empty()) {
+      try {
+        f = gguf_file::open(s.path);
+      } catch (const std::exception&) {
+      }
+    }
+    return files_.emplace(s.id, std::move(f)).first->second.get();
   }
+
+ private:
+  std::map<std::string, std::unique_ptr<gguf_file>> files_;
+};
+
+// Binds adapter a to the base it fits: the one it names (base_model_name, or
+// its section), which must fit, else the only served model it fits. "" or the
+// error that stops start-up (unreadable, not an adapter, fitting none or
+// several). single: the single-model server, whose unreadable model file is
+// reported when it loads.
+std::string bind_adapter(catalog_model& a, const std::string& section, std::span<const catalog_model> out, base_headers& heads,
+                         int32_t max_rank, bool single) {
+  const std::string where = "--lora-modules " + a.spec.id + ": ";
+  if (!section.empty()) {
+    if (!a.spec.parent.empty() && a.spec.parent != section)
+      return "--config [model." + section + "] lora-modules " + a.spec.id + ": its base_model_name '" + a.spec.parent + "' is another model";
+    a.spec.parent = section;
+  }
+  std::unique_ptr<gguf_file> af;
+  try {
+    af = gguf_file::open(a.spec.path);
+  } catch (const std::exception& e) {
+    return where + e.what();
+  }
+  if (af->get_string("general.type").value_or("") != "adapter" || af->get_string("adapter.type").value_or("") != "lora")
+    return where + a.spec.path + ": not a LoRA adapter (general.type must be 'adapter' and adapter.type 'lora')";
+  // "" when a fits base b (or b's unreadable file is the single model's, reported when it loads).
+  auto fit = [&](const catalog_model& b) -> std::string {
+    const gguf_file* bf = heads.get(b.spec);
+    if (!bf) return single ? "" : (b.spec.error.empty() ? "its file cannot be read" : b.spec.error);
+    return lora_fits_base(*af, *bf, max_rank);
+  };
+  if (!a.spec.parent.empty()) {
+    const auto parent = std::find_if(out.begin(), out.end(), [&](const catalog_model& m) { return m.spec.id == a.spec.parent; });
+    if (parent == out.end() || !parent->spec.parent.empty()) return where + "the base model '" + a.spec.parent + "' is not served";
+    if (auto why = fit(*parent); !why.empty()) return where + a.spec.path + " does not fit its base model '" + a.spec.parent + "': " + why;
+    return "";
+  }
+  std::vector<std::string> fitting;
+  std::string reasons;
+  for (const auto& b : out) {
+    if (!b.spec.parent.empty()) continue;
+    if (auto why = fit(b); why.empty()) {
+      fitting.push_back(b.spec.id);
+    } else {
+      reasons += (reasons.empty() ? "" : "; ") + b.spec.id + ": " + why;
+    }
+  }
+  if (fitting.empty()) return where + a.spec.path + " fits no served model (" + reasons + ")";
+  if (fitting.size() > 1) {
+    std::string names;
+    for (const auto& n : fitting) names += (names.empty() ? "" : ", ") + n;
+    return where + a.spec.path + " fits several models (" + names + "): name its base with {\"name\", \"path\", \"base_model_name\"} "
+           "or list it under that model's [model.NAME] lora-modules in --config";
+  }
+  a.spec.parent = fitting.front();
+  return "";
 }
 
-// Adds the --lora-modules adapters to out. "" or the error.
-std::string add_lora_modules(const catalog_inputs& in, std::vector<catalog_model>& out) {
-  const std::string base = default_base(out);
-  for (const auto& v : in.serve->lora_modules) {
+// Adds the --lora-modules and sections' adapters to out, each bound to its
+// base model. "" or the error that stops start-up.
+std::string add_lora_modules(const catalog_inputs& in, const std::vector<adapter_value>& values, std::vector<catalog_model>& out,
+                             bool single) {
+  base_headers heads;
+  const size_t n_models = out.size();
+  for (const auto& v : values) {
     catalog_model a;
-    if (auto err = parse_lora_module(v, a.spec); !err.empty()) return err;
-    if (a.spec.parent.empty()) a.spec.parent = base;
-    const auto parent = std::find_if(out.begin(), out.end(), [&](const catalog_model& m) { return m.spec.id == a.spec.parent; });
-    if (parent == out.end() || !parent->spec.parent.empty())
-      return "--lora-modules " + a.spec.id + ": the base model '" + a.spec.parent + "' is not served";
+    if (auto err = parse_lora_module(v.value, a.spec); !err.empty()) return err;
     for (const auto& m : out)
       if (m.spec.id == a.spec.id) return "--lora-modules: the id '" + a.spec.id + "' is taken";
+    const std::span<const catalog_model> bases(out.data(), n_models);  // the models, not the adapters added meanwhile
+    if (auto err = bind_adapter(a, v.section, bases, heads, in.serve->max_lora_rank, single); !err.empty()) return err;
+    const auto parent = std::find_if(bases.begin(), bases.end(), [&](const catalog_model& m) { return m.spec.id == a.spec.parent; });
     a.spec.max_model_len = parent->spec.max_model_len;
-    check_adapter_file(a.spec);
-    out.push_back(std::move(a));
+    out.push_back(std::move(a));  // after the last use of bases (push_back may move out's elements)
   }
   return "";
+}
+
+std::vector<adapter_value> command_line_adapters(const catalog_inputs& in) {
+  std::vector<adapter_value> v;
+  for (const auto& m : in.serve->lora_modules) v.push_back({m, ""});
+  return v;
 }
 
 catalog_model make_model(std::string id, std::string path, const catalog_inputs& in) {
@@ -221,7 +293,7 @@ std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>&
     out.push_back(make_model(std::move(id), std::move(path), in));
     out.back().spec.pinned = true;
     read_header(out.back().spec);  // its errors come when it loads, with their exit codes
-    return add_lora_modules(in, out);  // the model loads at start-up, where its errors stop the server
+    return add_lora_modules(in, command_line_adapters(in), out, /*single=*/true);  // refused before the model loads
   }
   if (!in.serve->served_model_name.empty())
     return "--served-model-name names the model of a single-model server; with several, the ids are the file stems or the "
@@ -238,8 +310,13 @@ std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>&
     std::error_code ec;
     if (!fs::is_directory(in.models_dir, ec)) return "--models-dir " + in.models_dir + ": not a readable directory";
     std::vector<fs::path> files;
-    for (const auto& de : fs::directory_iterator(in.models_dir, ec))
-      if (de.path().extension() == ".gguf" && !de.is_directory()) files.push_back(de.path());
+    // Error codes throughout: an entry that cannot be stat'ed (a symbolic link loop) is
+    // listed, and check_file gives it its error.
+    fs::directory_iterator it(in.models_dir, ec), end;
+    for (; !ec && it != end; it.increment(ec)) {
+      std::error_code entry_ec;
+      if (it->path().extension() == ".gguf" && !it->is_directory(entry_ec)) files.push_back(it->path());
+    }
     if (ec) return "--models-dir " + in.models_dir + ": " + ec.message();
     std::sort(files.begin(), files.end());
     for (const auto& f : files)
@@ -261,7 +338,10 @@ std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>&
   }
   if (out.empty()) return "--models-dir " + in.models_dir + " holds no *.gguf file";
   for (auto& m : out) check_file(m.spec, m.model);
-  return add_lora_modules(in, out);
+  std::vector<adapter_value> adapters = command_line_adapters(in);
+  for (const auto& [name, sec] : sections)
+    for (const auto& v : sec.lora_modules) adapters.push_back({v, name});
+  return add_lora_modules(in, adapters, out, /*single=*/false);
 }
 
 }  // namespace spate::cli

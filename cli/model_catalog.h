@@ -10,12 +10,21 @@
 //   speculative-config = {"method": "ngram", "num_speculative_tokens": 4}
 //   pooling = mean
 //   pinned = true
+//   lora-modules = sql=/adapters/sql-gemma.gguf   (repeatable: adapters bound to this model)
 //
 // A section names a model id; it adds the model (path required) or, for an
 // id --models-dir or --model already has, sets that model's options. Options a
 // section does not set come from the command line. Each file's GGUF header
 // is read: a file that is not a valid GGUF is listed with its error (and
-// never loaded); it never stops the others.
+// never loaded); it never stops the others. Files are opened without blocking
+// (util/regular_file.h): a FIFO or a symbolic link loop named *.gguf is such a
+// file.
+//
+// Each --lora-modules adapter is bound to a base at start-up: the model its
+// base_model_name or section names (it must fit), else the one served model
+// it fits by the headers (architecture, tensor shapes, --max-lora-rank:
+// lora_fits_base in model/lora.h). An adapter that cannot be read or fits no
+// model or several stops start-up.
 //
 // With one model and no --models-dir or section, the model is pinned (loaded
 // before /ready, never unloaded) and named by --served-model-name: the
@@ -54,7 +63,8 @@ struct catalog_inputs {
 
 // Fills out. Returns "" or the error that stops start-up (an unreadable
 // --models-dir, two models with one id, a section without a path, an
-// unknown section key or a bad value, --served-model-name with several models).
+// unknown section key or a bad value, --served-model-name with several models,
+// an adapter that cannot be bound).
 std::string collect_models(const catalog_inputs& in, std::vector<catalog_model>& out);
 
 // Whether this is the single-model server (see above).

@@ -19,6 +19,7 @@
 #include "protocol/harmony_constraint.h"
 #include "protocol/reasoning_constraint.h"
 #include "tokenizer/tokenizer.h"
+#include "util/regular_file.h"
 
 namespace spate::cli {
 
@@ -31,12 +32,8 @@ int64_t now_us() {
 }
 
 std::string read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
-  if (s.size() > k_max_template_bytes) throw std::runtime_error(path + " is larger than 1 MiB");
+  std::string s;
+  if (auto err = read_regular_file(path, s, k_max_template_bytes); !err.empty()) throw std::runtime_error(path + ": " + err);
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/regular_file.h"
 #include "util/trace.h"
 
 namespace spate {
@@ -331,14 +332,15 @@ void kv_disk_store::reject(const prefix_key& key, const std::string& why) {
 }
 
 std::string kv_disk_store::read_one(const kv_disk_block& b, std::vector<uint8_t>& payload) {
-  const int fd = ::open(file_path(b.key).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? "missing" : std::string("open: ") + std::strerror(errno);
-  struct stat st {};
+  // A FIFO or device put in a block file's place is refused without blocking (and deleted by reject).
+  regular_file rf = open_regular_file(file_path(b.key));
+  if (!rf.fd) return rf.error_errno == ENOENT ? "missing" : "open: " + rf.error;
+  const int fd = rf.fd.get();
   std::string why;
   std::vector<uint8_t> head(k_kv_disk_header_bytes + 4 * b.tokens.size());
   uint64_t sum = 0;
-  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != file_bytes()) {
-    why = "size " + std::to_string(st.st_size) + ", expected " + std::to_string(file_bytes());
+  if (rf.size != file_bytes()) {
+    why = "size " + std::to_string(rf.size) + ", expected " + std::to_string(file_bytes());
   } else if (!read_all(fd, head, 0)) {
     why = "short read";
   } else if (why = kv_disk_check_head(head, opts_.fingerprint, b, opts_.payload_bytes); why.empty()) {
@@ -354,7 +356,6 @@ std::string kv_disk_store::read_one(const kv_disk_block& b, std::vector<uint8_t>
   } else {
     why = "header: " + why;
   }
-  ::close(fd);
   return why;
 }
 

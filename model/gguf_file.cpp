@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "kernels/ggml_type.h"
+#include "util/regular_file.h"
 
 namespace spate {
 namespace {
@@ -140,21 +141,13 @@ int64_t gguf_tensor_info::n_elements() const {
 }
 
 std::unique_ptr<gguf_file> gguf_file::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw gguf_error("cannot open model file '" + path + "': " + std::strerror(errno));
+  regular_file rf = open_regular_file(path);  // never blocks on a FIFO or a device
+  if (!rf.fd) {
+    if (rf.error_errno != 0) throw gguf_error("cannot open model file '" + path + "': " + rf.error);
+    throw gguf_error("model path '" + path + "' is not a regular file (" + file_kind_name(rf.mode) + ")");
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    throw gguf_error("cannot stat model file '" + path + "': " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw gguf_error("model path '" + path + "' is not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  const int fd = rf.fd.release();
+  const size_t size = static_cast<size_t>(rf.size);
   if (size < 24) {
     ::close(fd);
     throw gguf_error(fmt_err(path, "file is " + std::to_string(size) + " bytes, too small for a GGUF header"));

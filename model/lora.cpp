@@ -88,6 +88,30 @@ std::vector<float> transposed_b(const gguf_tensor_info& tb, int64_t rank, int64_
 
 }  // namespace
 
+std::string lora_fits_base(const gguf_file& adapter, const gguf_file& base, int32_t max_rank) {
+  if (adapter.get_string("general.type").value_or("") != "adapter" || adapter.get_string("adapter.type").value_or("") != "lora")
+    return "not a LoRA adapter (general.type must be 'adapter' and adapter.type 'lora')";
+  const std::string arch = adapter.get_string("general.architecture").value_or("");
+  const std::string base_arch = base.get_string("general.architecture").value_or("");
+  if (arch != base_arch) return "its architecture '" + arch + "' is not the base model's '" + base_arch + "'";
+  for (const gguf_tensor_info& ta : adapter.tensors()) {
+    if (!ta.name.ends_with(".weight.lora_a")) continue;
+    const std::string wname = ta.name.substr(0, ta.name.size() - std::strlen(".lora_a"));
+    const gguf_tensor_info* tb = adapter.find_tensor(wname + ".lora_b");
+    const gguf_tensor_info* w = base.find_tensor(wname);
+    if (!tb) return "'" + wname + "' has lora_a but no lora_b";
+    if (!w) return "'" + wname + "': the base model has no such weight";
+    if (ta.dims.size() != 2 || tb->dims.size() != 2 || w->dims.size() != 2 || ta.dims[0] != w->dims[0] || tb->dims[1] != w->dims[1] ||
+        ta.dims[1] != tb->dims[0]) {
+      return "'" + wname + "' has lora_a " + dims_text(ta.dims) + " and lora_b " + dims_text(tb->dims) + ", which do not fit the base weight " +
+             dims_text(w->dims);
+    }
+    if (max_rank > 0 && ta.dims[1] > max_rank)
+      return "'" + wname + "' has rank " + std::to_string(ta.dims[1]) + ", above --max-lora-rank " + std::to_string(max_rank);
+  }
+  return "";
+}
+
 std::shared_ptr<const lora_adapter> load_lora_adapter(const std::string& path, const model_config& c, const model_weights& w,
                                                       int32_t max_rank, kernels::isa_level level) {
   const std::string where = "LoRA adapter " + path + ": ";

@@ -71,6 +71,14 @@ struct lora_adapter {
 std::shared_ptr<const lora_adapter> load_lora_adapter(const std::string& path, const model_config& c, const model_weights& w,
                                                       int32_t max_rank, kernels::isa_level level);
 
+// Whether the adapter file fits the base model file by their headers alone
+// (nothing is packed): a LoRA adapter of the same architecture whose every
+// lora_a/lora_b pair fits the base tensor of that name ([n_in, rank] and
+// [rank, n_out]) with rank <= max_rank (> 0). "" or why not, naming the
+// tensor. For binding start-time adapters to their base (load_lora_adapter
+// checks the loaded weights again).
+std::string lora_fits_base(const gguf_file& adapter, const gguf_file& base, int32_t max_rank);
+
 // One projection output an adapter may change: y[row * ldy + col].
 struct lora_job {
   lora_target target;

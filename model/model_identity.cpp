@@ -6,6 +6,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "util/regular_file.h"
+
 namespace spate {
 namespace {
 
@@ -37,12 +39,12 @@ bool fold_range(int fd, uint64_t offset, uint64_t n, std::vector<uint8_t>& buf, 
 }  // namespace
 
 uint64_t model_file_identity(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  struct stat st {};
+  regular_file rf = open_regular_file(path);  // a FIFO or device: no identity, never a block
+  if (!rf.fd) return 0;
+  const int fd = rf.fd.get();
   uint64_t h = 1469598103934665603ull;
-  bool ok = ::fstat(fd, &st) == 0;
-  const auto size = static_cast<uint64_t>(ok ? st.st_size : 0);
+  bool ok = true;
+  const uint64_t size = rf.size;
   h = fold(h, reinterpret_cast<const uint8_t*>(&size), sizeof size);
   std::vector<uint8_t> buf;
   if (ok) ok = fold_range(fd, 0, std::min(size, k_edge_bytes), buf, h);
@@ -56,7 +58,6 @@ uint64_t model_file_identity(const std::string& path) {
     const uint64_t start = std::max(k_edge_bytes, size - k_edge_bytes);
     ok = fold_range(fd, start, size - start, buf, h);
   }
-  ::close(fd);
   return ok ? (h == 0 ? 1 : h) : 0;
 }
 

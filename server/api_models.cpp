@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "server/api_router.h"
+#include "server/lora_paths.h"
 #include "server/model_wait.h"
 
 namespace spate {
@@ -107,12 +108,25 @@ boost::asio::awaitable<std::optional<api::api_error>> add_adapter(server_context
 boost::asio::awaitable<void> handle_lora_adapter(server_context& ctx, http_exchange& ex, http_io& io, bool load) {
   const unsigned v = ex.req.version();
   std::vector<std::string> f;
-  std::optional<api::api_error> err =
-      load ? string_fields(ex.req.body(), {"lora_name", "lora_path"}, {"base_model_name"}, f) : string_fields(ex.req.body(), {"lora_name"}, {}, f);
+  std::optional<api::api_error> err;
+  if (!ctx.opts.enable_lora_runtime_loading) {  // vLLM: the routes exist only with VLLM_ALLOW_RUNTIME_LORA_UPDATING
+    err = api::api_error{404, "runtime LoRA loading is off: start the server with --enable-lora-runtime-loading and --lora-allowed-dirs",
+                         "not_found_error", "", "lora_runtime_loading_disabled"};
+  } else {
+    err = load ? string_fields(ex.req.body(), {"lora_name", "lora_path"}, {"base_model_name"}, f)
+               : string_fields(ex.req.body(), {"lora_name"}, {}, f);
+  }
+  if (!err && !valid_adapter_name(f[0]))  // names are logged and listed: no forged log lines
+    err = api::api_error{400, "'lora_name' must be 1 to 256 characters of UTF-8 without control characters", "invalid_request_error",
+                         "lora_name", ""};
+  std::optional<std::string> path;
+  if (!err && load && !(path = confine_lora_path(f[1], ctx.opts.lora_allowed_roots)))
+    err = api::api_error{403, "'lora_path' is not allowed: adapters are loaded from the --lora-allowed-dirs directories only",
+                         "permission_error", "lora_path", "lora_path_not_allowed"};
   if (!err && load) {
     model_spec spec;
     spec.id = f[0];
-    spec.path = f[1];
+    spec.path = *path;  // resolved: the file below an allowed directory that was checked
     spec.parent = f[2];
     err = co_await add_adapter(ctx, std::move(spec));
   } else if (!err) {

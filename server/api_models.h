@@ -21,6 +21,9 @@ boost::asio::awaitable<void> handle_model_load(server_context& ctx, http_exchang
 // vLLM's POST /v1/load_lora_adapter {"lora_name", "lora_path"[, "base_model_name"]}
 // (waits until it is installed: 200, or 400 naming the tensor that does not
 // fit) and POST /v1/unload_lora_adapter {"lora_name"}; answers in vLLM's text.
+// Both answer 404 unless --enable-lora-runtime-loading; a lora_path that does
+// not resolve below --lora-allowed-dirs gets 403 "not allowed" and nothing
+// more; a lora_name with control characters 400 (server/lora_paths.h).
 boost::asio::awaitable<void> handle_lora_adapter(server_context& ctx, http_exchange& ex, http_io& io, bool load);
 
 }  // namespace spate

@@ -8,9 +8,11 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
 #include "server/session_entry.h"
+#include "util/regular_file.h"
 
 namespace spate {
 
@@ -19,6 +21,8 @@ namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
+
+constexpr uint64_t k_max_pem_bytes = 1u << 20;  // a certificate chain or key file, at most
 
 std::shared_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
   auto c = std::make_shared<ssl::context>(ssl::context::tls_server);
@@ -31,10 +35,17 @@ std::shared_ptr<ssl::context> make_tls_context(const cli::serve_options& o) {
   if (SSL_CTX_set_cipher_list(c->native_handle(), o.ssl_ciphers.c_str()) != 1) {
     throw std::runtime_error("--ssl-ciphers '" + o.ssl_ciphers + "': no cipher OpenSSL knows");
   }
+  // Read here (OpenSSL's file loaders would block on a FIFO), then parsed from memory.
+  std::string pem;
   boost::system::error_code ec;
-  c->use_certificate_chain_file(o.ssl_certfile, ec);
+  if (auto err = read_regular_file(o.ssl_certfile, pem, k_max_pem_bytes); !err.empty())
+    throw std::runtime_error("--ssl-certfile " + o.ssl_certfile + ": " + err);
+  c->use_certificate_chain(asio::buffer(pem), ec);
   if (ec) throw std::runtime_error("--ssl-certfile " + o.ssl_certfile + ": " + ec.message());
-  c->use_private_key_file(o.ssl_keyfile, ssl::context::pem, ec);
+  if (auto err = read_regular_file(o.ssl_keyfile, pem, k_max_pem_bytes); !err.empty())
+    throw std::runtime_error("--ssl-keyfile " + o.ssl_keyfile + ": " + err);
+  c->use_private_key(asio::buffer(pem), ssl::context::pem, ec);
+  OPENSSL_cleanse(pem.data(), pem.size());
   if (ec) throw std::runtime_error("--ssl-keyfile " + o.ssl_keyfile + ": " + ec.message());
   return c;
 }

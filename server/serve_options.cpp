@@ -2,7 +2,9 @@
 
 #include "protocol/reasoning.h"
 #include "protocol/tool_calls.h"
+#include "server/lora_paths.h"
 #include "util/byte_size.h"
+#include "util/regular_file.h"
 
 #include <boost/asio/ip/address.hpp>
 #include <cstdlib>
@@ -56,6 +58,10 @@ void add_serve_options(po::options_description& desc, serve_options& o) {
       ("max-loras", po::value(&o.max_loras)->default_value(o.max_loras), "LoRA adapters loaded at once per base model")
       ("max-lora-rank", po::value(&o.max_lora_rank)->default_value(o.max_lora_rank), "largest LoRA rank accepted")
       ("enable-lora", po::bool_switch(), "accepted for vLLM command lines: LoRA is always enabled")
+      ("enable-lora-runtime-loading", po::bool_switch(&o.enable_lora_runtime_loading),
+       "allow POST /v1/load_lora_adapter and /v1/unload_lora_adapter (off: they answer 404); needs --lora-allowed-dirs")
+      ("lora-allowed-dirs", po::value(&o.lora_allowed_dirs)->composing(),
+       "directories runtime-loaded LoRA adapters may be read from, DIR[,DIR...] (repeatable); paths are resolved (symbolic links, ..) before the check")
       ("api-key", po::value(&o.api_keys)->composing(), "require 'Authorization: Bearer KEY' on /v1 and tokenizer routes (repeatable)")
       ("api-key-file", po::value(&o.api_key_file), "file with one API key per line (# comments); re-read on SIGHUP")
       ("ssl-keyfile", po::value(&o.ssl_keyfile), "TLS private key (PEM); with --ssl-certfile serves HTTPS/WSS")
@@ -103,6 +109,9 @@ std::string finish_serve_options(serve_options& o) {
   if (o.max_loaded_models < 0) return "--max-loaded-models must be >= 0";
   if (o.max_loras < 1 || o.max_loras > 256) return "--max-loras must be in [1, 256]";
   if (o.max_lora_rank < 1 || o.max_lora_rank > 4096) return "--max-lora-rank must be in [1, 4096]";
+  if (auto err = resolve_lora_allowed_dirs(o.lora_allowed_dirs, o.lora_allowed_roots); !err.empty()) return err;
+  if (o.enable_lora_runtime_loading && o.lora_allowed_roots.empty())
+    return "--enable-lora-runtime-loading needs --lora-allowed-dirs (the directories adapters may be loaded from)";
   if (!(o.model_load_timeout_s >= k_min_interval_s && o.model_load_timeout_s <= k_max_timeout_s))
     return "--model-load-timeout must be in [0.01, 86400] seconds, got " + seconds_text(o.model_load_timeout_s);
   if (!(o.model_idle_unload_s >= 0 && o.model_idle_unload_s <= k_max_idle_unload_s))
@@ -165,8 +174,9 @@ std::vector<std::string> load_api_keys(const serve_options& o) {
   const auto st = std::filesystem::status(o.api_key_file, fs_ec);
   if (fs_ec || !std::filesystem::exists(st)) throw std::runtime_error(what + ": cannot be read (no such file)");
   if (std::filesystem::is_directory(st)) throw std::runtime_error(what + ": is a directory, not a file of keys");
-  std::ifstream in(o.api_key_file);
-  if (!in) throw std::runtime_error(what + ": cannot be read");
+  std::string text;  // a FIFO or device is refused without blocking
+  if (auto err = read_regular_file(o.api_key_file, text, 64u << 20); !err.empty()) throw std::runtime_error(what + ": cannot be read: " + err);
+  std::istringstream in(text);
   std::string line;
   int n_lines = 0;
   size_t n_file_keys = 0;

@@ -29,6 +29,11 @@ struct serve_options {
   std::vector<std::string> lora_modules;  // --lora-modules NAME=PATH or {"name", "path", "base_model_name"} (repeatable)
   int32_t max_loras = 4;                // --max-loras: adapters loaded at once per base model (all may share a step)
   int32_t max_lora_rank = 64;           // --max-lora-rank: larger adapters are refused at load
+  // Runtime loading (POST /v1/load_lora_adapter, /v1/unload_lora_adapter; server/lora_paths.h):
+  // off unless enabled, and then only from files below the allowed directories.
+  bool enable_lora_runtime_loading = false;     // --enable-lora-runtime-loading
+  std::vector<std::string> lora_allowed_dirs;   // --lora-allowed-dirs DIR[,DIR...] (repeatable)
+  std::vector<std::string> lora_allowed_roots;  // their canonical paths, filled by finish_serve_options
   std::vector<std::string> api_keys;    // --api-key (repeatable); empty = no authentication
   std::string api_key_file;             // --api-key-file: one key per line (# comments); re-read on SIGHUP
   std::string ssl_keyfile;              // --ssl-keyfile (PEM)

@@ -14,6 +14,7 @@ import shlex
 import shutil
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,29 @@ def test_corrupt_and_truncated_files_are_recomputed(written, cold, tmp_path):
         assert s.log_text().count("is bad (checksum)") + s.log_text().count("of the wrong size") == 1
     finally:
         s.stop()
+
+
+def test_a_block_file_replaced_by_a_fifo_is_recomputed_without_hanging(written, cold, tmp_path):
+    """Issue 54: a .kvb file replaced by a FIFO (after the start-up scan) used to block its
+    request's read, and then the shutdown, for good; it is refused, deleted and recomputed."""
+    d = tmp_path / "kv"
+    shutil.copytree(written, d)
+    s = start("--kv-cache-dir", d)
+    try:
+        at = block_index(block_files(d), cold["tokens2"])
+        assert 100 in at
+        at[100].unlink()
+        os.mkfifo(at[100])
+        text, cached, usage = complete(s, PREFIX + TURN2)  # post_json's timeout bounds a hang
+        assert text == cold["turn2"]
+        assert cached == 100 * BLOCK, usage
+        assert s.metrics()["spate:kv_disk_errors_total"] >= 1
+        assert "is a FIFO, not a regular file" in s.log_text()
+        assert not at[100].exists() or at[100].is_file(), "the FIFO is deleted (or replaced by the recomputed block)"
+    finally:
+        t0 = time.monotonic()
+        s.stop(timeout=60)
+    assert s.proc.returncode == 0 and time.monotonic() - t0 < 60
 
 
 def test_a_tiny_disk_bound_evicts_and_keeps_serving(cold, tmp_path):

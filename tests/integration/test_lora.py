@@ -50,7 +50,7 @@ def adapters(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(adapters):
     s = SpateServer("--lora-modules", f"a1={adapters['a1']}", "--lora-modules", json.dumps({"name": "a2", "path": str(adapters["a2"])}),
-                    "--kv-cache-memory", "256MiB")
+                    "--kv-cache-memory", "256MiB", "--enable-lora-runtime-loading", "--lora-allowed-dirs", adapters["a1"].parent)
     try:
         s.wait_ready()
         yield s
@@ -125,7 +125,8 @@ def test_load_route_refuses_a_shape_that_does_not_fit(server, adapters):
     assert st == 400 and "blk.0.attn_k.weight" in body["error"]["message"] and "[576, 192]" in body["error"]["message"], body
     st, body, _ = post_json(server.base_url, "/v1/completions", {"model": "bad", "prompt": "x", "max_tokens": 1})
     assert st == 404 and body["error"]["code"] == "model_not_found"
-    for bad_body, code in (({"lora_name": "x"}, 400), ({"lora_name": "x", "lora_path": "/nonexistent.gguf"}, 400),
+    for bad_body, code in (({"lora_name": "x"}, 400), ({"lora_name": "x", "lora_path": "/nonexistent.gguf"}, 403),
+                           ({"lora_name": "x", "lora_path": str(adapters["a1"].parent / "nonexistent.gguf")}, 400),
                            ({"lora_name": "x", "lora_path": str(adapters["a1"]), "base_model_name": "nope"}, 404),
                            ({"lora_name": "a1", "lora_path": str(adapters["a1"])}, 400)):
         assert post_json(server.base_url, "/v1/load_lora_adapter", bad_body)[0] == code, bad_body

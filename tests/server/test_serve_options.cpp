@@ -3,6 +3,7 @@
 #include "server/serve_options.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -63,6 +64,25 @@ TEST_F(ApiKeyFile, ADirectoryOrAMissingFileIsRefused) {
   EXPECT_NE(error_of().find("is a directory"), std::string::npos);
   fs::remove(opts_.api_key_file);
   EXPECT_NE(error_of().find("cannot be read"), std::string::npos);
+}
+
+TEST_F(ApiKeyFile, AFifoIsRefusedWithoutBlocking) {
+  ASSERT_EQ(::mkfifo(opts_.api_key_file.c_str(), 0600), 0);
+  EXPECT_NE(error_of().find("cannot be read: is a FIFO, not a regular file"), std::string::npos);  // used to block in open(2)
+}
+
+TEST(FinishServeOptions, RuntimeLoraLoadingNeedsAllowedDirectories) {
+  serve_options o;
+  EXPECT_EQ(finish_serve_options(o), "");
+  EXPECT_FALSE(o.enable_lora_runtime_loading) << "off by default";
+  o.enable_lora_runtime_loading = true;
+  EXPECT_NE(finish_serve_options(o).find("--enable-lora-runtime-loading needs --lora-allowed-dirs"), std::string::npos);
+  const fs::path tmp = fs::canonical(fs::temp_directory_path());
+  o.lora_allowed_dirs = {tmp.string()};
+  EXPECT_EQ(finish_serve_options(o), "");
+  EXPECT_EQ(o.lora_allowed_roots, std::vector<std::string>{tmp.string()});
+  o.lora_allowed_dirs = {(tmp / "spate-no-such-dir").string()};
+  EXPECT_NE(finish_serve_options(o).find("--lora-allowed-dirs"), std::string::npos);
 }
 
 TEST_F(ApiKeyFile, NonPrintableKeysAreRefused) {
