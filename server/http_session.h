@@ -81,7 +81,13 @@ class stream_watch {
   void start(std::function<void()> on_close) {
     on_close_ = std::move(on_close);
     active_ = true;
-    if (!buf_ || reading_ || gone_) return;
+    if (gone_) {  // an earlier watch saw the client go
+      active_ = false;
+      auto f = std::move(on_close_);
+      if (f) f();
+      return;
+    }
+    if (!buf_ || reading_) return;
     reading_ = true;
     // No read deadline: a write's deadline (--write-timeout) arms only the write timer while this read is pending.
     beast::get_lowest_layer(s_).expires_never();

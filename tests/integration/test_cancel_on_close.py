@@ -147,7 +147,7 @@ def test_half_closed_client_cancels(server):
 
 def test_pipelined_request_after_a_generating_one(server):
     """Bytes the server reads while a request generates are the next request."""
-    first = raw_request("/v1/completions", {"model": MODEL_NAME, "prompt": "Hi", "max_tokens": 40, "ignore_eos": True})
+    first = raw_request("/v1/completions", {"model": MODEL_NAME, "prompt": "Hi", "max_tokens": 200, "ignore_eos": True})
     second = raw_request("/v1/completions", {"model": MODEL_NAME, "prompt": "Hello", "max_tokens": 3, "ignore_eos": True},
                          b"Connection: close\r\n")
     sock = connect(server)
@@ -162,7 +162,7 @@ def test_pipelined_request_after_a_generating_one(server):
     answers = data.split(b"HTTP/1.1 ")[1:]
     assert len(answers) == 2, data
     tokens = [json.loads(a.split(b"\r\n\r\n", 1)[1])["usage"]["completion_tokens"] for a in answers]
-    assert tokens == [40, 3], data
+    assert tokens == [200, 3], data
 
 
 @pytest.mark.parametrize("how", ["close", "close_notify"])
