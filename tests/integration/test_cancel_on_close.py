@@ -21,17 +21,14 @@ SKIP_WARMUP = {"SPATE_SKIP_WARMUP": "1"}
 # Counting on: SmolLM2 goes on far beyond the second the test waits.
 LONG_TEXT = "Count from 1 to 5000, one number per line."
 
-# (path, body): each API's non-streamed generation, asked for thousands of tokens.
+# (path, body): the non-streamed generation routes that can be held to thousands of tokens (ignore_eos). The
+# Anthropic and Ollama routes go through the same handler and watch (server/api_generate.cpp) but have no
+# ignore_eos, so SmolLM2 may end on its own within the second the test waits: not tested here.
 ROUTES = {
     "chat": ("/v1/chat/completions", {"model": MODEL_NAME, "messages": [{"role": "user", "content": LONG_TEXT}],
                                       "max_tokens": 3000, "ignore_eos": True}),
     "completions": ("/v1/completions", {"model": MODEL_NAME, "prompt": LONG_TEXT, "max_tokens": 3000, "ignore_eos": True}),
     "responses": ("/v1/responses", {"model": MODEL_NAME, "input": LONG_TEXT, "max_output_tokens": 3000, "ignore_eos": True}),
-    "anthropic": ("/v1/messages", {"model": MODEL_NAME, "max_tokens": 3000, "messages": [{"role": "user", "content": LONG_TEXT}]}),
-    "ollama_chat": ("/api/chat", {"model": MODEL_NAME, "stream": False, "messages": [{"role": "user", "content": LONG_TEXT}],
-                                  "options": {"num_predict": 3000}}),
-    "ollama_generate": ("/api/generate", {"model": MODEL_NAME, "stream": False, "prompt": LONG_TEXT,
-                                          "options": {"num_predict": 3000}}),
 }
 
 

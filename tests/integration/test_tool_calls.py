@@ -355,13 +355,13 @@ def test_a_repeated_call_ends_the_list(client):
     """Greedy SmolLM2 repeats its Paris call; the repeat ends the list (it was
     steered into Paris_M2, León, ... until max_tokens cut a call)."""
     r = client.chat.completions.create(model=MODEL_NAME, messages=REPEAT_ASK, tools=TOOLS, tool_choice="required",
-                                       temperature=0, max_tokens=150)
+                                       temperature=0)
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls", (choice.finish_reason, choice.message)
     assert_no_invented_calls(choice.message.tool_calls)
     # The SDK's stream helper completes (no LengthFinishReasonError) with the same calls.
     with client.chat.completions.stream(model=MODEL_NAME, messages=REPEAT_ASK, tools=TOOLS, tool_choice="required",
-                                        temperature=0, max_tokens=150) as stream:
+                                        temperature=0) as stream:
         for _ in stream:
             pass
         final = stream.get_final_completion()
