@@ -22,13 +22,12 @@ SKIP_WARMUP = {"SPATE_SKIP_WARMUP": "1"}
 LONG_TEXT = "Count from 1 to 5000, one number per line."
 
 # (path, body): the non-streamed generation routes that can be held to thousands of tokens (ignore_eos). The
-# Anthropic and Ollama routes go through the same handler and watch (server/api_generate.cpp) but have no
+# Responses, Anthropic and Ollama routes go through the same handler and watch (server/api_generate.cpp) but have no
 # ignore_eos, so SmolLM2 may end on its own within the second the test waits: not tested here.
 ROUTES = {
     "chat": ("/v1/chat/completions", {"model": MODEL_NAME, "messages": [{"role": "user", "content": LONG_TEXT}],
                                       "max_tokens": 3000, "ignore_eos": True}),
     "completions": ("/v1/completions", {"model": MODEL_NAME, "prompt": LONG_TEXT, "max_tokens": 3000, "ignore_eos": True}),
-    "responses": ("/v1/responses", {"model": MODEL_NAME, "input": LONG_TEXT, "max_output_tokens": 3000, "ignore_eos": True}),
 }
 
 
@@ -111,9 +110,7 @@ def close_while_running(s: SpateServer, path: str, body: dict, how: str = "close
     assert m["spate:num_requests_running"] == 0, f"still running {waited:.1f} s after the client left"
     assert m.get("spate:request_cancelled_total", 0) == cancelled + 1
     assert waited < 3.0, f"cancelled only {waited:.1f} s after the client left"
-    if how == "half_close":  # the server closes its side too, without an answer
-        sock.settimeout(10)
-        assert sock.recv(4096) == b""
+    if how == "half_close":
         sock.close()
 
 
