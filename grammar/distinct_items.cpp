@@ -124,6 +124,12 @@ void distinct_items::key_end() {
 void distinct_items::value_end(size_t end) {
   frame& f = stack_.back();
   if (f.kind == ctx::object || f.item_start < 0) return;
+  if (f.repeat_ends) {
+    const std::string_view text(text_);
+    const std::string_view now = text.substr(static_cast<size_t>(f.item_start), end - static_cast<size_t>(f.item_start));
+    f.repeated = f.repeated || std::any_of(f.items.begin(), f.items.end(),
+                                           [&](const item& it) { return text.substr(it.begin, it.end - it.begin) == now; });
+  }
   if (f.items.size() < k_max_items) f.items.push_back({static_cast<uint32_t>(f.item_start), static_cast<uint32_t>(end)});
   f.item_start = -1;
   if (f.kind == ctx::top) f.expect_item = true;
@@ -142,8 +148,16 @@ void distinct_items::open(ctx kind, const matcher& m) {
   size_t most = 0;
   const grammar& g = *m.rules();
   const auto opened = [&](const grammar_pos& p) { return p.pos > 0 && g.rules[static_cast<size_t>(p.rule)].distinct; };
-  for (const parse_stack& s : m.stacks()) most = std::max(most, static_cast<size_t>(std::count_if(s.begin(), s.end(), opened)));
+  for (const parse_stack& s : m.stacks()) {
+    const auto n = static_cast<size_t>(std::count_if(s.begin(), s.end(), opened));
+    if (n <= most) continue;
+    most = n;
+    // The innermost distinct rule opened: this array's own.
+    const auto inner = std::find_if(s.rbegin(), s.rend(), opened);
+    f.repeat_ends = kind == ctx::array && g.rules[static_cast<size_t>(inner->rule)].repeat_ends;
+  }
   f.distinct = most > distinct_open();
+  if (!f.distinct) f.repeat_ends = false;
   stack_.push_back(std::move(f));
 }
 
@@ -178,6 +192,10 @@ bool distinct_items::active() const {
 // delimiter after them instead.
 void distinct_items::patterns_of(const frame& f, std::vector<pattern>& out) const {
   if (!(f.distinct || (f.kind == ctx::top && top_distinct_)) || f.items.empty()) return;
+  if (f.repeat_ends) {  // a repeat is let through; after it the array ends (the top level: must_end)
+    if (f.repeated && f.kind == ctx::array && f.item_start < 0 && !f.expect_item) out.push_back(pattern_of(",", 0, 1, false));
+    return;
+  }
   const std::string_view text(text_);
   const std::string_view written = f.item_start >= 0 ? text.substr(static_cast<size_t>(f.item_start)) : std::string_view();
   // After an item of an array: a ',' is the decision when every next item repeats.

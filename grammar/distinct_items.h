@@ -17,6 +17,15 @@
 //     no key comes twice;
 //   - with grammar::distinct_top_level, the top-level JSON objects and arrays
 //     of the output, one after another (hermes' and llama3's tool calls).
+//
+// Lists of tool calls (an array rule with repeat_ends, and the top level)
+// are not steered away from a repeat: a model that repeats a call wants no
+// other call, and steering it writes an invented one (Paris -> Paris_M2).
+// A repeat there is let through and ends the list: after it, an array's ','
+// is refused (its ']' comes next), and at the top level must_end() holds, so
+// that once the grammar may end, only the end is allowed. The parsers drop
+// the repeated call (tool_calls.h). Other distinct lists (uniqueItems, an
+// object's keys) refuse repeats as follows.
 // A repeat is refused where it is decided: at the last byte where the
 // grammar allowed a way on that repeats nothing. {"city": "Paris"} is
 // refused at the quote that ends "Paris", since "}" is forced after it; with
@@ -76,7 +85,9 @@ class distinct_items {
   static constexpr size_t k_max_depth = 64;
   static constexpr size_t k_max_items = 1024;
 
-  explicit distinct_items(bool distinct_top_level) : top_distinct_(distinct_top_level) {}
+  explicit distinct_items(bool distinct_top_level) : top_distinct_(distinct_top_level) {
+    stack_[0].repeat_ends = distinct_top_level;
+  }
 
   // Consumes one byte of output; m is the matcher right after that byte.
   void advance(uint8_t byte, const matcher& m);
@@ -87,6 +98,10 @@ class distinct_items {
 
   // Whether some list has items to compare against (blocked_tokens can block).
   bool active() const;
+
+  // A top-level value repeated an earlier one (tool calls): the output must
+  // end as soon as its grammar allows.
+  bool must_end() const { return stack_.size() == 1 && stack_[0].repeated; }
 
  private:
   enum class ctx : uint8_t { top, array, object };
@@ -100,6 +115,8 @@ class distinct_items {
     int64_t item_start = -1;          // offset of the item (object: key) being written, -1 between them
     std::vector<item> items;
     bool expect_key = false;          // objects: the next string is a key
+    bool repeat_ends = false;         // a repeat ends the list (tool calls) rather than being refused
+    bool repeated = false;            // repeat_ends: an item repeated an earlier one
   };
   using pattern = distinct_items_pattern;
 

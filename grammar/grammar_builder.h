@@ -66,8 +66,12 @@ class grammar_builder {
   alternative repeat(const alternative& atom, int64_t lo, int64_t hi);
   // A rule matching one of the alternatives (a group).
   alternative group(std::vector<alternative> alts);
-  // Marks rule as a JSON array of distinct items (grammar_ir.h rule::distinct).
-  void set_distinct(int32_t rule) { g_.rules.at(static_cast<size_t>(rule)).distinct = true; }
+  // Marks rule as a JSON array of distinct items (grammar_ir.h rule::distinct);
+  // repeat_ends: a repeated item ends the list instead (rule::repeat_ends).
+  void set_distinct(int32_t rule, bool repeat_ends = false) {
+    g_.rules.at(static_cast<size_t>(rule)).distinct = true;
+    g_.rules.at(static_cast<size_t>(rule)).repeat_ends = repeat_ends;
+  }
   void set_distinct_top_level() { g_.distinct_top_level = true; }
   // JSON whitespace (json_schema.h): bounded (the default) or none at all.
   void set_json_compact(bool compact) { json_compact_ = compact; }

@@ -43,13 +43,19 @@ struct rule {
   // context-free grammar cannot say. Every alternative of a distinct rule
   // starts with its '[' or '{'.
   bool distinct = false;
+  // With distinct (an array: a list of tool calls): an item that repeats an
+  // earlier one is let through and ends the list (its ',' is refused),
+  // instead of being refused (distinct_items.h).
+  bool repeat_ends = false;
 };
 
 struct grammar {
   std::vector<rule> rules;
   int32_t root = -1;  // index of the start rule
   // The top-level JSON values of the output (hermes' and llama3's tool calls,
-  // one after another) must differ from each other (distinct_items.h).
+  // one after another) must differ from each other (distinct_items.h): a
+  // value that repeats an earlier one is let through and ends the output (as
+  // repeat_ends).
   bool distinct_top_level = false;
 };
 

@@ -38,7 +38,11 @@ class grammar_constraint final : public token_constraint {
     const auto mask = masks_->mask(m_);
     mask->apply(logits);
     int64_t n_allowed = mask->n_allowed;
-    if (distinct_ && distinct_->active()) {
+    if (distinct_ && distinct_->must_end() && mask->can_end) {
+      // A tool call repeated an earlier one: the list ends here (only the end-of-generation tokens stay).
+      std::fill(logits.begin(), logits.end(), -std::numeric_limits<float>::infinity());
+      n_allowed = 0;
+    } else if (distinct_ && distinct_->active()) {
       blocked_.clear();
       distinct_->blocked_tokens(*trie_, *pieces_, blocked_);
       for (const int32_t id : blocked_) {

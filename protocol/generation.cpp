@@ -274,24 +274,31 @@ std::optional<api::api_error> render_chat(const api::served_model& m, const api:
   return std::nullopt;
 }
 
+// Harmony calls (tools in the openai format) get their grammars from the harmony constraint.
+bool harmony_calls(const api::served_model& m, const api::parsed_request& r, bool harmony) {
+  return harmony && r.tool_use.active() && m.tool_format == api::tool_call_format::openai;
+}
+
 }  // namespace
 
-std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
-  const tokenizer& tok = *m.tok;
-  const bool harmony = r.kind != api::endpoint::completions && m.harmony_output(r.tool_use.active());
-  const bool harmony_calls = harmony && r.tool_use.active() && m.tool_format == api::tool_call_format::openai;
+std::optional<api::api_error> render_chat_prompt(const api::served_model& m, const api::parsed_request& r, prepared_generation& out,
+                                                 api::output_constraint& constraint) {
+  const bool harmony = m.harmony_output(r.tool_use.active());
   json::array adjusted;  // the messages, adjusted for tool use or harmony
-  api::output_constraint constraint = r.constraint;
   if (r.tool_use.active() || harmony) adjusted = r.messages;
   if (harmony) harmony_messages(adjusted);
   if (r.tool_use.active()) {
-    // Harmony calls get their grammars from the harmony constraint instead.
-    if (!harmony_calls) {
+    if (!harmony_calls(m, r, harmony)) {
       if (auto e = prepare_tool_use(m, r, adjusted, constraint)) return e;
     }
     out.tool_format = m.tool_format;
   }
-  const json::array& messages = r.tool_use.active() || harmony ? adjusted : r.messages;
+  return render_chat(m, r, r.tool_use.active() || harmony ? adjusted : r.messages, harmony, out);
+}
+
+std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out) {
+  const tokenizer& tok = *m.tok;
+  api::output_constraint constraint = r.constraint;
   if (r.kind == api::endpoint::completions) {
     if (r.prompt_ids) {
       out.prompt = *r.prompt_ids;
@@ -299,7 +306,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
       out.prompt_text = r.prompt_text.value_or("");
       out.prompt = encode_prompt(tok, out.prompt_text);
     }
-  } else if (auto e = render_chat(m, r, messages, harmony, out)) {
+  } else if (auto e = render_chat_prompt(m, r, out, constraint)) {
     return e;
   }
   if (r.thinking_token_budget && !out.reasoning && !out.harmony) {
@@ -320,7 +327,7 @@ std::optional<api::api_error> prepare_generation(const api::served_model& m, con
     out.params.constraint = m.constraints->compile(constraint, err);
     if (err) return err;
   }
-  if (out.harmony) return constrain_harmony(m, r, harmony_calls, out);
+  if (out.harmony) return constrain_harmony(m, r, harmony_calls(m, r, true), out);
   // The grammar waits for the end of the reasoning; the budget ends it.
   if (out.reasoning && *out.reasoning != api::reasoning_start::content && (out.params.constraint || r.thinking_token_budget)) {
     out.params.constraint = api::make_reasoning_constraint(std::move(out.params.constraint), *out.reasoning, m.reasoning_tokens,

@@ -108,6 +108,15 @@ std::vector<int32_t> encode_prompt(const tokenizer& tok, std::string_view text);
 // or nullopt.
 std::optional<api::api_error> prepare_generation(const api::served_model& m, const api::parsed_request& r, prepared_generation& out);
 
+// Chat and responses: the prompt as prepare_generation renders it (the tool
+// use's system prompt and message rewriting, harmony's, the chat template,
+// continue_final_message), into out.prompt_text and out.prompt; sets
+// out.tool_format, out.reasoning, out.harmony; a tool grammar replaces
+// constraint. /tokenize renders chat messages through this too, so that its
+// count is the chat's usage.prompt_tokens.
+std::optional<api::api_error> render_chat_prompt(const api::served_model& m, const api::parsed_request& r, prepared_generation& out,
+                                                 api::output_constraint& constraint);
+
 // continue_final_message (vLLM's): cuts the rendered prompt right after the
 // final assistant message's text, so the model continues it instead of
 // starting a new turn. A 400 when the template did not render that text

@@ -550,9 +550,8 @@ std::optional<api_error> parse_tokenize(std::string_view body, tokenize_request&
   } else {
     out.add_special_tokens = false;  // the chat template adds them
     if (auto e = parse_messages(f.get("messages"), "messages", out.messages)) return e;
-    tool_request tool_use;  // tokenize renders the tools; how they would be used does not matter
     if (auto e = parse_template_inputs(f, out.messages, out.template_extra, out.add_generation_prompt,
-                                       out.continue_final_message, tool_use))
+                                       out.continue_final_message, out.tool_use))
       return e;
   }
   if (auto e = f.boolean("add_special_tokens", out.add_special_tokens)) return e;

@@ -168,6 +168,7 @@ struct tokenize_request {
   std::optional<std::string> prompt;  // set for the prompt form
   boost::json::array messages;        // the messages form: validated as for chat
   boost::json::object template_extra; // messages form: as parsed_request::template_extra
+  tool_request tool_use;              // messages form: tools, tool_choice, parallel_tool_calls as for chat
   bool add_special_tokens = true;
   bool add_generation_prompt = true;
   bool continue_final_message = false;

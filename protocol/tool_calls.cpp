@@ -139,15 +139,20 @@ void add_system_prompt(json::array& messages, std::string_view prompt) {
     const auto* role = first.if_contains("role");
     auto* content = first.if_contains("content");
     if (role && role->is_string() && role->get_string() == "system" && content) {
+      // The prompt first: the caller's system text may change from turn to
+      // turn (memory, retrieved context), the tools rarely; the prefix cache
+      // then keeps the tools' prefill.
       if (content->is_string()) {
-        std::string text(content->get_string());
-        if (!text.empty()) text += "\n\n";
-        text += prompt;
+        std::string text(prompt);
+        if (!content->get_string().empty()) text += "\n\n" + std::string(content->get_string());
         *content = json::string(text);
         return;
       }
       if (content->is_array()) {
-        content->get_array().push_back(json::object{{"type", "text"}, {"text", json::string(prompt)}});
+        json::array& parts = content->get_array();
+        std::string text(prompt);
+        if (!parts.empty()) text += "\n\n";
+        parts.insert(parts.begin(), json::object{{"type", "text"}, {"text", json::string(text)}});
         return;
       }
     }

@@ -36,6 +36,12 @@
 // the arguments are re-serialized (compact JSON) in one piece. Nesting deeper
 // than 64 levels is not a call.
 //
+// A call that repeats an earlier complete call of the same output (the same
+// name, arguments equal but for the whitespace outside strings) is dropped:
+// the tool grammar lets a repeat through to end the list (tool_grammar.h). A
+// stream holds a call back while it may still turn out a repeat, and numbers
+// the calls it passes on from 0 without gaps.
+//
 // The markers ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>") must be in the
 // text: detokenize with special tokens kept for models where they are special.
 //
@@ -194,9 +200,11 @@ class tool_call_stream {
 std::string generic_tool_system_prompt(const boost::json::array& tools, bool parallel_tool_calls,
                                        bool call_required = false, std::string_view direct_answer = {});
 
-// Adds `prompt` to a chat's messages: appended ("\n\n" + prompt) to the first
-// message's content when that is a system message with string content (or a
-// text part to an array of parts), else a new system message is prepended.
+// Adds `prompt` to a chat's messages, before the caller's own system text
+// (stable first, for the prefix cache): prompt + "\n\n" + the first message's
+// content when that is a system message with string content (or a first text
+// part prompt + "\n\n" in an array of parts), else a new system message is
+// prepended.
 void add_system_prompt(boost::json::array& messages, std::string_view prompt);
 
 }  // namespace spate::api

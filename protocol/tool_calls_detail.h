@@ -93,4 +93,32 @@ class output_event_sink {
   int32_t carry_index_ = -1;
 };
 
+// Drops from a tool-call stream's events each call that repeats an earlier
+// complete call of the same output: the same name, and arguments equal but
+// for the whitespace outside strings (how the tool grammar compares them,
+// grammar/distinct_items.h; it lets a repeat through to end the list). A call
+// is held back while it may still turn out a repeat (an earlier call has its
+// name and its arguments so far start that call's), then passed on whole once
+// it cannot; the calls passed on are numbered from 0 without gaps. Events in
+// order; the output is a function of the concatenated input alone.
+class repeated_call_filter {
+ public:
+  output_events filter(output_events in);
+
+ private:
+  struct call {
+    std::string name, args;
+  };
+  void add_args(std::string_view text);
+  bool may_repeat() const;
+  bool repeats() const;
+  void release(output_events& out);
+
+  std::vector<call> done_;
+  std::string name_, args_;  // the open call; args_ without whitespace outside strings
+  bool in_string_ = false, escape_ = false, holding_ = false;
+  int32_t out_index_ = -1, next_out_ = 0;
+  output_events held_;
+};
+
 }  // namespace spate::api::detail

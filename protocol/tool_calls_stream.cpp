@@ -62,6 +62,7 @@ struct tool_call_stream::impl {
   bool scan_formats_;
 
   detail::output_event_sink sink_;
+  detail::repeated_call_filter repeats_;  // on the sink's events
 
   // Input and the top-level machine.
   std::string input_;
@@ -692,14 +693,14 @@ tool_call_stream& tool_call_stream::operator=(tool_call_stream&&) noexcept = def
 tool_stream_events tool_call_stream::feed(std::string_view delta) {
   if (impl_->finished_) return {};
   impl_->run(delta);
-  return impl_->sink_.take(false);
+  return impl_->repeats_.filter(impl_->sink_.take(false));
 }
 
 tool_stream_events tool_call_stream::finish(bool cut) {
   if (impl_->finished_) return {};
   impl_->finished_ = true;
   impl_->finish(cut);
-  return impl_->sink_.take(true);
+  return impl_->repeats_.filter(impl_->sink_.take(true));
 }
 
 const tool_call_ids& tool_call_stream::ids() const { return impl_->ids_; }

@@ -35,7 +35,8 @@ alternative call_body(grammar_builder& b, const tool_call_syntax& syn, const jso
 // first call's body, further calls, list_close. With parallel calls, the
 // calls must differ (distinct_items.h): as the items of the list's JSON
 // array (generic, mistral: the array is a distinct rule of its own, from its
-// '[' to its ']'), or as top-level values (hermes, llama3).
+// '[' to its ']'), or as top-level values (hermes, llama3). A call that
+// repeats an earlier one ends the list (the parsers drop it, tool_calls.h).
 int32_t list_rule(grammar_builder& b, const tool_call_syntax& syn, const json::object& s, size_t skip) {
   std::vector<alternative> bodies;
   for (const json::value& fn : s.at("functions").as_array()) bodies.push_back(call_body(b, syn, fn.as_object()));
@@ -56,7 +57,7 @@ int32_t list_rule(grammar_builder& b, const tool_call_syntax& syn, const json::o
     return b.add_helper({calls + grammar_builder::literal(syn.list_close)});
   }
   const int32_t array = b.add_helper({calls + grammar_builder::literal("]")});
-  if (parallel) b.set_distinct(array);
+  if (parallel) b.set_distinct(array, /*repeat_ends=*/true);
   const std::string_view before = skip < split ? std::string_view(head).substr(skip, split - skip) : std::string_view();
   return b.add_helper({grammar_builder::literal(before) + ref(array) + grammar_builder::literal(std::string_view(syn.list_close).substr(1))});
 }

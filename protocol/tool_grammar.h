@@ -10,8 +10,10 @@
 // that function's `parameters` (any JSON object when it has none). At most
 // k_max_parallel_tool_calls calls per answer, and no two calls of one answer
 // are identical (same name, same arguments as written): the list is a
-// distinct rule (grammar/distinct_items.h), so a model repeating itself moves
-// on or ends.
+// distinct rule (grammar/distinct_items.h) whose repeats end it: a model that
+// repeats a call ends its list there (the repeat is written, then the list
+// closes, and the parsers drop the repeat), rather than being steered into a
+// different, invented call.
 //
 // The root, by tool_choice:
 //   required, named          list                 (a response format is ignored: tools alone)

@@ -5,7 +5,6 @@
 #include "tokenizer/tokenizer.h"
 #include "server/api_router.h"
 #include "server/model_wait.h"
-#include "jinja/chat_template.h"
 #include "protocol/generation.h"
 #include "protocol/openai_request.h"
 #include "util/utf8.h"
@@ -43,19 +42,19 @@ boost::asio::awaitable<void> handle_tokenize(server_context& ctx, http_exchange&
       if (r.prompt) {
         text = *r.prompt;
         ids = tok.encode(text, r.add_special_tokens, /*parse_special=*/true);
-      } else if (!got.lease->model().tmpl) {
-        err = api::api_error{400, "this model has no chat template", "invalid_request_error", "messages", "chat_template_missing"};
       } else {
-        chat_template_options o;
-        o.add_generation_prompt = r.add_generation_prompt;
-        o.extra_context = r.template_extra;
-        try {
-          text = got.lease->model().tmpl->render(r.messages, o);
-          if (r.continue_final_message) err = cut_after_final_message(r.messages, text);
-          ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
-        } catch (const std::exception& e) {
-          err = api::api_error{400, std::string("chat template error: ") + e.what(), "invalid_request_error", "messages", "chat_template_error"};
-        }
+        // The chat's own rendering (tools included), so that the count is the chat's usage.prompt_tokens.
+        api::parsed_request chat;
+        chat.kind = api::endpoint::chat_completions;
+        chat.messages = std::move(r.messages);
+        chat.template_extra = std::move(r.template_extra);
+        chat.add_generation_prompt = r.add_generation_prompt;
+        chat.continue_final_message = r.continue_final_message;
+        chat.tool_use = std::move(r.tool_use);
+        prepared_generation g;
+        api::output_constraint constraint;
+        err = render_chat_prompt(got.lease->model(), chat, g, constraint);
+        ids = std::move(g.prompt);
       }
     }
     if (err) {

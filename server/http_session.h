@@ -11,7 +11,10 @@
 //                              API key (request_admission.h): refused before the body
 //   Expect: 100-continue       answered "100 Continue" before the body is read
 //   read the body              --body-timeout   (413 beyond --max-body-bytes, decided on the header)
-//   handle (api_router.cpp)    none while generating; each write --write-timeout
+//   handle (api_router.cpp)    none while generating; each write --write-timeout;
+//                              while the engine works, the connection is read
+//                              (stream_watch): a client that closes or resets
+//                              cancels its request, pipelined bytes are kept
 // After an early error (4xx before the request was handled) the connection
 // closes lingering: what the client still sends is read and dropped (bounded),
 // so that a client still uploading reads the 413 rather than a broken pipe.
@@ -24,7 +27,10 @@
 // Thread-safety: everything runs on the connection's strand.
 #pragma once
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -51,12 +57,93 @@ namespace spate {
 
 namespace beast = boost::beast;
 
+// Watches a connection, while a handler waits on the engine, for the client
+// going away, by reading it (through TLS too: the records are decrypted):
+//   end of stream (the client closed, or half-closed: either ends the
+//   request, as in vLLM), a reset, a TLS close or error -> on_close;
+//   bytes (a pipelined request) -> appended to the session's buffer, so that
+//   the session reads them next; past k_max_buffered bytes in it the watch
+//   stops reading (a client then gone shows at the next write).
+// The read goes on after stop() (on_close no longer runs) until settle(),
+// which the session awaits before it reads the buffer again or closes.
+// Thread-safety: the connection's strand only. One watch at a time; on_close
+// runs at most once, on the strand, never after stop().
+template <class Stream>
+class stream_watch {
+ public:
+  static constexpr size_t k_max_buffered = 1 << 20;
+
+  stream_watch(Stream& s, beast::flat_buffer* buf) : s_(s), buf_(buf), settled_(s.get_executor()) {}
+  stream_watch(const stream_watch&) = delete;
+  stream_watch& operator=(const stream_watch&) = delete;
+
+  // Without a buffer (an early error's answer) nothing is watched.
+  void start(std::function<void()> on_close) {
+    on_close_ = std::move(on_close);
+    active_ = true;
+    if (gone_) {  // an earlier watch saw the client go
+      active_ = false;
+      auto f = std::move(on_close_);
+      if (f) f();
+      return;
+    }
+    if (!buf_ || reading_) return;
+    reading_ = true;
+    // No read deadline: a write's deadline (--write-timeout) arms only the write timer while this read is pending.
+    beast::get_lowest_layer(s_).expires_never();
+    boost::asio::co_spawn(s_.get_executor(), read_loop(), boost::asio::detached);
+  }
+  void stop() {
+    active_ = false;
+    on_close_ = nullptr;
+  }
+  // Ends the read (cancels it) and waits until it has returned. No write may be pending.
+  boost::asio::awaitable<void> settle() {
+    stop();
+    if (!reading_) co_return;
+    boost::system::error_code ec;
+    beast::get_lowest_layer(s_).socket().cancel(ec);
+    settled_.expires_at(std::chrono::steady_clock::time_point::max());
+    while (reading_) co_await settled_.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+  }
+  // The read saw the end of the stream or an error: the connection is done.
+  bool gone() const { return gone_; }
+
+ private:
+  boost::asio::awaitable<void> read_loop() {
+    boost::system::error_code ec;
+    while (buf_->size() < k_max_buffered) {
+      const size_t n = co_await s_.async_read_some(buf_->prepare(4096), boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+      buf_->commit(n);
+      if (!ec) continue;
+      if (ec != boost::asio::error::operation_aborted) {
+        gone_ = true;
+        if (active_ && on_close_) {
+          active_ = false;
+          auto f = std::move(on_close_);
+          f();
+        }
+      }
+      break;
+    }
+    reading_ = false;
+    settled_.cancel();
+  }
+
+  Stream& s_;
+  beast::flat_buffer* buf_;
+  boost::asio::steady_timer settled_;
+  std::function<void()> on_close_;
+  bool active_ = false, reading_ = false, gone_ = false;
+};
+
 // http_io over the connection's stream. Each write is bounded by --write-timeout.
 template <class Stream>
 class http_stream_io final : public http_io {
  public:
-  http_stream_io(Stream& s, const server_context& ctx, bool keep_alive)
-      : s_(s), ctx_(ctx), keep_alive_(keep_alive), watch_(beast::get_lowest_layer(s).socket()) {}
+  // buf: the session's buffer, where bytes read while watching go (nullptr: no watch).
+  http_stream_io(Stream& s, const server_context& ctx, bool keep_alive, beast::flat_buffer* buf = nullptr)
+      : s_(s), ctx_(ctx), keep_alive_(keep_alive), watch_(s, buf) {}
 
   boost::asio::awaitable<void> write_response(http_exchange& ex, http::response<http::string_body> res) override {
     decorate(ex, res);
@@ -89,6 +176,9 @@ class http_stream_io final : public http_io {
   void watch_disconnect(std::function<void()> on_close) override { watch_.start(std::move(on_close)); }
   void unwatch() override { watch_.stop(); }
   bool keep_alive() const override { return keep_alive_; }
+  // After the handler: ends the watch's read (see stream_watch::settle).
+  boost::asio::awaitable<void> settle() { co_await watch_.settle(); }
+  bool client_gone() const { return watch_.gone(); }
 
  private:
   template <class Body>
@@ -101,7 +191,7 @@ class http_stream_io final : public http_io {
   Stream& s_;
   const server_context& ctx_;
   bool keep_alive_;
-  disconnect_watch watch_;
+  stream_watch<Stream> watch_;
 };
 
 // Writes a small error response on a connection that is about to be closed.
@@ -235,7 +325,7 @@ enum class session_step : uint8_t {
 // Answers a complete request (body read): a WebSocket upgrade goes to
 // ws_responses.h (or is denied), anything else to the router.
 template <class Stream>
-boost::asio::awaitable<session_step> answer_request(server_context& ctx, Stream& stream, http_exchange& ex) {
+boost::asio::awaitable<session_step> answer_request(server_context& ctx, Stream& stream, beast::flat_buffer& buf, http_exchange& ex) {
   if (beast::websocket::is_upgrade(ex.req)) {
     if (auto denial = check_ws_upgrade(ctx, ex)) {
       http_stream_io<Stream> io(stream, ctx, false);
@@ -247,7 +337,7 @@ boost::asio::awaitable<session_step> answer_request(server_context& ctx, Stream&
     co_return session_step::handed_off;
   }
   const bool keep_alive = keep_alive_after(ex.req, ctx);
-  http_stream_io<Stream> io(stream, ctx, keep_alive);
+  http_stream_io<Stream> io(stream, ctx, keep_alive, &buf);
   bool write_failed = false;
   try {
     co_await handle_http_request(ctx, ex, io);
@@ -255,8 +345,9 @@ boost::asio::awaitable<session_step> answer_request(server_context& ctx, Stream&
     spdlog::debug("{}: connection lost: {}", ex.request_id, e.what());
     write_failed = true;
   }
+  co_await io.settle();
   log_access(ctx, ex);
-  co_return write_failed || !keep_alive ? session_step::close : session_step::next;
+  co_return write_failed || io.client_gone() || !keep_alive ? session_step::close : session_step::next;
 }
 
 // Reads one request (its head must be complete by head_deadline), checks and
@@ -309,7 +400,7 @@ boost::asio::awaitable<session_step> serve_one_request(server_context& ctx, Stre
   if (auto it = ex.req.find("X-Request-Id"); it != ex.req.end() && is_sane_request_id(it->value())) {
     ex.request_id = std::string(it->value());
   }
-  co_return co_await answer_request(ctx, stream, ex);
+  co_return co_await answer_request(ctx, stream, buf, ex);
 }
 
 // Runs the connection until it closes. The stream is already connected (and,

@@ -1,10 +1,6 @@
 #include "server/http_session_support.h"
 
-#include <poll.h>
-#include <sys/socket.h>
-
 #include <boost/asio/ssl/error.hpp>
-#include <cerrno>
 
 #include "server/http_request_checks.h"
 #include "server/request_admission.h"
@@ -12,61 +8,6 @@
 namespace spate {
 
 namespace asio = boost::asio;
-
-// ---- disconnect_watch ----
-
-disconnect_watch::~disconnect_watch() { stop(); }
-
-void disconnect_watch::start(std::function<void()> on_close) {
-  stop();
-  state_ = std::make_shared<state>();
-  state_->on_close = std::move(on_close);
-  arm(sock_, state_);
-}
-
-void disconnect_watch::stop() {
-  if (!state_) return;
-  const bool was_waiting = state_->active;
-  state_->active = false;
-  state_.reset();
-  if (was_waiting) {
-    boost::system::error_code ec;
-    sock_.cancel(ec);  // only the readiness wait is pending here
-  }
-}
-
-void disconnect_watch::fire(const std::shared_ptr<state>& st) {
-  st->active = false;
-  if (st->on_close) st->on_close();
-}
-
-void disconnect_watch::arm(asio::ip::tcp::socket& sock, const std::shared_ptr<state>& st) {
-  sock.async_wait(asio::socket_base::wait_read, [st, &sock](boost::system::error_code ec) {
-    if (!st->active || ec) return;  // stopped (the socket may be gone) or cancelled
-    char c;
-    const ssize_t r = ::recv(sock.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-      fire(st);
-    } else if (r == 0) {
-      wait_hangup(sock, st);
-    } else {
-      // Data pending, or a spurious wake-up (rare): stop watching; the next write detects a gone client.
-      st->active = false;
-    }
-  });
-}
-
-void disconnect_watch::wait_hangup(asio::ip::tcp::socket& sock, const std::shared_ptr<state>& st) {
-  pollfd p{sock.native_handle(), POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP))) {  // already reset
-    fire(st);
-    return;
-  }
-  sock.async_wait(asio::socket_base::wait_error, [st](boost::system::error_code ec) {
-    if (!st->active || ec) return;
-    fire(st);
-  });
-}
 
 // ---- read_deadline ----
 

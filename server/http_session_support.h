@@ -1,6 +1,6 @@
 // The parts of an HTTP session (http_session.h) that do not depend on the
-// stream type, compiled once: the socket watch and read deadline (both on the
-// connection's TCP socket, under TLS too), the decisions taken on a request
+// stream type, compiled once: the read deadline (on the connection's TCP
+// socket, under TLS too), the decisions taken on a request
 // (limits, admission, keep-alive) and the answers to early errors.
 //
 // Thread-safety: the classes are bound to the connection's strand; the
@@ -28,42 +28,6 @@ namespace spate {
 inline std::chrono::steady_clock::duration seconds_to_duration(double s) {
   return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
 }
-
-// Watches a connection's TCP socket, while a handler waits on the engine, for
-// the client going away. Waits for the socket to become readable without
-// consuming anything:
-//   error (reset)            -> on_close;
-//   end of stream (recv 0)   -> the client half-closed (shutdown(SHUT_WR)
-//                               after its request, as nginx and Beast allow):
-//                               not a disconnect; on_close once the socket errs
-//                               or hangs up in both directions (a reset: the
-//                               client closed with unread data, or answered a
-//                               write with RST). A FIN alone never fires it;
-//   data pending (a pipelined request or a TLS record) -> stop watching.
-// A client that is really gone then shows at the next write.
-// Thread-safety: the socket's strand only. One watch at a time; on_close runs
-// at most once, on the strand, and never after stop() or destruction.
-class disconnect_watch {
- public:
-  explicit disconnect_watch(boost::asio::ip::tcp::socket& sock) : sock_(sock) {}
-  ~disconnect_watch();
-  disconnect_watch(const disconnect_watch&) = delete;
-  disconnect_watch& operator=(const disconnect_watch&) = delete;
-  void start(std::function<void()> on_close);  // replaces a running watch
-  void stop();
-
- private:
-  struct state {
-    bool active = true;
-    std::function<void()> on_close;
-  };
-  static void arm(boost::asio::ip::tcp::socket& sock, const std::shared_ptr<state>& st);
-  static void wait_hangup(boost::asio::ip::tcp::socket& sock, const std::shared_ptr<state>& st);
-  static void fire(const std::shared_ptr<state>& st);
-
-  boost::asio::ip::tcp::socket& sock_;
-  std::shared_ptr<state> state_;
-};
 
 // A deadline that cancels (not closes) the socket's pending operations, so a
 // timed-out read can still be answered with 408 before the connection closes.

@@ -129,20 +129,56 @@ TEST_F(DistinctItems, AnyObjectHasNoKeyTwice) {
   EXPECT_EQ(blocked_after(extra, "{\"b\": 1, \"b"), names{"\""});
 }
 
+// Runs text through a matcher and a distinct_items; whether must_end() holds after it.
+bool must_end_after(const grammar& g, const std::string& text) {
+  auto shared = std::make_shared<const grammar>(g);
+  matcher m(shared);
+  distinct_items d(shared->distinct_top_level);
+  for (const char c : text) {
+    EXPECT_TRUE(m.advance(static_cast<uint8_t>(c))) << text;
+    d.advance(static_cast<uint8_t>(c), m);
+  }
+  return d.must_end();
+}
+
 TEST_F(DistinctItems, TopLevelValuesOfAToolCallSequence) {
-  // hermes-like: markers between top-level objects, which must differ.
+  // hermes-like: markers between top-level objects (tool calls). A repeat is
+  // not steered away from (that would invent a call): it ends the output.
   grammar_builder b;
   const alternative call = grammar_builder::literal("<c>") + add_json_object(b) + grammar_builder::literal("</c>");
   const int32_t root = b.add_rule("root", {call + b.repeat(grammar_builder::literal("\n") + call, 0, 3)});
   b.set_distinct_top_level();
   const grammar g = b.finish(root);
-  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1"), (names{" }", "}"}));
-  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 12"), names{});
+  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1"), names{}) << "the repeat may complete";
+  EXPECT_FALSE(must_end_after(g, "<c>{\"x\": 1}</c>"));
+  EXPECT_FALSE(must_end_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 12}</c>"));
+  EXPECT_TRUE(must_end_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1}"));
+  EXPECT_TRUE(must_end_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1}</c>"));
   // Whitespace outside strings does not make an item different; inside one it does.
-  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{ \"x\" :1"), (names{" }", "}"}));
-  EXPECT_EQ(blocked_after(g, "<c>{\"x\": \"a b\"}</c>\n<c>{\"x\": \"a  b\""), names{});
-  // A repeat the grammar let through (no mask here): later items still compare.
-  EXPECT_EQ(blocked_after(g, "<c>{\"x\": 1}</c>\n<c>{\"x\": 1}</c>"), names{});
+  EXPECT_TRUE(must_end_after(g, "<c>{\"x\": 1}</c>\n<c>{ \"x\" :1 }</c>"));
+  EXPECT_FALSE(must_end_after(g, "<c>{\"x\": \"a b\"}</c>\n<c>{\"x\": \"a  b\"}</c>"));
+}
+
+TEST_F(DistinctItems, ARepeatEndsAListWithRepeatEnds) {
+  // An array of objects whose repeats end it (a list of tool calls): the
+  // repeat completes, then its ',' is refused, so that the ']' comes next.
+  grammar_builder b;
+  const alternative obj = add_json_object(b);
+  const int32_t array = b.add_helper({grammar_builder::literal("[") + obj + b.repeat(grammar_builder::literal(",") + obj, 0, 7) +
+                                      grammar_builder::literal("]")});
+  b.set_distinct(array, /*repeat_ends=*/true);
+  const grammar g = b.finish(array);
+  EXPECT_EQ(blocked_after(g, "[{\"x\": 1},{\"x\": 1"), names{}) << "not steered to another item";
+  EXPECT_EQ(blocked_after(g, "[{\"x\": 1},{\"x\": 1}"), (names{","}));
+  EXPECT_EQ(blocked_after(g, "[{\"x\": 1},{\"x\": 2}"), names{});
+  EXPECT_FALSE(must_end_after(g, "[{\"x\": 1},{\"x\": 1}")) << "only the top level ends the output";
+  // Without repeat_ends (uniqueItems) the repeat is refused where it is decided, as before.
+  grammar_builder u;
+  const alternative uobj = add_json_object(u);
+  const int32_t uarray = u.add_helper({grammar_builder::literal("[") + uobj + u.repeat(grammar_builder::literal(",") + uobj, 0, 7) +
+                                       grammar_builder::literal("]")});
+  u.set_distinct(uarray);
+  EXPECT_EQ(blocked_after(u.finish(uarray), "[{\"x\": 1},{\"x\": 1"), (names{" }", "}"}));
 }
 
 TEST_F(DistinctItems, ABrokenValueIsDroppedNotMisread) {
@@ -155,9 +191,10 @@ TEST_F(DistinctItems, ABrokenValueIsDroppedNotMisread) {
   b.set_distinct_top_level();
   const grammar g = b.finish(root);
   // "[x" breaks the array: dropped; the later values are compared as usual.
-  EXPECT_EQ(blocked_after(g, "[x] {\"a\": 1} {\"a\": 1"), (names{" }", "}"}));
+  EXPECT_FALSE(must_end_after(g, "[x] {\"a\": 1}"));
+  EXPECT_TRUE(must_end_after(g, "[x] {\"a\": 1} {\"a\": 1}"));
   // Quotes in text between values open no string.
-  EXPECT_EQ(blocked_after(g, "say \"hi {\"a\": 1} {\"a\": 1"), (names{" }", "}"}));
+  EXPECT_TRUE(must_end_after(g, "say \"hi {\"a\": 1} {\"a\": 1}"));
 }
 
 }  // namespace

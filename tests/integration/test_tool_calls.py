@@ -285,3 +285,86 @@ def test_hermes_template_is_detected():
         assert "Tool calls: hermes format (from the chat template)" in s.log_text()
     finally:
         s.stop()
+
+
+# ---------------------------------------------------------------- the tool prompt and the prefix cache (issue 54, item 5)
+
+def many_tools(n=30):
+    return [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": f"Looks up record {i} of the archive by its key",
+        "parameters": {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]}}}
+        for i in range(n)]
+
+
+def tokenize_count(server, body):
+    import urllib.request
+    req = urllib.request.Request(server.base_url + "/tokenize", data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())["count"]
+
+
+def test_tool_prompt_comes_before_a_changing_system_message(server, client):
+    """Without a tool template the tools are described before the caller's own
+    system text, so a system message that changes per turn (memory, retrieved
+    context) still finds the tools' prefill in the prefix cache."""
+    tools = many_tools()
+    def ask(system):
+        return [{"role": "system", "content": system}, {"role": "user", "content": "Find record 7."}]
+    with_tools = tokenize_count(server, {"model": MODEL_NAME, "messages": ask("Memory: the user likes tea."), "tools": tools})
+    without = tokenize_count(server, {"model": MODEL_NAME, "messages": ask("Memory: the user likes tea.")})
+    n_tool_prompt = with_tools - without
+    assert n_tool_prompt > 500, (with_tools, without)
+    first = client.chat.completions.create(model=MODEL_NAME, messages=ask("Memory: the user likes tea."), tools=tools,
+                                           max_tokens=1, temperature=0)
+    second = client.chat.completions.create(model=MODEL_NAME, messages=ask("Retrieved: the archive opens at nine."),
+                                            tools=tools, max_tokens=1, temperature=0)
+    assert first.usage.prompt_tokens == with_tools, "the chat bills what /tokenize counts"
+    cached = second.usage.prompt_tokens_details.cached_tokens
+    block = 16  # --block-size: the cache keeps whole blocks
+    assert cached >= n_tool_prompt - block, (cached, n_tool_prompt, second.usage)
+
+
+def test_tokenize_counts_the_tool_prompt(server, client):
+    """/tokenize on chat messages with tools renders what the chat renders."""
+    for choice in ("auto", "required", "none"):
+        body = {"model": MODEL_NAME, "messages": ASK, "tools": TOOLS, "tool_choice": choice}
+        n = tokenize_count(server, body)
+        r = client.chat.completions.create(model=MODEL_NAME, messages=ASK, tools=TOOLS, tool_choice=choice, max_tokens=1)
+        assert n == r.usage.prompt_tokens, (choice, n, r.usage)
+    assert tokenize_count(server, {"model": MODEL_NAME, "messages": ASK, "tools": TOOLS}) > \
+        tokenize_count(server, {"model": MODEL_NAME, "messages": ASK}) + 100
+
+
+# ---------------------------------------------------------------- a repeat ends the list (issue 54, item 6)
+
+REPEAT_ASK = [{"role": "user", "content": "What is the weather in Paris? Answer in celsius."}]
+
+
+def assert_no_invented_calls(calls):
+    """The calls made before the model repeated one: valid, distinct, and only about Paris."""
+    assert_valid_calls(calls)
+    seen = [(c.function.name, json.loads(c.function.arguments)) for c in calls]
+    assert len({json.dumps(s, sort_keys=True) for s in seen}) == len(seen), f"a repeated call: {seen}"
+    for name, args in seen:
+        if name == "get_weather":
+            assert args["city"] == "Paris", f"an invented city: {seen}"
+
+
+def test_a_repeated_call_ends_the_list(client):
+    """Greedy SmolLM2 repeats its Paris call; the repeat ends the list (it was
+    steered into Paris_M2, León, ... until max_tokens cut a call)."""
+    r = client.chat.completions.create(model=MODEL_NAME, messages=REPEAT_ASK, tools=TOOLS, tool_choice="required",
+                                       temperature=0)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", (choice.finish_reason, choice.message)
+    assert_no_invented_calls(choice.message.tool_calls)
+    # The SDK's stream helper completes (no LengthFinishReasonError) with the same calls.
+    with client.chat.completions.stream(model=MODEL_NAME, messages=REPEAT_ASK, tools=TOOLS, tool_choice="required",
+                                        temperature=0) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    assert final.choices[0].finish_reason == "tool_calls"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in final.choices[0].message.tool_calls] == \
+           [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls]

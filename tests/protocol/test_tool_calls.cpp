@@ -400,11 +400,11 @@ TEST(GenericPrompt, AddSystemPrompt) {
   EXPECT_EQ(json::serialize(m), R"([{"role":"system","content":"TOOLS"},{"role":"user","content":"hi"}])");
   m = json::parse(R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}])").as_array();
   add_system_prompt(m, "TOOLS");
-  EXPECT_EQ(m[0].at("content").as_string(), "Be brief.\n\nTOOLS");
+  EXPECT_EQ(m[0].at("content").as_string(), "TOOLS\n\nBe brief.") << "the stable tools before the caller's text";
   EXPECT_EQ(m.size(), 2u);
   m = json::parse(R"([{"role": "system", "content": [{"type": "text", "text": "A"}]}])").as_array();
   add_system_prompt(m, "TOOLS");
-  EXPECT_EQ(json::serialize(m[0].at("content")), R"([{"type":"text","text":"A"},{"type":"text","text":"TOOLS"}])");
+  EXPECT_EQ(json::serialize(m[0].at("content")), R"([{"type":"text","text":"TOOLS\n\n"},{"type":"text","text":"A"}])");
   json::array empty;
   add_system_prompt(empty, "TOOLS");
   EXPECT_EQ(empty.size(), 1u);
@@ -649,6 +649,65 @@ TEST(ToolCallParse, Generic) {
   r = parse(F::generic, R"({"response": "Hel)");
   EXPECT_EQ(r.content, "Hel");
   expect_stream_agrees(F::generic, R"({"response": "Hel)");
+}
+
+TEST(ToolCallParse, ARepeatedCallIsDropped) {
+  // The tool grammar lets a repeat through to end the list: the calls made
+  // before it are the answer, numbered without a gap.
+  const std::string generic = R"({"tool_calls": [{"name": "w", "arguments": {"city": "Paris"}}, {"name": "w", "arguments": {"city": "Rome"}}, )"
+                              R"({"name": "w", "arguments": { "city" :"Paris"}}]})";
+  auto r = parse(F::generic, generic);
+  EXPECT_EQ(r.content, "");
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_EQ(r.calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(r.calls[1].arguments, R"({"city": "Rome"})");
+  expect_stream_agrees(F::generic, generic);
+  // Held while it may repeat, passed on once it differs: a longer string, another name, a prefix that was cut.
+  const std::string differ = R"({"tool_calls": [{"name": "w", "arguments": {"city": "Paris"}}, {"name": "w", "arguments": {"city": "Paris_M2"}}, )"
+                             R"({"name": "v", "arguments": {"city": "Paris"}}]})";
+  r = parse(F::generic, differ);
+  ASSERT_EQ(r.calls.size(), 3u);
+  EXPECT_EQ(r.calls[1].arguments, R"({"city": "Paris_M2"})");
+  EXPECT_EQ(r.calls[2].name, "v");
+  expect_stream_agrees(F::generic, differ);
+  // Whitespace inside strings counts.
+  r = parse(F::generic, R"({"tool_calls": [{"name": "w", "arguments": {"q": "a b"}}, {"name": "w", "arguments": {"q": "a  b"}}]})");
+  EXPECT_EQ(r.calls.size(), 2u);
+  const std::string hermes = "<tool_call>\n{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+                             "<tool_call>\n{\"name\": \"w\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+  r = parse(F::hermes, hermes);
+  EXPECT_EQ(r.content, "");
+  ASSERT_EQ(r.calls.size(), 1u);
+  expect_stream_agrees(F::hermes, hermes);
+  // A repeat cut by the length limit is a call cut short, as any other.
+  tool_call_ids ids(k_seed);
+  r = parse_tool_calls(F::hermes, hermes.substr(0, hermes.size() - 20), ids, /*cut=*/true);
+  ASSERT_EQ(r.calls.size(), 2u);
+  EXPECT_FALSE(r.calls[1].complete);
+}
+
+TEST(ToolCallStream, ARepeatIsHeldBackNotStreamed) {
+  tool_call_stream s(F::generic, k_seed);
+  auto e = s.feed(R"({"tool_calls": [{"name": "w", "arguments": {"city": "Paris"}}, {"name": "w", "arguments": {"city": "Pa)");
+  ASSERT_EQ(e.size(), 3u);  // the first call; the second may still repeat it
+  EXPECT_EQ(e[2].type, ev::call_end);
+  EXPECT_TRUE(s.feed(R"(ris"})").empty());
+  e = s.feed("}]}");
+  EXPECT_TRUE(e.empty()) << "the repeat is dropped";
+  EXPECT_TRUE(s.finish().empty());
+  tool_call_stream t(F::generic, k_seed);
+  t.feed(R"({"tool_calls": [{"name": "w", "arguments": {"city": "Paris"}}, {"name": "w", "arguments": {"city": "Pa)");
+  e = t.feed("x");
+  ASSERT_GE(e.size(), 2u) << "it differs: the held events go out";
+  EXPECT_EQ(e[0].type, ev::call_begin);
+  EXPECT_EQ(e[0].index, 1);
+  std::string args;
+  for (size_t i = 1; i < e.size(); ++i) {
+    EXPECT_EQ(e[i].type, ev::arguments);
+    EXPECT_EQ(e[i].index, 1);
+    args += e[i].text;
+  }
+  EXPECT_EQ(args, R"({"city": "Pax)");
 }
 
 TEST(ToolCallParse, GenericPlainContent) {

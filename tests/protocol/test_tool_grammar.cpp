@@ -5,11 +5,15 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "grammar/distinct_items.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "grammar/vocab_trie.h"
 #include "protocol/tool_grammar.h"
 
 namespace spate::api {
@@ -137,6 +141,56 @@ TEST(ToolGrammar, NamedAndSingleCallsAreOneCall) {
   EXPECT_FALSE(single.accepts(R"({"tool_calls": [)" + k_call + ", " + k_call2 + "]}"));
   EXPECT_EQ(distinct_arrays(*single.g), 0);  // one call: nothing to compare
   EXPECT_EQ(distinct_arrays(*build(weather(choice::required), F::generic).g), 1);
+}
+
+// The tokens among pieces that the distinct check refuses after text (which
+// the grammar must accept), and whether the output must end there.
+struct after_text {
+  std::vector<std::string> blocked;
+  bool must_end = false, can_end = false;
+};
+after_text run_distinct(const built& g, const std::string& text, const std::vector<std::string>& pieces) {
+  grammar::matcher m(g.g);
+  grammar::distinct_items d(g.g->distinct_top_level);
+  for (const char c : text) {
+    EXPECT_TRUE(m.advance(static_cast<uint8_t>(c))) << text;
+    d.advance(static_cast<uint8_t>(c), m);
+  }
+  const grammar::vocab_trie trie(pieces);
+  std::vector<int32_t> ids;
+  d.blocked_tokens(trie, pieces, ids);
+  after_text out;
+  for (const int32_t id : ids) {
+    grammar::matcher next = m;
+    if (next.advance(pieces[static_cast<size_t>(id)])) out.blocked.push_back(pieces[static_cast<size_t>(id)]);
+  }
+  std::sort(out.blocked.begin(), out.blocked.end());
+  out.must_end = d.must_end();
+  out.can_end = m.can_end();
+  return out;
+}
+
+TEST(ToolGrammar, ARepeatedCallEndsTheListInsteadOfInventingOne) {
+  const std::vector<std::string> pieces = {"\"", "\"}", "\"}}", "}", "_M2", ",", ", ", "]", "]}", "\n", "<tool_call>", "\n</tool_call>"};
+  using names = std::vector<std::string>;
+  const std::string repeat_started = R"({"name": "get_weather", "arguments": {"city": "Paris)";
+  // generic (the list is an array): the repeat may complete; then its ',' is refused, so the list closes.
+  const built generic = build(weather(choice::required), F::generic);
+  const std::string open = R"({"tool_calls": [)" + k_call + ", ";
+  EXPECT_EQ(run_distinct(generic, open + repeat_started, pieces).blocked, names{}) << "not steered to Paris_M2";
+  const after_text repeated = run_distinct(generic, open + k_call, pieces);
+  EXPECT_EQ(repeated.blocked, (names{",", ", "}));
+  EXPECT_TRUE(generic.accepts(open + k_call + "]}"));
+  EXPECT_EQ(run_distinct(generic, open + k_call2, pieces).blocked, names{}) << "a different call may be followed by more";
+  // hermes (calls at the top level): once the repeat's block is closed, only the end remains.
+  const built hermes = build(weather(choice::required), F::hermes);
+  const std::string first = "<tool_call>\n" + k_call + "\n</tool_call>";
+  EXPECT_EQ(run_distinct(hermes, first + "\n<tool_call>\n" + repeat_started, pieces).blocked, names{});
+  EXPECT_FALSE(run_distinct(hermes, first, pieces).must_end);
+  const after_text ended = run_distinct(hermes, first + "\n" + first, pieces);
+  EXPECT_TRUE(ended.must_end);
+  EXPECT_TRUE(ended.can_end);
+  EXPECT_FALSE(run_distinct(hermes, first + "\n<tool_call>\n" + k_call2 + "\n</tool_call>", pieces).must_end);
 }
 
 TEST(ToolGrammar, AnswerSpecRoundTrips) {

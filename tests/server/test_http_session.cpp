@@ -1,16 +1,19 @@
 // The HTTP session (server/http_session.h) behind the real listener on
 // loopback, driven by a raw client: request framing (Content-Length, chunked),
 // limits (413, 431), keep-alive and Connection: close, pipelining, malformed
-// heads (400), slow and vanished clients (408, silent close), 100-continue,
+// heads (400), slow and vanished clients (408, silent close), the disconnect
+// watch (a close reported, pipelined bytes kept), 100-continue,
 // the API key on the head, the drain. No model and no engine: the requests go
 // to the server's own probes and to an echo route the test adds to the table.
 // The session proper runs on a TCP socket (deadlines cancel it, the disconnect
-// watch peeks at it), so it is tested on loopback; the head reader, which only
+// watch reads it), so it is tested on loopback; the head reader, which only
 // reads, is also run on Beast's test stream, with reads cut to any size.
 #include "server/http_session.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 #include <chrono>
 #include <memory>
@@ -39,6 +42,41 @@ route echo_route() {
           }};
 }
 
+// What POST /watch saw: whether the client's going away was reported.
+struct watch_log {
+  std::atomic<int> n_closed{0};
+  std::atomic<int> n_answered{0};
+};
+
+// POST /watch stands for a handler waiting on the engine: it watches the
+// connection (http_io::watch_disconnect) for X-Wait-Ms milliseconds (5000
+// when absent), then answers "waited"; a reported close ends the wait without
+// an answer.
+route watch_route(std::shared_ptr<watch_log> log) {
+  return {{http::verb::post}, "/watch", route_auth::api_key,
+          [log](server_context&, http_exchange& ex, http_io& io, const route_params&) -> boost::asio::awaitable<void> {
+            boost::asio::steady_timer t(co_await boost::asio::this_coro::executor);
+            const auto it = ex.req.find("X-Wait-Ms");
+            t.expires_after(std::chrono::milliseconds(it == ex.req.end() ? 5000 : std::stoi(std::string(it->value()))));
+            bool closed = false;
+            io.watch_disconnect([&] {
+              closed = true;
+              t.cancel();
+            });
+            boost::system::error_code ec;
+            co_await t.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+            io.unwatch();
+            if (closed) {
+              log->n_closed.fetch_add(1);
+              co_return;
+            }
+            log->n_answered.fetch_add(1);
+            http::response<http::string_body> res{http::status::ok, ex.req.version()};
+            res.body() = "waited";
+            co_await io.write_response(ex, std::move(res));
+          }};
+}
+
 // Small limits and short timeouts, so that the tests reach them quickly.
 cli::serve_options test_options() {
   cli::serve_options o;
@@ -58,6 +96,7 @@ struct served {
   explicit served(cli::serve_options o = test_options()) : t(std::move(o)), listener(t.ctx) {
     t.ctx.ready = true;
     t.ctx.routes.add(echo_route());
+    t.ctx.routes.add(watch_route(watch));
     listener.listen();
     listener.start();
   }
@@ -68,6 +107,7 @@ struct served {
     for (int i = 0; i < 200 && t.ctx.n_connections.load() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     return t.ctx.n_connections.load() == 0;
   }
+  std::shared_ptr<watch_log> watch = std::make_shared<watch_log>();
   test_context t;
   http_listener listener;
 };
@@ -196,6 +236,56 @@ TEST(HttpSession, PipelinedRequestsAnsweredInOrder) {
   EXPECT_EQ(res[http::field::content_length], "15") << "HEAD: the GET's length, no body";
   EXPECT_EQ(c.read().body(), "five");
   EXPECT_TRUE(c.closed_by_server());
+}
+
+// Waits (bounded) until pred() holds.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds limit = std::chrono::milliseconds(3000)) {
+  for (auto t0 = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - t0 < limit;) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+std::string post_watch(std::string_view extra = "") {
+  return "POST /watch HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n" + std::string(extra) + "\r\n";
+}
+
+TEST(HttpSession, WatchedClientThatClosesIsReported) {
+  served s;
+  {
+    raw_client c = s.connect();  // closes (FIN) while the handler waits
+    c.send(post_watch());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    c.close();
+    EXPECT_TRUE(eventually([&] { return s.watch->n_closed.load() == 1; })) << "a close (FIN) is reported at once";
+  }
+  {
+    raw_client c = s.connect();  // half-closes: the request ends too, as in vLLM
+    c.send(post_watch());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    c.shutdown_send();
+    EXPECT_TRUE(eventually([&] { return s.watch->n_closed.load() == 2; })) << "a half-close is reported";
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  EXPECT_EQ(s.watch->n_answered.load(), 0);
+  EXPECT_TRUE(s.sessions_ended());
+}
+
+TEST(HttpSession, WatchKeepsPipelinedBytes) {
+  served s;
+  raw_client c = s.connect();
+  c.send(post_watch("X-Wait-Ms: 300\r\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the watch is reading by now
+  c.send(post_echo("two") + post_watch("X-Wait-Ms: 300\r\n") + post_echo("four", "Connection: close\r\n"));
+  EXPECT_EQ(c.read().body(), "waited");
+  EXPECT_EQ(c.read().body(), "two") << "the bytes the watch read are the next request";
+  EXPECT_EQ(c.read().body(), "waited");
+  EXPECT_EQ(c.read().body(), "four");
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_EQ(s.watch->n_closed.load(), 0);
+  EXPECT_EQ(s.watch->n_answered.load(), 2);
 }
 
 TEST(HttpSession, BodyLimits) {
