@@ -68,6 +68,9 @@ def owui(spate):
         "WEBUI_SECRET_KEY": "spate-openwebui-test", "RAG_EMBEDDING_ENGINE": "openai",
         "ENABLE_OLLAMA_API": "true", "OLLAMA_BASE_URL": spate.base_url,
         "ENABLE_OPENAI_API": "true", "OPENAI_API_BASE_URL": spate.base_url + "/v1", "OPENAI_API_KEY": "unused",
+        # Prefixes keep the two connections' entries of the one spate model apart (one id each).
+        "OLLAMA_API_CONFIGS": json.dumps({"0": {"prefix_id": "ollama"}}),
+        "OPENAI_API_CONFIGS": json.dumps({"0": {"prefix_id": "oai"}}),
         "ENABLE_WEB_SEARCH": "false", "ENABLE_CODE_INTERPRETER": "false", "ENABLE_TITLE_GENERATION": "false",
         "ENABLE_TAGS_GENERATION": "false", "ENABLE_FOLLOW_UP_GENERATION": "false",
         "ENABLE_AUTOCOMPLETE_GENERATION": "false", "ANONYMIZED_TELEMETRY": "false", "DO_NOT_TRACK": "true",
@@ -157,6 +160,11 @@ def owui_models(drv):
           .then(r => r.json()).then(j => done(JSON.stringify(j))).catch(e => done('ERR ' + e));""")
 
 
+def is_spate_model(model_id):
+    """ "ollama.smollm2:latest" or "oai.smollm2": the spate model through one connection."""
+    return model_id.split(".", 1)[-1].split(":")[0] == MODEL_NAME
+
+
 def connection_models(drv):
     raw = owui_models(drv)
     assert not raw.startswith("ERR"), raw
@@ -191,14 +199,14 @@ def wait_answer(drv, n, spate, timeout=180):
 def test_both_connections_list_the_spate_model(browser, spate):
     ollama, openai_ = wait(browser, lambda d: (lambda o: o if o[0] and o[1] else None)(connection_models(d)),
                            60, "a connection lists no model")
-    assert any(m.split(":")[0] == MODEL_NAME for m in ollama), ollama
-    assert MODEL_NAME in openai_, openai_
+    assert any(is_spate_model(m) and m.startswith("ollama.") for m in ollama), ollama
+    assert any(is_spate_model(m) and m.startswith("oai.") for m in openai_), openai_
 
 
 @pytest.mark.parametrize("connection", ["ollama", "openai"])
 def test_chat_streams_then_second_turn_hits_prefix_cache(browser, owui, spate, connection):
     ollama, openai_ = connection_models(browser)
-    model = [m for m in (ollama if connection == "ollama" else openai_) if m.split(":")[0] == MODEL_NAME][0]
+    model = [m for m in (ollama if connection == "ollama" else openai_) if is_spate_model(m)][0]
     browser.get(f"{owui}/?models={model}")
     gen0 = metric(spate, "spate:generation_tokens_total")
     send(browser, "What is the capital of France?")
@@ -238,7 +246,7 @@ def stop_button(drv):
 @pytest.mark.parametrize("connection", ["ollama", "openai"])
 def test_stop_button_ends_the_generation(browser, owui, spate, connection):
     ollama, openai_ = connection_models(browser)
-    model = [m for m in (ollama if connection == "ollama" else openai_) if m.split(":")[0] == MODEL_NAME][0]
+    model = [m for m in (ollama if connection == "ollama" else openai_) if is_spate_model(m)][0]
     browser.get(f"{owui}/?models={model}")
     send(browser, LONG_PROMPT)
     wait(browser, lambda d: metric(spate, "spate:num_requests_running") > 0 and assistant_texts(d)
