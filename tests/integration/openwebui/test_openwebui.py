@@ -223,8 +223,8 @@ def test_chat_streams_then_second_turn_hits_prefix_cache(browser, owui, spate, c
     first = assistant_texts(browser)[0]
     assert first, "empty answer"
     assert metric(spate, "spate:generation_tokens_total") > gen0
-    assert saw_partial and all(first.startswith(p[:max(1, len(p) - 8)]) or len(p) <= len(first)
-                               for p in saw_partial), (saw_partial, first)
+    # A shorter text was on the page while spate was still generating: the answer grew as it streamed.
+    assert any(len(p) < len(first) for p in saw_partial), (saw_partial, first)
     hits0 = metric(spate, "spate:prefix_cache_hits_total")
     send(browser, "And of Germany?")
     second = wait_answer(browser, 2, spate)
