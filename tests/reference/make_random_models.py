@@ -41,7 +41,10 @@ post_attention_norm.
 A model's name keys the fixture (its `name`, or its `arch` where the two are
 equal) and its file, random-NAME.gguf.
 
-Usage: make_random_models.py --out-dir DIR [--check FIXTURE.json]
+and gpt-oss-q (issue 54): 8 experts, 2 used, no rope scaling keys, window 16, as
+llama.cpp's `llama-quantize ... MXFP4_MOE` writes it from gpt-oss-f32 (--f32).
+
+Usage: make_random_models.py --out-dir DIR [--check FIXTURE.json] [--f32]
 Prints one line per model: its name and path.
 """
 from __future__ import annotations
@@ -336,9 +339,9 @@ def bias(rng, *shape, scale=0.1) -> np.ndarray:
     return (scale * rng.standard_normal(shape)).astype(np.float32)
 
 
-def add_gpt_oss_keys(w: gguf.GGUFWriter, n_ctx: int):
-    """The hyper-parameters of the small gpt-oss (GPT_OSS), from the context length on."""
-    m = GPT_OSS
+def add_gpt_oss_keys(w: gguf.GGUFWriter, n_ctx: int, m: MoeModel = GPT_OSS, yarn: bool = True):
+    """The hyper-parameters of a small gpt-oss (GPT_OSS), from the context length on;
+    yarn=False: no rope scaling key at all."""
     w.add_context_length(n_ctx)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(N_LAYER)
@@ -349,26 +352,31 @@ def add_gpt_oss_keys(w: gguf.GGUFWriter, n_ctx: int):
     w.add_value_length(HEAD_DIM)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_rope_freq_base(150000.0)
-    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-    w.add_rope_scaling_factor(GPT_OSS_YARN)
-    w.add_rope_scaling_orig_ctx_len(GPT_OSS_ORIG_CTX)
+    if yarn:
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(GPT_OSS_YARN)
+        w.add_rope_scaling_orig_ctx_len(GPT_OSS_ORIG_CTX)
     w.add_expert_count(m.n_expert)
     w.add_expert_used_count(m.n_expert_used)
     w.add_sliding_window(GPT_OSS_WINDOW)
     w.add_expert_feed_forward_length(m.n_ff_exp)
 
 
-def write_gpt_oss_model(path: Path, vocab: dict):
+def write_gpt_oss_model(path: Path, vocab: dict, m: MoeModel = GPT_OSS, yarn: bool = True, file_type=None):
     """gpt-oss as llama.cpp's converter writes it: Q/K/V/O biases, attention
     sinks, sliding window on the even layers, YaRN, MXFP4 experts with biases,
     the pre-FFN norm named post_attention_norm. Routing as write_moe_model's,
-    the router bias, the down biases and the output bias leaving it intact."""
-    m = GPT_OSS
+    the router bias, the down biases and the output bias leaving it intact.
+    m, yarn: another shape and weight types, no rope scaling keys; file_type:
+    general.file_type and general.quantization_version (2), as llama-quantize writes them."""
     rng = np.random.default_rng(m.seed)
     n_vocab = len(vocab["tokens"])
     w = gguf.GGUFWriter(str(path), m.arch)
     w.add_name(f"spate random model {m.seed}")
-    add_gpt_oss_keys(w, 2048)
+    add_gpt_oss_keys(w, 2048, m, yarn)
+    if file_type is not None:
+        w.add_file_type(file_type)
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     add_vocab(w, vocab)
 
     embd = (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float32)
@@ -410,11 +418,31 @@ def write_gpt_oss_model(path: Path, vocab: dict):
     w.close()
 
 
+# gpt-oss as issue 54 found it: 8 experts, 2 used, no rope scaling keys, window 16,
+# written in F32 (gpt-oss-f32, the input of llama.cpp's `llama-quantize ... MXFP4_MOE`)
+# and as that quantizer writes it (gpt-oss-q: experts MXFP4, every other matrix
+# Q8_0, router, norms, sinks and biases F32, general.file_type 38): ggml's
+# MXFP4 and Q8_0 encoders are the same algorithms as gguf's (ggml-quants.c
+# quantize_row_mxfp4_ref / quantize_row_q8_0_ref); that the tensors are byte for
+# byte llama-quantize's is still to be checked (issue 54: not done yet).
+_ALL_ROLES = ("embd", "output", "attn_q", "attn_k", "attn_v", "attn_output", "gate_exps", "up_exps", "down_exps")
+GPT_OSS_F32 = MoeModel("gpt-oss", 1010, n_expert=8, n_expert_used=2, n_ff_exp=128,
+                       types={r: [Q.F32] for r in _ALL_ROLES})
+GPT_OSS_Q = MoeModel("gpt-oss", 1010, n_expert=8, n_expert_used=2, n_ff_exp=128,
+                     types={"gate_exps": [Q.MXFP4], "up_exps": [Q.MXFP4], "down_exps": [Q.MXFP4]})
+LLAMA_FTYPE_MOSTLY_MXFP4_MOE = 38
+
 ARCHS = {"qwen3": 1003, "gemma3": 1004, "phi3": 1005}  # dense architecture -> seed
 # name -> (GGUF architecture, writer); every model the fixture has
 MODELS = {**{a: (a, lambda p, v, a=a, s=s: write_model(a, p, v, s)) for a, s in ARCHS.items()},
           **{n: (m.arch, lambda p, v, m=m: write_moe_model(m, p, v)) for n, m in MOE_MODELS.items()},
           "gpt-oss": ("gpt-oss", write_gpt_oss_model)}
+# Written only with --f32, and without a fixture entry yet (issue 54): gpt-oss-f32
+# (126 MB), the input of `llama-quantize random-gpt-oss-f32.gguf OUT MXFP4_MOE`,
+# and gpt-oss-q, what that quantizer should write from it.
+F32_MODELS = {"gpt-oss-f32": ("gpt-oss", lambda p, v: write_gpt_oss_model(p, v, GPT_OSS_F32, yarn=False)),
+              "gpt-oss-q": ("gpt-oss", lambda p, v: write_gpt_oss_model(p, v, GPT_OSS_Q, yarn=False,
+                                                                       file_type=LLAMA_FTYPE_MOSTLY_MXFP4_MOE))}
 
 
 def sha256(path: Path) -> str:
@@ -426,6 +454,7 @@ def main() -> int:
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--vocab-model", default=os.environ.get("SPATE_MODEL", DEFAULT_VOCAB_MODEL))
     ap.add_argument("--check", help="fixture JSON whose per-model sha256 the files must match")
+    ap.add_argument("--f32", action="store_true", help="also write " + ", ".join(F32_MODELS))
     args = ap.parse_args()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -433,7 +462,7 @@ def main() -> int:
     if args.check:
         expected = {m.get("name", m["arch"]): m["sha256"] for m in json.loads(Path(args.check).read_text())["models"]}
     vocab = vocab_fields(args.vocab_model)
-    for name, (arch, write) in MODELS.items():
+    for name, (arch, write) in {**MODELS, **(F32_MODELS if args.f32 else {})}.items():
         path = out / f"random-{name}.gguf"
         if not (path.exists() and expected.get(name) == sha256(path)):
             write(path, vocab)
