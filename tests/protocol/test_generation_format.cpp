@@ -294,6 +294,7 @@ TEST(ResponsesFormatter, StreamWithoutTextOpensTheMessageAtTheEnd) {
 // response.completed's output has the non-streaming output's shape.
 TEST(ResponsesFormatter, StreamedCallsOpenNoEmptyMessage) {
   const std::string call = R"(<tool_call>{"name":"f","arguments":{}}</tool_call>)";
+  const std::string other = R"(<tool_call>{"name":"f","arguments":{"x":1}}</tool_call>)";
   struct one_case {
     std::vector<std::string> pieces;
     std::vector<std::string> want;  // output item types
@@ -301,7 +302,9 @@ TEST(ResponsesFormatter, StreamedCallsOpenNoEmptyMessage) {
   const std::vector<one_case> cases = {{{call}, {"function_call"}},
                                        {{"\n", " ", call}, {"function_call"}},
                                        {{"\n", "Sure", "."}, {"message"}},
-                                       {{" ", "Sure.\n", call, call}, {"message", "function_call", "function_call"}}};
+                                       {{" ", "Sure.\n", call, other}, {"message", "function_call", "function_call"}},
+                                       // a repeated call ends the list (issue 54): it is dropped
+                                       {{" ", "Sure.\n", call, call}, {"message", "function_call"}}};
   for (const auto& c : cases) {
     std::vector<std::string> got[2];
     for (const bool stream : {false, true}) {

@@ -221,12 +221,11 @@ TEST(ServeOptions, EmptyNameAndDirectoryFlagsAreRefused) {
     serve_options o;
     po::options_description desc;
     add_serve_options(desc, o);
-    const std::string arg = std::string(flag) + "=";
-    const char* argv[] = {"spate", arg.c_str()};
+    const char* argv[] = {"spate", flag, ""};
     po::variables_map vm;
     std::string err;
     try {
-      po::store(po::parse_command_line(2, argv, desc), vm);
+      po::store(po::parse_command_line(3, argv, desc), vm);
       po::notify(vm);
     } catch (const std::exception& e) {
       err = e.what();
