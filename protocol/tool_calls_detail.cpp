@@ -2,6 +2,7 @@
 // collector, for the tool-call stream parser (see tool_calls_detail.h).
 #include "protocol/tool_calls_detail.h"
 
+#include "util/hex.h"
 #include "util/utf8.h"
 
 #include <utility>
@@ -9,12 +10,7 @@
 namespace spate::api::detail {
 namespace {
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+constexpr auto hex_value = hex_digit_value;
 
 char unescape(char c) {
   switch (c) {

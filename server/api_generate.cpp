@@ -21,23 +21,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-// While generating, a client that closes the connection cancels the engine
-// requests and interrupts the stream (the pump then ends). Strand only.
-class disconnect_watch {
- public:
-  disconnect_watch(const model_lease& m, http_io& io, std::shared_ptr<request_stream> stream, std::vector<int64_t> ids) : io_(io) {
-    io_.watch_disconnect([&m, stream = std::move(stream), ids = std::move(ids)] {
-      cancel_generation(m, ids);
-      stream->interrupt();
-    });
-  }
-  ~disconnect_watch() { io_.unwatch(); }
-  disconnect_watch(const disconnect_watch&) = delete;
-  disconnect_watch& operator=(const disconnect_watch&) = delete;
-
- private:
-  http_io& io_;
-};
 
 // Copies the pump's record into the access-log record, also when a write threw.
 struct record_to_exchange {

@@ -49,22 +49,6 @@ class tgi_json_sink final : public generation_sink {
   http_io& io_;
 };
 
-// Cancels the engine request and interrupts the stream when the client goes away (strand only).
-class disconnect_watch {
- public:
-  disconnect_watch(const model_lease& m, http_io& io, std::shared_ptr<request_stream> stream, std::vector<int64_t> ids) : io_(io) {
-    io_.watch_disconnect([&m, stream = std::move(stream), ids = std::move(ids)] {
-      cancel_generation(m, ids);
-      stream->interrupt();
-    });
-  }
-  ~disconnect_watch() { io_.unwatch(); }
-  disconnect_watch(const disconnect_watch&) = delete;
-  disconnect_watch& operator=(const disconnect_watch&) = delete;
-
- private:
-  http_io& io_;
-};
 
 asio::awaitable<void> handle_tgi_generate(server_context& ctx, http_exchange& ex, http_io& io, api::tgi_route route) {
   const unsigned v = ex.req.version();

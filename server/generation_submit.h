@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "protocol/generation.h"
+#include "server/http_io.h"
 #include "server/request_stream.h"
 #include "server/server_context.h"
 
@@ -34,6 +35,25 @@ std::optional<api::api_error> submit_all(server_context& ctx, const model_lease&
                                          std::string_view param);
 
 void cancel_generation(const model_lease& m, const std::vector<int64_t>& ids);
+
+// While generating, a client that closes the connection cancels the engine
+// requests ids of m and interrupts stream (the pump then ends): RAII over
+// io.watch_disconnect / io.unwatch. Strand only; m outlives the watch.
+class disconnect_watch {
+ public:
+  disconnect_watch(const model_lease& m, http_io& io, std::shared_ptr<request_stream> stream, std::vector<int64_t> ids) : io_(io) {
+    io_.watch_disconnect([&m, stream = std::move(stream), ids = std::move(ids)] {
+      cancel_generation(m, ids);
+      stream->interrupt();
+    });
+  }
+  ~disconnect_watch() { io_.unwatch(); }
+  disconnect_watch(const disconnect_watch&) = delete;
+  disconnect_watch& operator=(const disconnect_watch&) = delete;
+
+ private:
+  http_io& io_;
+};
 
 // The answer to an engine refusal: 429 queue_full, 503 shutting_down, 400
 // context_length_exceeded, else 400.

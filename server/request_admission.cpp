@@ -7,6 +7,7 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 
 #include "server/ws_subprotocol.h"
+#include "util/hex.h"
 
 namespace spate {
 
@@ -24,12 +25,7 @@ bool key_in(const std::vector<std::string>& keys, std::string_view v) {
 
 // Lenient %XX decoding for comparisons (a bad escape stays as is); '+' is a space, as forms send it.
 std::string query_decode(std::string_view s) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
+  constexpr auto hex = hex_digit_value;
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {

@@ -4,6 +4,7 @@
 #include <array>
 #include <stdexcept>
 
+#include "util/hex.h"
 #include "util/utf8.h"
 
 namespace spate {
@@ -142,12 +143,7 @@ bool route_table::takes_x_api_key(std::string_view path) const {
 }
 
 std::optional<std::string> percent_decode(std::string_view raw) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
+  constexpr auto hex = hex_digit_value;
   std::string out;
   out.reserve(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) {
