@@ -89,6 +89,7 @@ class stream_watch {
     }
     if (!buf_ || reading_) return;
     reading_ = true;
+    settling_ = false;
     // No read deadline: a write's deadline (--write-timeout) arms only the write timer while this read is pending.
     beast::get_lowest_layer(s_).expires_never();
     boost::asio::co_spawn(s_.get_executor(), read_loop(), boost::asio::detached);
@@ -101,6 +102,9 @@ class stream_watch {
   boost::asio::awaitable<void> settle() {
     stop();
     if (!reading_) co_return;
+    // A read that completed with bytes before the cancel below would start
+    // another one that nothing cancels: the loop checks settling_ first.
+    settling_ = true;
     boost::system::error_code ec;
     beast::get_lowest_layer(s_).socket().cancel(ec);
     settled_.expires_at(std::chrono::steady_clock::time_point::max());
@@ -112,7 +116,7 @@ class stream_watch {
  private:
   boost::asio::awaitable<void> read_loop() {
     boost::system::error_code ec;
-    while (buf_->size() < k_max_buffered) {
+    while (!settling_ && buf_->size() < k_max_buffered) {
       const size_t n = co_await s_.async_read_some(buf_->prepare(4096), boost::asio::redirect_error(boost::asio::use_awaitable, ec));
       buf_->commit(n);
       if (!ec) continue;
@@ -134,7 +138,7 @@ class stream_watch {
   beast::flat_buffer* buf_;
   boost::asio::steady_timer settled_;
   std::function<void()> on_close_;
-  bool active_ = false, reading_ = false, gone_ = false;
+  bool active_ = false, reading_ = false, gone_ = false, settling_ = false;
 };
 
 // http_io over the connection's stream. Each write is bounded by --write-timeout.
