@@ -123,10 +123,12 @@ def test_invalid_response_format_with_tools_names_its_field(client):
 @pytest.mark.parametrize("max_tokens", [12, 20, 40, 60])
 def test_calls_cut_by_max_tokens_leak_no_syntax(client, max_tokens):
     choice = chat(client, tool_choice="required", seed=1, max_tokens=max_tokens).choices[0]
-    assert choice.finish_reason == "length"
+    # A call that would repeat an earlier one ends the list (issue 54): the
+    # answer may then end with its calls before max_tokens.
+    assert choice.finish_reason in ("length", "tool_calls")
     assert not choice.message.content or not any(s in choice.message.content for s in SYNTAX), choice.message.content
     calls = choice.message.tool_calls or []
-    for c in calls[:-1]:
+    for c in calls[:-1] if choice.finish_reason == "length" else calls:
         json.loads(c.function.arguments)  # only the last one can be cut
     # Streamed: no syntax in the content deltas either, and the same calls.
     content, streamed = "", {}
