@@ -86,6 +86,15 @@ std::vector<float> transposed_b(const gguf_tensor_info& tb, int64_t rank, int64_
   return bt;
 }
 
+// x rounded as ggml converts a weight's f32 activations to its type's (F16, BF16; F32: unchanged).
+void round_like(kernels::ggml_type t, float* x, int64_t n) {
+  if (t == kernels::ggml_type::f16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = kernels::fp16_to_f32(kernels::f32_to_fp16(x[i]));
+  } else if (t == kernels::ggml_type::bf16) {
+    for (int64_t i = 0; i < n; ++i) x[i] = kernels::bf16_to_f32(kernels::f32_to_bf16(x[i]));
+  }
+}
+
 }  // namespace
 
 std::string lora_fits_base(const gguf_file& adapter, const gguf_file& base, int32_t max_rank) {
@@ -171,6 +180,8 @@ std::shared_ptr<const lora_adapter> load_lora_adapter(const std::string& path, c
       m->a = kernels::pack_weight(static_cast<kernels::ggml_type>(ta->type), ta->data, rank, base.n_in(), level);
       m->n_out = base.n_out();
       m->bt = transposed_b(*tb, rank, m->n_out);
+      m->a_act = static_cast<kernels::ggml_type>(ta->type);
+      m->b_act = static_cast<kernels::ggml_type>(tb->type);
       m->scale = ad->alpha != 0.0f ? ad->alpha / static_cast<float>(rank) : 1.0f;
       ad->bytes += m->a.bytes() + m->bt.size() * sizeof(float);
       ad->max_rank = std::max<int32_t>(ad->max_rank, static_cast<int32_t>(rank));
@@ -234,13 +245,16 @@ void lora_runner::apply(int32_t layer, const float* x, int64_t ldx, std::initial
     const int64_t r1 = std::min(n, r0 + it.rows_per_task);
     const int64_t rank = it.m->rank();
     float* xg = xg_.data() + it.x_off;
-    for (int64_t r = r0; r < r1; ++r)
+    for (int64_t r = r0; r < r1; ++r) {
       std::memcpy(xg + r * ldx, x + it.g->rows[static_cast<size_t>(r)] * ldx, static_cast<size_t>(ldx) * sizeof(float));
+      round_like(it.m->a_act, xg + r * ldx, ldx);
+    }
     const size_t row_act = kernels::act_bytes(it.m->a, 1);
     uint8_t* act = act_.data() + it.act_off + static_cast<size_t>(r0) * row_act;
     float* t = t_.data() + it.t_off + r0 * rank;
     kernels::quantize_act(it.m->a, xg + r0 * ldx, ldx, 0, r1 - r0, act);
     kernels::matmul(it.m->a, act, r1 - r0, t, rank, 0, rank);
+    round_like(it.m->b_act, t, (r1 - r0) * rank);
     for (int64_t r = r0; r < r1; ++r) {
       ops.lora_expand(it.job->y + it.g->rows[static_cast<size_t>(r)] * it.job->ldy, it.m->bt.data(), it.m->n_out,
                       static_cast<int32_t>(rank), t + (r - r0) * rank, it.m->scale, it.m->n_out);

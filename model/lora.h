@@ -47,6 +47,9 @@ struct lora_matrix {
   std::vector<float> bt;     // B transposed, [rank x n_out] (kernels' lora_expand reads it)
   int64_t n_out = 0;
   float scale = 1.0f;
+  // ggml multiplies an F16 (BF16) weight with activations converted to F16 (BF16): so do we,
+  // for A's input and for B's (t = A x), so that an adapter's output is llama.cpp's.
+  kernels::ggml_type a_act = kernels::ggml_type::f32, b_act = kernels::ggml_type::f32;
   int32_t rank() const { return static_cast<int32_t>(a.n_out()); }
 };
 

@@ -6,6 +6,10 @@ served with --lora-modules and /v1/load_lora_adapter.
   (fixtures/smollm2_lora_greedy.json, tests/reference/make_lora_fixture.py),
   within the reference tests' rule: a divergence only where llama.cpp's own
   margin between its two best tokens is a near-tie.
+- With a strong adapter (fixtures/smollm2_lora_strong_greedy.json,
+  tests/reference/make_lora_strong_fixture.py: std-b 0.2, where rounding
+  inside the adapter's products moves logits by tenths of a nat) the same at a
+  tighter margin: spate rounds an F16 adapter's activations as ggml does.
 - Base plus two adapters in one batch equal each alone, token for token and
   logprob for logprob.
 - A shape that does not fit its base is refused at load with a 400 naming the
@@ -25,9 +29,16 @@ import pytest
 from spate_server import REPO, SPATE_MODEL, SpateServer, post_json
 
 FIXTURE = json.loads((REPO / "tests" / "integration" / "fixtures" / "smollm2_lora_greedy.json").read_text())
+STRONG = json.loads((REPO / "tests" / "integration" / "fixtures" / "smollm2_lora_strong_greedy.json").read_text())
 # llama.cpp margins at or below this are near-ties where either token is a
 # correct greedy decode (SmolLM2's tie margin in test_reference_llamacpp.cpp).
 TIE_MARGIN = 0.5
+# The strong adapter: before spate rounded the adapter's activations to F16 as
+# ggml does, it left llama.cpp at margins of 0.40 and 0.39 (english_story, step 3;
+# a second prompt, step 4); now
+# its divergences are at margins of 0.35 and below (json, step 5), at both ISA levels;
+# what remains is attention rounding: ggml rounds q and the softmax to F16 there.
+STRONG_TIE_MARGIN = 0.37
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +51,13 @@ def adapters(tmp_path_factory):
                         "--seed", str(spec["seed"])], check=True, timeout=300)
         assert hashlib.sha256(path.read_bytes()).hexdigest() == spec["sha256"], f"{path} differs from the fixture's adapter"
         out[name] = path
+    for name, spec in STRONG["adapters"].items():
+        path = d / f"smollm2-{name}.gguf"
+        subprocess.run([sys.executable, REPO / "tests" / "reference" / "make_lora_adapters.py", "--base", SPATE_MODEL, "--out", path,
+                        "--seed", str(spec["seed"]), "--std-b", str(spec["std_b"]), "--alpha", str(spec["alpha"])],
+                       check=True, timeout=300)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == spec["sha256"], f"{path} differs from the fixture's adapter"
+        out[name] = path
     bad = d / "smollm2-bad.gguf"
     subprocess.run([sys.executable, REPO / "tests" / "reference" / "make_lora_adapters.py", "--base", SPATE_MODEL, "--out", bad,
                     "--bad-shape"], check=True, timeout=300)
@@ -49,7 +67,7 @@ def adapters(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(adapters):
-    s = SpateServer("--lora-modules", f"a1={adapters['a1']}", "--lora-modules", json.dumps({"name": "a2", "path": str(adapters["a2"])}),
+    s = SpateServer("--lora-modules", f"a1={adapters['a1']}", "--lora-modules", f"s1={adapters['s1']}", "--lora-modules", json.dumps({"name": "a2", "path": str(adapters["a2"])}),
                     "--kv-cache-memory", "256MiB", "--enable-lora-runtime-loading", "--lora-allowed-dirs", adapters["a1"].parent)
     try:
         s.wait_ready()
@@ -71,12 +89,13 @@ def detokenize(base_url, ids):
     return body["prompt"]
 
 
-CASES = [(name, c) for name, a in FIXTURE["adapters"].items() for c in a["cases"]]
+CASES = [(f, name, c) for f in (FIXTURE, STRONG) for name, a in f["adapters"].items() for c in a["cases"]]
 
 
-@pytest.mark.parametrize("name,case", CASES, ids=[f"{n}-{c['name']}" for n, c in CASES])
-def test_greedy_matches_llama_cpp_lora(server, name, case):
-    n = FIXTURE["n_gen"]
+@pytest.mark.parametrize("fixture,name,case", CASES, ids=[f"{n}-{c['name']}" for _, n, c in CASES])
+def test_greedy_matches_llama_cpp_lora(server, fixture, name, case):
+    n = fixture["n_gen"]
+    tie_margin = STRONG_TIE_MARGIN if fixture is STRONG else TIE_MARGIN
     ids = case["generated_ids"]
     choice = complete(server.base_url, name, case["prompt_ids"], max_tokens=n)
     text = choice.text
@@ -88,7 +107,7 @@ def test_greedy_matches_llama_cpp_lora(server, name, case):
         return
     matched = max(k for k in range(len(ids) + 1) if text.startswith(detokenize(server.base_url, ids[:k])))
     margin = case["steps"][matched][1]
-    assert margin <= TIE_MARGIN, f"{name}: diverged from llama.cpp at step {matched} (llama.cpp margin {margin}): {text!r}"
+    assert margin <= tie_margin, f"{name}: diverged from llama.cpp at step {matched} (llama.cpp margin {margin}): {text!r}"
 
 
 def test_adapters_are_listed_with_their_base(server, adapters):
