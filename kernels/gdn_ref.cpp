@@ -14,6 +14,7 @@ namespace {
 
 void short_conv_ref(const float* x, int64_t ld_x, const float* w, int32_t kernel, float* state, float* y,
                     int64_t ld_y, int32_t n_tokens, int64_t n_ch, bool silu) {
+  if (n_tokens <= 0) return;
   const int32_t n_state = kernel - 1;
   for (int64_t c = 0; c < n_ch; ++c) {
     const float* wc = w + c * kernel;

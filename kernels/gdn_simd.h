@@ -43,6 +43,7 @@ template <class V>
 void short_conv_simd(const float* x, int64_t ld_x, const float* w, int32_t kernel, float* state, float* y,
                      int64_t ld_y, int32_t n_tokens, int64_t n_ch, bool silu) {
   using reg = typename V::reg;
+  if (n_tokens <= 0) return;
   const int32_t n_state = kernel - 1;
   for (int64_t c0 = 0; c0 < n_ch; c0 += V::L) {
     const int n = static_cast<int>(std::min<int64_t>(V::L, n_ch - c0));
