@@ -19,6 +19,10 @@ struct gdn_lanes8 : lanes8 {
   static void store(float* p, reg x) { _mm256_storeu_ps(p, x); }
   static void store_n(float* p, reg x, int n) { _mm256_maskstore_ps(p, tail_mask(n), x); }
   static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }
+  static reg gather(const float* p, int32_t stride, int n) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(stride));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, idx, _mm256_castsi256_ps(tail_mask(n)), 4);
+  }
 };
 
 void short_conv_avx2(const float* x, int64_t ld_x, const float* w, int32_t kernel, float* state, float* y,

@@ -38,6 +38,11 @@ struct gdn_lanes16 {
   static ireg half(ireg k) { return _mm512_srai_epi32(k, 1); }
   static ireg sub(ireg a, ireg b) { return _mm512_sub_epi32(a, b); }
   static reg pow2(ireg k) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(k, _mm512_set1_epi32(127)), 23)); }
+  static reg gather(const float* p, int32_t stride, int n) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(stride));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), n == L ? __mmask16{0xffff} : mask(n), idx, p, 4);
+  }
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }  // 0 <= n < 16
 };
 

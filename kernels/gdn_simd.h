@@ -6,7 +6,7 @@
 // namespace (no SIMD code leaves the including file, scripts/check_isa_objects.py).
 //
 // V provides: reg, L (lanes), set1, zero, load / store (L floats), load_n / store_n (the first n < L
-// lanes; the others read as 0, not written), fma(a, b, c) = a*b + c, fnma(a, b, c) = c - a*b, mul, sub,
+// lanes; the others read as 0, not written), gather(p, stride, n) (lane l < n: p[l * stride], others 0), fma(a, b, c) = a*b + c, fnma(a, b, c) = c - a*b, mul, sub,
 // add, div, and the operations of exp_lanes (ops_simd_avx2.h).
 #pragma once
 
@@ -39,30 +39,39 @@ inline void st(float* p, typename V::reg x, int n) {
 }
 
 // ---------------------------------------------------------------- short_conv
+// Tokens per pass over the channels: the weights are gathered once per tile, and a tile's rows are
+// walked along their length (a channel-major walk would touch a new page per row).
+inline constexpr int32_t k_conv_token_tile = 16;
+
 template <class V>
 void short_conv_simd(const float* x, int64_t ld_x, const float* w, int32_t kernel, float* state, float* y,
                      int64_t ld_y, int32_t n_tokens, int64_t n_ch, bool silu) {
   using reg = typename V::reg;
   if (n_tokens <= 0) return;
   const int32_t n_state = kernel - 1;
-  for (int64_t c0 = 0; c0 < n_ch; c0 += V::L) {
-    const int n = static_cast<int>(std::min<int64_t>(V::L, n_ch - c0));
-    reg wv[k_short_conv_max_kernel];
-    for (int32_t j = 0; j < kernel; ++j) {
-      float taps[V::L] = {};
-      for (int l = 0; l < n; ++l) taps[l] = w[(c0 + l) * kernel + j];
-      wv[j] = V::load(taps);
+  // Row r of x_ext (the state's rows, then x's), from channel c0.
+  auto ext = [&](int64_t r, int64_t c0) { return r < n_state ? state + r * n_ch + c0 : x + (r - n_state) * ld_x + c0; };
+  for (int32_t tb = 0; tb < n_tokens; tb += k_conv_token_tile) {
+    const int32_t te = std::min(n_tokens, tb + k_conv_token_tile);
+    for (int64_t c0 = 0; c0 < n_ch; c0 += V::L) {
+      const int n = static_cast<int>(std::min<int64_t>(V::L, n_ch - c0));
+      reg wv[k_short_conv_max_kernel];
+      for (int32_t j = 0; j < kernel; ++j) wv[j] = V::gather(w + c0 * kernel + j, kernel, n);
+      for (int32_t t = tb; t < te; ++t) {
+        reg acc = V::zero();
+        for (int32_t j = 0; j < kernel; ++j) acc = V::fma(wv[j], ld<V>(ext(t + j, c0), n), acc);
+        if (silu) acc = V::div(acc, V::add(V::set1(1.0f), exp_lanes<V>(V::sub(V::zero(), acc))));
+        st<V>(y + t * ld_y + c0, acc, n);
+      }
     }
-    // Row r of x_ext (the state's rows, then x's), from channel c0.
-    auto ext = [&](int64_t r) { return r < n_state ? state + r * n_ch + c0 : x + (r - n_state) * ld_x + c0; };
-    for (int32_t t = 0; t < n_tokens; ++t) {
-      reg acc = V::zero();
-      for (int32_t j = 0; j < kernel; ++j) acc = V::fma(wv[j], ld<V>(ext(t + j), n), acc);
-      if (silu) acc = V::div(acc, V::add(V::set1(1.0f), exp_lanes<V>(V::sub(V::zero(), acc))));
-      st<V>(y + t * ld_y + c0, acc, n);
+  }
+  // The state is read above (rows t + j < n_state) and replaced only now. Ascending r reads each old
+  // row before overwriting it (as the reference).
+  for (int32_t r = 0; r < n_state; ++r) {
+    for (int64_t c0 = 0; c0 < n_ch; c0 += V::L) {
+      const int n = static_cast<int>(std::min<int64_t>(V::L, n_ch - c0));
+      st<V>(state + r * n_ch + c0, ld<V>(ext(n_tokens + r, c0), n), n);
     }
-    // Ascending r reads each old state row before overwriting it (as the reference).
-    for (int32_t r = 0; r < n_state; ++r) st<V>(state + r * n_ch + c0, ld<V>(ext(n_tokens + r), n), n);
   }
 }
 
