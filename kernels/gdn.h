@@ -11,8 +11,9 @@
 //  * Thread-safety: pure with respect to the arguments; concurrent calls on disjoint outputs and
 //    states are safe (one call per (sequence, head) is the unit of parallelism).
 //  * Determinism: a result depends only on the arguments' values and sizes, never on alignment, on
-//    the calling thread or on other calls. Each level rounds in its own order, so levels agree within
-//    float tolerance only.
+//    the calling thread or on other calls. Unlike kernels/ops.h, every level computes each output by
+//    the same operations in the same order (channels and value dims in the SIMD lanes, one FMA chain
+//    per output), so all levels give the same bits; only short_conv's silu differs (its exp).
 //  * No alignment is required beyond that of float. Kernels never call back.
 //
 // What the caller does around them (llama.cpp's qwen3next / qwen35 graphs, src/models/*.cpp):
