@@ -1,6 +1,8 @@
 // Micro-benchmarks for kernels/ops.h: attention over a paged f16/f32 KV cache
-// and rms_norm, for the scalar reference, the AVX2 table and the avx512 level (its own attention).
+// and rms_norm, for the scalar reference, the AVX2 table and the avx512 level (its own attention);
+// and for kernels/gdn.h: the gated delta rule (recurrent and chunked) and the short convolution.
 //   ./bench_ops --benchmark_filter=attention
+//   ./bench_ops --benchmark_filter='delta_rule|short_conv'
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "kernels/fp16.h"
+#include "kernels/gdn.h"
 #include "kernels/isa.h"
 #include "kernels/ops.h"
 
@@ -133,6 +136,76 @@ void bm_rms_norm(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 3 * n * static_cast<int64_t>(sizeof(float)));
 }
 BENCHMARK(bm_rms_norm)->ArgNames({"isa", "n"})->Args({1, 2048})->Args({1, 4096})->Args({0, 2048});
+
+// args: isa, chunked (0 delta_rule, 1 delta_rule_chunked), d (= dk = dv), n tokens per call.
+// One head of one sequence; Qwen3-Next-80B-A3B runs 32 such heads (d = 128) in each of 36 layers.
+void bm_delta_rule(benchmark::State& state) {
+  const auto isa = static_cast<isa_level>(state.range(0));
+  if (!usable(isa, state)) return;
+  const bool chunked = state.range(1) != 0;
+  const int32_t d = static_cast<int32_t>(state.range(2)), n = static_cast<int32_t>(state.range(3));
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(n) * d), k(q.size()), v(q.size()), out(q.size());
+  for (auto* x : {&q, &k, &v}) {
+    for (auto& e : *x) e = dist(rng) / std::sqrt(static_cast<float>(d));
+  }
+  std::vector<float> g(n, -0.1f), beta(n, 0.5f), st(static_cast<size_t>(d) * d, 0.0f);
+  std::vector<float> scratch(static_cast<size_t>(delta_rule_chunked_scratch_floats(d, d)));
+  delta_rule_args a;
+  a.q = q.data(); a.ld_q = d; a.k = k.data(); a.ld_k = d; a.v = v.data(); a.ld_v = d;
+  a.g = g.data(); a.beta = beta.data(); a.out = out.data(); a.ld_out = d; a.state = st.data();
+  a.n_tokens = n; a.dk = d; a.dv = d; a.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const gdn_table& t = gdn_ops_for(isa);
+  for (auto _ : state) {
+    if (chunked) {
+      t.delta_rule_chunked(a, scratch.data());
+    } else {
+      t.delta_rule(a);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);  // tokens
+}
+BENCHMARK(bm_delta_rule)
+    ->ArgNames({"isa", "chunked", "d", "n"})
+    ->Args({1, 0, 128, 1})
+    ->Args({2, 0, 128, 1})
+    ->Args({1, 0, 128, 512})
+    ->Args({2, 0, 128, 512})
+    ->Args({1, 1, 128, 512})
+    ->Args({2, 1, 128, 512})
+    ->Args({0, 0, 128, 64})
+    ->Args({0, 1, 128, 64});
+
+// args: isa, n_ch, n tokens; kernel 4 with silu (Qwen3-Next-80B-A3B: 8192 channels).
+void bm_short_conv(benchmark::State& state) {
+  const auto isa = static_cast<isa_level>(state.range(0));
+  if (!usable(isa, state)) return;
+  const int64_t n_ch = state.range(1);
+  const int32_t n = static_cast<int32_t>(state.range(2)), kernel = 4;
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n) * n_ch), y(x.size()), w(static_cast<size_t>(n_ch) * kernel);
+  std::vector<float> st(static_cast<size_t>(kernel - 1) * n_ch, 0.0f);
+  for (auto& e : x) e = dist(rng);
+  for (auto& e : w) e = dist(rng);
+  const gdn_table& t = gdn_ops_for(isa);
+  for (auto _ : state) {
+    t.short_conv(x.data(), n_ch, w.data(), kernel, st.data(), y.data(), n_ch, n, n_ch, true);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);  // tokens
+}
+BENCHMARK(bm_short_conv)
+    ->ArgNames({"isa", "ch", "n"})
+    ->Args({1, 8192, 1})
+    ->Args({2, 8192, 1})
+    ->Args({1, 8192, 512})
+    ->Args({2, 8192, 512})
+    ->Args({0, 8192, 64});
 
 }  // namespace
 

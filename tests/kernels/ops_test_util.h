@@ -68,7 +68,8 @@ inline std::vector<int64_t> tail_sizes() {
 }
 
 inline bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  // empty vectors may hold null data(), which memcmp must not get (UBSan), even for 0 bytes
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 }  // namespace spate::kernels::test
