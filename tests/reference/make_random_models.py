@@ -423,8 +423,8 @@ def write_gpt_oss_model(path: Path, vocab: dict, m: MoeModel = GPT_OSS, yarn: bo
 # and as that quantizer writes it (gpt-oss-q: experts MXFP4, every other matrix
 # Q8_0, router, norms, sinks and biases F32, general.file_type 38): ggml's
 # MXFP4 and Q8_0 encoders are the same algorithms as gguf's (ggml-quants.c
-# quantize_row_mxfp4_ref / quantize_row_q8_0_ref); that the tensors are byte for
-# byte llama-quantize's is still to be checked (issue 54: not done yet).
+# quantize_row_mxfp4_ref / quantize_row_q8_0_ref), and the tensors are byte for
+# byte llama-quantize's (0.3.36, checked 2026-12-07: tests/reference/README.md).
 _ALL_ROLES = ("embd", "output", "attn_q", "attn_k", "attn_v", "attn_output", "gate_exps", "up_exps", "down_exps")
 GPT_OSS_F32 = MoeModel("gpt-oss", 1010, n_expert=8, n_expert_used=2, n_ff_exp=128,
                        types={r: [Q.F32] for r in _ALL_ROLES})
