@@ -44,7 +44,26 @@ equal) and its file, random-NAME.gguf.
 and gpt-oss-q (issue 54): 8 experts, 2 used, no rope scaling keys, window 16, as
 llama.cpp's `llama-quantize ... MXFP4_MOE` writes it from gpt-oss-f32 (--f32).
 
-Usage: make_random_models.py --out-dir DIR [--check FIXTURE.json] [--f32]
+and, written only with --hybrid (issue 56, no fixture entry yet), the hybrid
+Gated DeltaNet models as llama.cpp 0.3.36 reads them (HYBRID_MODELS below;
+tests/reference/hybrid_numpy.py is their float64 forward):
+
+  qwen35          Qwen3.5 dense: 8 layers (3 DeltaNet : 1 full attention),
+                  attention 4/2 heads of 64 with a query gate, QK-norm, IMRoPE
+                  over 16 dims (sections 3,3,2,0), DeltaNet 2 k-heads, 4
+                  v-heads of 32, conv kernel 4, separate ssm_beta/ssm_alpha,
+                  dense SwiGLU FFN 512
+  qwen35moe       the same with 8 routed experts (2 used, FFN 128) and a
+                  gated shared expert (FFN 256), routed by a code as the MoE
+                  models above
+  qwen3next       Qwen3-Next: as qwen35moe but NeoX RoPE over 16 dims, the
+                  fused ssm_ba projection and v-head h reading k-head h / 2
+                  (interleaved, where Qwen3.5 tiles: h % 2)
+  NAME-q8         each of them with every 2-D matrix Q8_0 but the conv kernel
+                  and the router, as llama-quantize leaves them (ssm_a,
+                  ssm_dt, norms and the shared-expert gate are 1-D: F32)
+
+Usage: make_random_models.py --out-dir DIR [--check FIXTURE.json] [--f32] [--hybrid] [--only NAME...]
 Prints one line per model: its name and path.
 """
 from __future__ import annotations
@@ -445,6 +464,150 @@ F32_MODELS = {"gpt-oss-f32": ("gpt-oss", lambda p, v: write_gpt_oss_model(p, v, 
                                                                        file_type=LLAMA_FTYPE_MOSTLY_MXFP4_MOE))}
 
 
+
+# Hybrid models (issue 56): Gated DeltaNet ("linear attention") layers with a
+# gated full-attention layer every 4th, as llama.cpp 0.3.36's qwen35,
+# qwen35moe and qwen3next graphs read them (src/models/qwen35.cpp,
+# qwen35moe.cpp, qwen3next.cpp). Tensors and keys as its converter writes them
+# (conversion/qwen.py): a recurrent layer has attn_qkv (q of all k-heads, then
+# k, then v), attn_gate (z), ssm_conv1d {kernel, channels}, ssm_dt.bias,
+# ssm_a (= -exp(A_log)), ssm_beta + ssm_alpha (Qwen3.5) or ssm_ba (Qwen3-Next:
+# per k-head, its v-heads' beta then their alpha), ssm_norm, ssm_out; an
+# attention layer has attn_q (per head the query then its gate), attn_k,
+# attn_v, attn_q_norm, attn_k_norm, attn_output; every layer attn_norm and
+# post_attention_norm (the pre-FFN norm). No MTP (nextn) layers.
+@dataclass(frozen=True)
+class HybridModel:
+    arch: str
+    seed: int
+    qtype: object = Q.F32          # every 2-D matrix; the rest F32
+    n_layer: int = 8               # layers 3 and 7 full attention (interval 4)
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 64
+    n_rot: int = 16                # rope.dimension_count: head_dim * 0.25, as the converter writes it
+    sections: tuple = (3, 3, 2, 0)  # qwen35*: IMRoPE sections, sum n_rot / 2 (Qwen3.5's are 11,11,10,0 of 64)
+    d_state: int = 32              # ssm.state_size: head dim of k and v (llama.cpp requires them equal)
+    n_k_heads: int = 2             # ssm.group_count
+    n_v_heads: int = 4             # ssm.time_step_rank; ssm.inner_size = n_v_heads * d_state
+    d_conv: int = 4
+    n_ff: int = 512                # dense FFN (qwen35)
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0
+
+
+HYBRID_BASE = {
+    "qwen35": HybridModel("qwen35", 1011),
+    "qwen35moe": HybridModel("qwen35moe", 1012, n_expert=8, n_expert_used=2, n_ff_exp=128, n_ff_shexp=256),
+    "qwen3next": HybridModel("qwen3next", 1013, sections=(), n_expert=8, n_expert_used=2, n_ff_exp=128,
+                             n_ff_shexp=256),
+}
+HYBRID_MODELS = {**HYBRID_BASE,
+                 **{f"{n}-q8": HybridModel(**{**m.__dict__, "qtype": Q.Q8_0}) for n, m in HYBRID_BASE.items()}}
+
+
+def write_hybrid_model(m: HybridModel, path: Path, vocab: dict):
+    rng = np.random.default_rng(m.seed)
+    n_vocab = len(vocab["tokens"])
+    moe = m.n_expert > 0
+    next_ = m.arch == "qwen3next"
+    key_dim, value_dim = m.n_k_heads * m.d_state, m.n_v_heads * m.d_state
+    w = gguf.GGUFWriter(str(path), m.arch)
+    w.add_name(f"spate random model {m.seed}")
+    w.add_context_length(2048)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(m.n_layer)
+    w.add_feed_forward_length(m.n_ff)
+    w.add_head_count(m.n_head)
+    w.add_head_count_kv(m.n_head_kv)
+    w.add_key_length(m.head_dim)
+    w.add_value_length(m.head_dim)
+    w.add_rope_dimension_count(m.n_rot)
+    if m.sections:
+        w.add_rope_dimension_sections(list(m.sections))
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e7)
+    w.add_ssm_conv_kernel(m.d_conv)
+    w.add_ssm_state_size(m.d_state)
+    w.add_ssm_group_count(m.n_k_heads)
+    w.add_ssm_time_step_rank(m.n_v_heads)
+    w.add_ssm_inner_size(value_dim)
+    w.add_full_attention_interval(4)
+    if moe:
+        w.add_expert_count(m.n_expert)
+        w.add_expert_used_count(m.n_expert_used)
+        w.add_expert_feed_forward_length(m.n_ff_exp)
+        w.add_expert_shared_feed_forward_length(m.n_ff_shexp)
+    if m.qtype != Q.F32:
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+        w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    add_vocab(w, vocab)
+
+    def mat(name, a):
+        add_typed(w, name, a, m.qtype)
+
+    # routing as write_moe_model's: a code of the token in the last n_expert
+    # residual dimensions, which no layer writes to (attn_output, ssm_out and both
+    # down projections have zero rows there)
+    route = MoeModel(m.arch, m.seed, m.n_expert, m.n_expert_used, m.n_ff_exp) if moe else None
+    keep = (lambda a: no_routing_writes(a, route)) if moe else (lambda a: a)
+    embd = (rng.standard_normal((n_vocab, N_EMBD)) * 0.5).astype(np.float32)
+    if moe:
+        embd[:, N_EMBD - m.n_expert:] = routing_code(rng, n_vocab, route)
+    mat("token_embd.weight", embd)
+    w.add_tensor("output_norm.weight", norm_weight(rng, N_EMBD))
+    for l in range(m.n_layer):
+        p = f"blk.{l}."
+        w.add_tensor(p + "attn_norm.weight", norm_weight(rng, N_EMBD))
+        if (l + 1) % 4 == 0:  # full attention: the query projection carries each head's output gate
+            mat(p + "attn_q.weight", matrix(rng, m.n_head * m.head_dim * 2, N_EMBD))
+            mat(p + "attn_k.weight", matrix(rng, m.n_head_kv * m.head_dim, N_EMBD))
+            mat(p + "attn_v.weight", matrix(rng, m.n_head_kv * m.head_dim, N_EMBD))
+            w.add_tensor(p + "attn_q_norm.weight", norm_weight(rng, m.head_dim))
+            w.add_tensor(p + "attn_k_norm.weight", norm_weight(rng, m.head_dim))
+            mat(p + "attn_output.weight", keep(matrix(rng, N_EMBD, m.n_head * m.head_dim)))
+        else:  # Gated DeltaNet
+            mat(p + "attn_qkv.weight", matrix(rng, 2 * key_dim + value_dim, N_EMBD))
+            mat(p + "attn_gate.weight", matrix(rng, value_dim, N_EMBD))
+            # {d_conv, channels} in ggml order: numpy [channels, d_conv]
+            w.add_tensor(p + "ssm_conv1d.weight",
+                         (0.5 * rng.standard_normal((2 * key_dim + value_dim, m.d_conv))).astype(np.float32))
+            w.add_tensor(p + "ssm_dt.bias", (0.5 * rng.standard_normal(m.n_v_heads)).astype(np.float32))
+            # A = exp(A_log) from 0.02 to 1: per-token decays exp(g) from ~0.99 to ~0.3
+            w.add_tensor(p + "ssm_a", (-np.exp(rng.uniform(np.log(0.02), 0.0, m.n_v_heads))).astype(np.float32))
+            if next_:
+                mat(p + "ssm_ba.weight", matrix(rng, 2 * m.n_v_heads, N_EMBD))
+            else:
+                mat(p + "ssm_beta.weight", matrix(rng, m.n_v_heads, N_EMBD))
+                mat(p + "ssm_alpha.weight", matrix(rng, m.n_v_heads, N_EMBD))
+            w.add_tensor(p + "ssm_norm.weight", norm_weight(rng, m.d_state))
+            mat(p + "ssm_out.weight", keep(matrix(rng, N_EMBD, value_dim)))
+        w.add_tensor(p + "post_attention_norm.weight", norm_weight(rng, N_EMBD))
+        if moe:
+            w.add_tensor(p + "ffn_gate_inp.weight", router(rng, route))
+            mat(p + "ffn_gate_exps.weight", experts(rng, m.n_expert, m.n_ff_exp, N_EMBD))
+            mat(p + "ffn_up_exps.weight", experts(rng, m.n_expert, m.n_ff_exp, N_EMBD))
+            mat(p + "ffn_down_exps.weight", keep(experts(rng, m.n_expert, N_EMBD, m.n_ff_exp)))
+            w.add_tensor(p + "ffn_gate_inp_shexp.weight", matrix(rng, 1, N_EMBD)[0])
+            mat(p + "ffn_gate_shexp.weight", matrix(rng, m.n_ff_shexp, N_EMBD))
+            mat(p + "ffn_up_shexp.weight", matrix(rng, m.n_ff_shexp, N_EMBD))
+            mat(p + "ffn_down_shexp.weight", keep(matrix(rng, N_EMBD, m.n_ff_shexp)))
+        else:
+            mat(p + "ffn_gate.weight", matrix(rng, m.n_ff, N_EMBD))
+            mat(p + "ffn_up.weight", matrix(rng, m.n_ff, N_EMBD))
+            mat(p + "ffn_down.weight", matrix(rng, N_EMBD, m.n_ff))
+    mat("output.weight", matrix(rng, n_vocab, N_EMBD) * 4.0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+HYBRID = {n: (m.arch, lambda p, v, m=m: write_hybrid_model(m, p, v)) for n, m in HYBRID_MODELS.items()}
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -455,6 +618,8 @@ def main() -> int:
     ap.add_argument("--vocab-model", default=os.environ.get("SPATE_MODEL", DEFAULT_VOCAB_MODEL))
     ap.add_argument("--check", help="fixture JSON whose per-model sha256 the files must match")
     ap.add_argument("--f32", action="store_true", help="also write " + ", ".join(F32_MODELS))
+    ap.add_argument("--hybrid", action="store_true", help="also write " + ", ".join(HYBRID))
+    ap.add_argument("--only", nargs="+", metavar="NAME", help="write only these models")
     args = ap.parse_args()
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -462,7 +627,14 @@ def main() -> int:
     if args.check:
         expected = {m.get("name", m["arch"]): m["sha256"] for m in json.loads(Path(args.check).read_text())["models"]}
     vocab = vocab_fields(args.vocab_model)
-    for name, (arch, write) in {**MODELS, **(F32_MODELS if args.f32 else {})}.items():
+    models = {**MODELS, **(F32_MODELS if args.f32 else {}), **(HYBRID if args.hybrid else {})}
+    if args.only:
+        unknown = set(args.only) - set(models)
+        if unknown:
+            print(f"unknown model(s) {sorted(unknown)}; known: {', '.join(models)}", file=sys.stderr)
+            return 1
+        models = {n: models[n] for n in args.only}
+    for name, (arch, write) in models.items():
         path = out / f"random-{name}.gguf"
         if not (path.exists() and expected.get(name) == sha256(path)):
             write(path, vocab)
