@@ -31,13 +31,14 @@ MTP (nextn) layers, the last ATTN.nextn_predict_layers blocks, are not run.
 
 --f16: round as ggml does without flash attention with an F16 KV cache (K and
 V stored as F16; q converted to F16 for k.q, the softmax to F16 for its
-product with V).
+product with V). --q8act: quantize the input of every product with a Q8_0
+weight to Q8_0, as ggml's CPU matmul does (the -q8 models).
 
-Usage: hybrid_numpy.py MODEL.gguf N_GEN TOP_K [--f16] < prompts
+Usage: hybrid_numpy.py MODEL.gguf N_GEN TOP_K [--f16] [--q8act] < prompts
          as llama_greedy_dump: one JSON line per prompt (token ids per line),
          steps [[id, logit] x TOP_K]; N_GEN 0: the top at every prompt position
-       hybrid_numpy.py MODEL.gguf --against LLAMA.jsonl [--f16]
-         llama_greedy_dump's output on the same model: this forward on the same
+       hybrid_numpy.py MODEL.gguf N_GEN --against LLAMA.jsonl [--f16] [--q8act]
+         llama_greedy_dump's output (same N_GEN) on the same model: this forward on the same
          tokens (the prompt, then llama.cpp's greedy tokens), the largest
          |logit difference| over llama.cpp's top-K ids per step, and where the
          top-1 differs; a JSON summary last.
@@ -57,9 +58,9 @@ def _f16(x):
 
 
 class HybridModel:
-    def __init__(self, path: str, f16: bool = False):
+    def __init__(self, path: str, f16: bool = False, q8act: bool = False):
         r = gguf.GGUFReader(path)
-        self.f16 = f16
+        self.f16, self.q8act = f16, q8act
         self.arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
         assert self.arch in ("qwen35", "qwen35moe", "qwen3next"), self.arch
         A = self.arch + "."
@@ -106,14 +107,25 @@ class HybridModel:
             self.recurrent = [(l + 1) % interval != 0 for l in range(self.n_layer)]
         self.n_expert = int(kv("expert_count", 0))
         self.n_expert_used = int(kv("expert_used_count", 0))
-        self.T = {}
+        self.T, self.types = {}, {}
         for t in r.tensors:
+            self.types[t.name] = t.tensor_type
             shape = [int(x) for x in reversed(t.shape)]
             a = gguf.quants.dequantize(t.data, t.tensor_type)
             self.T[t.name] = np.asarray(a, dtype=np.float64).reshape(shape)
         self.router_gaps = []  # per MoE decision: router logit k-th minus (k+1)-th
 
     # ---- pieces -------------------------------------------------------------
+    def mm(self, name, x, expert=None):
+        """The weight `name` (expert `expert` of a 3-D one) times x. With q8act, as ggml's CPU
+        matmul does for a Q8_0 weight: x quantized to Q8_0 first (blocks of 32, an F16 scale)."""
+        w = self.T[name] if expert is None else self.T[name][expert]
+        t = self.types[name]
+        if self.q8act and t not in (gguf.GGMLQuantizationType.F32,):
+            assert t == gguf.GGMLQuantizationType.Q8_0, f"--q8act: {name} is {t.name}, not Q8_0"
+            x = gguf.quants.dequantize(gguf.quants.quantize(x.astype(np.float32), t), t).astype(np.float64)
+        return w @ x
+
     def rms(self, x, w):
         return x / np.sqrt(np.mean(x * x, -1, keepdims=True) + self.eps) * w
 
@@ -165,13 +177,13 @@ class HybridModel:
         T, p = self.T, f"blk.{l}."
         nk, nv, dk, dv = self.n_k, self.n_v, self.dk, self.dv
         r = nv // nk
-        qkv = T[p + "attn_qkv.weight"] @ h
-        z = T[p + "attn_gate.weight"] @ h
+        qkv = self.mm(p + "attn_qkv.weight", h)
+        z = self.mm(p + "attn_gate.weight", h)
         if self.arch == "qwen3next":
-            ba = (T[p + "ssm_ba.weight"] @ h).reshape(nk, 2 * r)
+            ba = self.mm(p + "ssm_ba.weight", h).reshape(nk, 2 * r)
             b, a = ba[:, :r].reshape(nv), ba[:, r:].reshape(nv)
         else:
-            b, a = T[p + "ssm_beta.weight"] @ h, T[p + "ssm_alpha.weight"] @ h
+            b, a = self.mm(p + "ssm_beta.weight", h), self.mm(p + "ssm_alpha.weight", h)
         beta = self.sigmoid(b)
         g = self.softplus(a + T[p + "ssm_dt.bias"]) * T[p + "ssm_a"]
         w = T[p + "ssm_conv1d.weight"]  # [channels, d_conv]
@@ -193,15 +205,15 @@ class HybridModel:
             S[hv] = Sh
             o[hv] = (Sh @ q[kh]) / np.sqrt(dv)
         o = self.rms(o, T[p + "ssm_norm.weight"]) * self.silu(z.reshape(nv, dv))
-        return T[p + "ssm_out.weight"] @ o.reshape(-1)
+        return self.mm(p + "ssm_out.weight", o.reshape(-1))
 
     def attention(self, st, l, h):
         T, p = self.T, f"blk.{l}."
         H, HKV, HD = self.H, self.HKV, self.HD
-        qf = (T[p + "attn_q.weight"] @ h).reshape(H, 2 * HD)
+        qf = self.mm(p + "attn_q.weight", h).reshape(H, 2 * HD)
         q, gate = qf[:, :HD], qf[:, HD:].reshape(-1)
-        k = (T[p + "attn_k.weight"] @ h).reshape(HKV, HD)
-        v = (T[p + "attn_v.weight"] @ h).reshape(HKV, HD)
+        k = self.mm(p + "attn_k.weight", h).reshape(HKV, HD)
+        v = self.mm(p + "attn_v.weight", h).reshape(HKV, HD)
         q = self.rope(self.rms(q, T[p + "attn_q_norm.weight"]), st["pos"])
         k = self.rope(self.rms(k, T[p + "attn_k_norm.weight"]), st["pos"])
         if self.f16:
@@ -218,13 +230,13 @@ class HybridModel:
             if self.f16:
                 pr = _f16(pr)
             out[hh] = pr @ V[:, kh, :]
-        return T[p + "attn_output.weight"] @ (out.reshape(-1) * self.sigmoid(gate))
+        return self.mm(p + "attn_output.weight", out.reshape(-1) * self.sigmoid(gate))
 
     def ffn(self, l, h):
         T, p = self.T, f"blk.{l}."
         if self.n_expert == 0:
-            return T[p + "ffn_down.weight"] @ (self.silu(T[p + "ffn_gate.weight"] @ h) * (T[p + "ffn_up.weight"] @ h))
-        logits = T[p + "ffn_gate_inp.weight"] @ h
+            return self.mm(p + "ffn_down.weight", self.silu(self.mm(p + "ffn_gate.weight", h)) * self.mm(p + "ffn_up.weight", h))
+        logits = self.mm(p + "ffn_gate_inp.weight", h)
         probs = np.exp(logits - logits.max())
         probs /= probs.sum()
         order = np.argsort(-probs, kind="stable")
@@ -234,11 +246,11 @@ class HybridModel:
         wts = probs[sel] / max(probs[sel].sum(), 6.103515625e-5)
         y = np.zeros_like(h)
         for e_, wt in zip(sel, wts):
-            a = self.silu(T[p + "ffn_gate_exps.weight"][e_] @ h) * (T[p + "ffn_up_exps.weight"][e_] @ h)
-            y += wt * (T[p + "ffn_down_exps.weight"][e_] @ a)
+            a = self.silu(self.mm(p + "ffn_gate_exps.weight", h, e_)) * self.mm(p + "ffn_up_exps.weight", h, e_)
+            y += wt * self.mm(p + "ffn_down_exps.weight", a, e_)
         if p + "ffn_up_shexp.weight" in T:
-            a = self.silu(T[p + "ffn_gate_shexp.weight"] @ h) * (T[p + "ffn_up_shexp.weight"] @ h)
-            y += (T[p + "ffn_down_shexp.weight"] @ a) * self.sigmoid(T[p + "ffn_gate_inp_shexp.weight"] @ h)
+            a = self.silu(self.mm(p + "ffn_gate_shexp.weight", h)) * self.mm(p + "ffn_up_shexp.weight", h)
+            y += self.mm(p + "ffn_down_shexp.weight", a) * self.sigmoid(self.mm(p + "ffn_gate_inp_shexp.weight", h))
         return y
 
     def step(self, st, tok: int) -> np.ndarray:
@@ -251,8 +263,8 @@ class HybridModel:
             x = x + (self.deltanet(st, l, h) if self.recurrent[l] else self.attention(st, l, h))
             x = x + self.ffn(l, self.rms(x, T[p + "post_attention_norm.weight"]))
         st["pos"] += 1
-        out = T.get("output.weight", T["token_embd.weight"])
-        return out @ self.rms(x, T["output_norm.weight"])
+        out = "output.weight" if "output.weight" in T else "token_embd.weight"
+        return self.mm(out, self.rms(x, T["output_norm.weight"]))
 
 
 def top(lg, k):
@@ -278,14 +290,15 @@ def run(model: HybridModel, n_gen: int, top_k: int):
         print(json.dumps({"prompt_ids": toks, "steps": steps}), flush=True)
 
 
-def against(model: HybridModel, path: str):
+def against(model: HybridModel, path: str, n_gen: int):
     """This forward on llama_greedy_dump's tokens; differences at llama.cpp's top-K ids."""
     worst, n_steps, n_top1_diff, per_prompt = 0.0, 0, 0, []
     for line in open(path):
         rec = json.loads(line)
         toks, steps = rec["prompt_ids"], rec["steps"]
         st = model.new_state()
-        teacher = len(steps) == len(toks) and len(toks) > 1  # N_GEN 0 (ambiguous only for N_GEN == len(prompt))
+        teacher = n_gen == 0
+        assert len(steps) == (len(toks) if teacher else n_gen), "N_GEN differs from the dump's"
         logits = []
         for t in toks:
             lg = model.step(st, t)
@@ -309,7 +322,7 @@ def against(model: HybridModel, path: str):
         per_prompt.append(pmax)
         print(json.dumps({"n_prompt": len(toks), "n_steps": len(steps), "max_abs_diff": round(pmax, 6),
                           "top1_differs": flips}), flush=True)
-    summary = {"arch": model.arch, "f16": model.f16, "prompts": len(per_prompt), "steps": n_steps,
+    summary = {"arch": model.arch, "f16": model.f16, "q8act": model.q8act, "prompts": len(per_prompt), "steps": n_steps,
                "max_abs_diff": round(worst, 6), "median_prompt_max": round(float(np.median(per_prompt)), 6),
                "top1_differs": n_top1_diff}
     if model.router_gaps:
@@ -324,12 +337,13 @@ def main() -> int:
     ap.add_argument("top_k", nargs="?", type=int, default=3)
     ap.add_argument("--against", metavar="LLAMA.jsonl")
     ap.add_argument("--f16", action="store_true", help="ggml's F16 roundings of K, V, q and the softmax")
+    ap.add_argument("--q8act", action="store_true", help="activations quantized to Q8_0 before a Q8_0 weight")
     args = ap.parse_args()
-    model = HybridModel(args.model, f16=args.f16)
+    model = HybridModel(args.model, f16=args.f16, q8act=args.q8act)
+    if args.n_gen is None:
+        ap.error("N_GEN is required")
     if args.against:
-        against(model, args.against)
-    elif args.n_gen is None:
-        ap.error("N_GEN (or --against) is required")
+        against(model, args.against, args.n_gen)
     else:
         run(model, args.n_gen, args.top_k)
     return 0
