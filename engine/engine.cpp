@@ -67,13 +67,16 @@ void deliver(const event_callback& cb, const engine_event& ev) {
 
 engine::impl::impl(forward_executor& exec, const tokenizer& tok, const engine_config& cfg)
     : exec_(exec), tok_(tok), cfg_(cfg), n_blocks_(exec.n_kv_blocks()), proposer_(make_proposer(cfg.speculative)),
-      blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching),
+      blocks_(n_blocks_, exec.block_size(), cfg.enable_prefix_caching, exec.n_state_slots()),
       sched_(scheduler_config_of(cfg, exec.kv_window()), blocks_, proposer_.get()) {
   for (auto [r, name] : {std::pair{&cfg_.buckets.prompt_bs, "prompt bs"}, {&cfg_.buckets.prompt_seq, "prompt seq"},
                          {&cfg_.buckets.decode_bs, "decode bs"}, {&cfg_.buckets.decode_block, "decode block"}}) {
     if (auto err = validate(*r, name); !err.empty()) throw std::invalid_argument("bucket config: " + err);
   }
   if (cfg_.max_queued_requests < 1) throw std::invalid_argument("max_queued_requests must be >= 1");
+  if (proposer_ && blocks_.recurrent())
+    throw std::invalid_argument("speculative decoding is not supported for a model with recurrent layers (a rejected draft "
+                                "cannot be taken back out of their state)");
   prompt_buckets_ = make_buckets(cfg_.buckets.prompt_bs, cfg_.buckets.prompt_seq);
   decode_buckets_ = make_buckets(cfg_.buckets.decode_bs, cfg_.buckets.decode_block);
   local_stats_.n_blocks_total = n_blocks_;
@@ -128,7 +131,7 @@ submit_result engine::impl::submit(engine_request r) {
   // burned if the request is then refused.
   const int64_t id = next_id_.fetch_add(1);
   auto st = std::make_unique<request_state>(id, std::move(r.prompt), r.params, mix_seed(cfg_.seed, static_cast<uint64_t>(id)),
-                                            tok_, blocks_.pool(), std::move(r.on_event));
+                                            tok_, blocks_.pool(), blocks_.state_pool(), std::move(r.on_event));
   // request_state only stores a pointer to the pool; blocks are taken on the engine thread.
   st->submitted = clock_type::now();
   st->embed = r.embed;
@@ -297,6 +300,7 @@ void engine::impl::step() {
     trace::scoped_span span("schedule", "engine");
     out = sched_.schedule();
   }
+  run_state_ops();  // admitted sequences' working states: zeroed or copied from a checkpoint
   local_stats_.n_preemptions += out.n_preempted;
   if (out.seqs.empty()) {
     // With no preemption this means nothing runs and the head of the queue
@@ -331,9 +335,21 @@ void engine::impl::step() {
   ++local_stats_.n_steps;
   count_step_tokens(out.n_tokens);
   sched_.on_step_done(out);
+  run_state_ops();  // checkpoints of this step's states, before sampling can finish a sequence
   pool_embeddings(out);
   sample_and_deliver(out);
   save_committed_blocks();
+}
+
+void engine::impl::run_state_ops() {
+  for (const state_op& op : blocks_.take_state_ops()) {
+    if (op.src == state_op::k_zero_state) {
+      exec_.zero_state(op.dst);
+    } else {
+      exec_.copy_state(op.src, op.dst);
+    }
+    if (op.release >= 0) blocks_.release_state(op.release);
+  }
 }
 
 void engine::impl::count_step_tokens(int64_t n_tokens) {

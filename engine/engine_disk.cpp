@@ -38,6 +38,8 @@ void engine::impl::open_disk_tier() {
     why = "prefix caching is off";
   } else if (exec_.kv_block_bytes() == 0) {
     why = "this executor cannot copy its KV blocks";
+  } else if (blocks_.recurrent()) {
+    why = "the model has recurrent layers, whose state checkpoints are not written to disk yet";
   } else if (c.model_id == 0) {
     why = "the model file's identity could not be read";
   }

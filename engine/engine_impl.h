@@ -85,6 +85,8 @@ class engine::impl {
   // Pools the step's hidden rows into each embedding request; finishes those whose prompt is done.
   void pool_embeddings(const scheduler_output& out);
   void count_step_tokens(int64_t n_tokens);
+  // Runs the block manager's queued state_ops on the executor (recurrent models).
+  void run_state_ops();
   void account_padding(scheduler_output& out);
   // engine_disk.cpp, the prefix cache's disk tier. open_disk_tier: the
   // constructor; the rest: the engine thread.
@@ -152,8 +154,8 @@ class engine::impl {
 // by live_ (engine thread).
 struct engine::impl::request_state {
   request_state(int64_t id, std::vector<int32_t> prompt, const sampling_params& p, uint64_t seed, const tokenizer& tok,
-                block_pool& pool, event_callback cb)
-      : seq(id, std::move(prompt), p, *p.max_tokens, seed, tok), ss(id, &seq.tokens(), pool), on_event(std::move(cb)) {}
+                block_pool& pool, block_pool* state_pool, event_callback cb)
+      : seq(id, std::move(prompt), p, *p.max_tokens, seed, tok), ss(id, &seq.tokens(), pool, state_pool), on_event(std::move(cb)) {}
   sequence seq;
   sched_seq ss;
   event_callback on_event;

@@ -168,14 +168,27 @@ void engine::impl::run_warmup_step(int32_t n_seqs, int32_t n_past, int32_t n_new
       t = static_cast<int32_t>(x % static_cast<uint32_t>(exec_.n_vocab()));
     }
   }
-  std::vector<block_table> tables;  // give their blocks back to the pool when destroyed
+  // Recurrent models: a zeroed state slot each too (n_past positions of zeros: only the cost matters).
+  if (block_pool* sp = blocks_.state_pool()) n_seqs = std::min(n_seqs, sp->n_free());
+  if (n_seqs < 1) return;
+  std::vector<block_table> tables, states;  // give their blocks and slots back when destroyed
   tables.reserve(static_cast<size_t>(n_seqs));
+  states.reserve(static_cast<size_t>(n_seqs));
   for (int32_t i = 0; i < n_seqs; ++i) {
     tables.emplace_back(pool);
     tables.back().grow_to(n_past + n_new, block_size);
+    if (block_pool* sp = blocks_.state_pool()) {
+      states.emplace_back(*sp);
+      states.back().grow_to(1, 1);
+      exec_.zero_state(states.back().ids()[0]);
+    }
   }
   forward_batch batch;
-  for (const block_table& t : tables) batch.seqs.push_back({dummy, n_past, t.ids(), 1});
+  for (size_t i = 0; i < tables.size(); ++i) {
+    forward_seq f{dummy, n_past, tables[i].ids(), 1};
+    if (!states.empty()) f.state_slot = states[i].ids()[0];
+    batch.seqs.push_back(f);
+  }
   logits.resize(static_cast<size_t>(n_seqs) * static_cast<size_t>(exec_.n_vocab()));
   exec_.forward(batch, logits.data(), nullptr);
 }

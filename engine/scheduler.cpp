@@ -20,6 +20,7 @@ forward_batch scheduler_output::to_batch() const {
     f.n_logits = s.samples && !s.hidden ? 1 + s.n_draft : 0;
     f.hidden = s.hidden;
     f.adapter = s.seq->adapter;
+    f.state_slot = s.seq->state.ids().empty() ? -1 : s.seq->state.ids()[0];
     b.seqs.push_back(f);
   }
   return b;
@@ -82,7 +83,7 @@ void scheduler::push(scheduler_output& out, sched_seq& s, int32_t n_new) {
 }
 
 void scheduler::preempt(sched_seq& s) {
-  kv_.free(s.blocks, s.prefix);
+  kv_.free(s.blocks, s.prefix, &s.state);
   s.n_cached = 0;
   ++s.n_preemptions;
   ++n_preemptions_;
@@ -112,7 +113,7 @@ int32_t scheduler::plan_drafts(sched_seq& s, int64_t budget) {
 
 void scheduler::add_drafts(scheduler_output& out, int64_t& budget) {
   const bool speculating = proposer_ && cfg_.num_speculative_tokens > 0 &&
-                           (cfg_.speculative_disable_by_batch_size <= 0 ||
+                           !kv_.recurrent() && (cfg_.speculative_disable_by_batch_size <= 0 ||
                             static_cast<int32_t>(running_.size()) <= cfg_.speculative_disable_by_batch_size);
   if (!speculating) return;
   for (scheduled_seq& q : out.seqs) {
@@ -138,6 +139,7 @@ void scheduler::schedule_running(scheduler_output& out, int64_t& budget, bool ch
         continue;
       }
       if (chunked) n_new = static_cast<int32_t>(std::min<int64_t>(n_new, budget));
+      n_new = align_to_blocks(s, s.n_cached, n_new);
     }
     bool self_preempted = false;
     while (!kv_.grow(s.blocks, static_cast<int64_t>(s.n_cached) + n_new)) {
@@ -168,8 +170,10 @@ void scheduler::admit_waiting(scheduler_output& out, int64_t& budget, bool chunk
     } else if (n_new > budget && !out.seqs.empty()) {
       break;  // a whole prompt over the budget runs only alone
     }
-    const int32_t got = kv_.admit(toks, n_hit + n_new, s.blocks, s.prefix, !s.hidden, s.cache_salt);
-    if (got < 0) break;  // not enough blocks: FIFO, wait for running requests
+    n_new = align_to_blocks(s, n_hit, n_new);
+    const int32_t got = kv_.admit(toks, n_hit + n_new, s.blocks, s.prefix, !s.hidden, s.cache_salt,
+                                  kv_.recurrent() ? &s.state : nullptr);
+    if (got < 0) break;  // not enough blocks (or state slots): FIFO, wait for running requests
     s.n_cached = got;
     waiting_.pop_front();
     s.where = sched_seq::state::running;
@@ -207,12 +211,23 @@ scheduler_output scheduler::schedule() {
   return out;
 }
 
+int32_t scheduler::align_to_blocks(const sched_seq& s, int32_t n_past, int32_t n_new) const {
+  if (!kv_.recurrent() || n_new <= 1) return n_new;
+  const int32_t bs = kv_.block_size();
+  const int32_t end = n_past + n_new;
+  // Short of the end: back to the last boundary inside the chunk. At the end:
+  // back to the tokens' last boundary, the tail in a step of its own.
+  const int32_t boundary = end < s.n_tokens() ? end / bs * bs : (end % bs == 0 ? end : end / bs * bs);
+  return boundary > n_past ? boundary - n_past : n_new;
+}
+
 void scheduler::on_step_done(const scheduler_output& out) {
   for (const auto& q : out.seqs) {
     sched_seq& s = *q.seq;
     if (s.where != sched_seq::state::running || q.n_draft > 0) continue;
     s.n_cached = q.n_past + q.n_new;
-    commit_cached(s);
+    const bool prefill = q.n_new > 1 || !q.samples;
+    commit_cached(s, prefill && s.n_cached == s.n_tokens() / kv_.block_size() * kv_.block_size());
   }
 }
 
@@ -224,8 +239,8 @@ void scheduler::on_verified(const scheduled_seq& q, int32_t n_accepted) {
   commit_cached(s);
 }
 
-void scheduler::commit_cached(sched_seq& s) {
-  kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix, s.cache_salt);
+void scheduler::commit_cached(sched_seq& s, bool prompt_end) {
+  kv_.commit(std::span<const int32_t>(*s.tokens), s.n_cached, s.blocks, s.prefix, s.cache_salt, &s.state, prompt_end);
   release_outside_window(s);  // after commit: just-completed blocks are registered first
 }
 
@@ -243,7 +258,7 @@ void scheduler::finish(sched_seq& s) {
   } else if (s.where == sched_seq::state::waiting) {
     waiting_.erase(std::find(waiting_.begin(), waiting_.end(), &s));
   }
-  kv_.free(s.blocks, s.prefix);
+  kv_.free(s.blocks, s.prefix, &s.state);
   s.where = sched_seq::state::finished;
   if (proposer_) proposer_->release(s.id);
 }

@@ -36,6 +36,14 @@
 // recomputed later (their tokens, prompt and generated, are prefilled again;
 // the owner keeps the sampler state, so the output is unchanged).
 //
+// Recurrent models (kv_block_manager::recurrent()): a sequence also holds a
+// working state slot from admission to finish or preemption; a prefill chunk
+// that does not reach the end of the tokens ends on a block boundary, and a
+// prefill reaching the end is cut at the tokens' last block boundary (the
+// tail runs in the next step), so that checkpoints can be taken there; no
+// draft tokens (a rejected draft cannot be taken back out of a state). After
+// schedule() and after on_step_done() the engine runs the manager's state_ops.
+//
 // Thread-safety: none; only the engine thread uses it. The scheduler never
 // owns sched_seq objects: the caller keeps them alive until finish().
 #pragma once
@@ -58,11 +66,14 @@ namespace spate {
 // The scheduler's view of one request. tokens points at the owner's vector
 // (prompt then generated), which grows by one after each sampling step.
 struct sched_seq {
-  sched_seq(int64_t id_, const std::vector<int32_t>* tokens_, block_pool& pool) : id(id_), tokens(tokens_), blocks(pool) {}
+  // state_pool: the recurrent state slots' pool (kv_block_manager::state_pool; null: none).
+  sched_seq(int64_t id_, const std::vector<int32_t>* tokens_, block_pool& pool, block_pool* state_pool = nullptr)
+      : id(id_), tokens(tokens_), blocks(pool), state(state_pool ? *state_pool : pool) {}
   int64_t id;
   const std::vector<int32_t>* tokens;
   int32_t n_cached = 0;    // positions whose KV is computed
   block_table blocks;
+  block_table state;       // recurrent models: its working state slot (one entry while it holds blocks)
   prefix_state prefix;
   int32_t n_preemptions = 0;
   bool hidden = false;     // an embedding request: every position's hidden state, no prefix reuse, no logits
@@ -172,7 +183,9 @@ class scheduler {
   // Asks the proposer for s's drafts (into s.spec_tokens) and grows s's table
   // for them while free blocks allow; returns how many drafts run.
   int32_t plan_drafts(sched_seq& s, int64_t budget);
-  void commit_cached(sched_seq& s);
+  void commit_cached(sched_seq& s, bool prompt_end = false);
+  // Recurrent models: n_new (computed after n_past positions) cut so the step ends on a block boundary (see above).
+  int32_t align_to_blocks(const sched_seq& s, int32_t n_past, int32_t n_new) const;
 
   scheduler_config cfg_;
   kv_block_manager& kv_;

@@ -17,6 +17,8 @@ struct forward_seq {
   int32_t n_logits = 1;                  // return logits for the last n_logits new tokens (0..tokens.size())
   bool hidden = false;                   // return the final-normed hidden state of every new token (embeddings)
   int32_t adapter = -1;                  // the executor's LoRA adapter slot (model/lora.h); -1: the base model
+  int32_t state_slot = -1;               // recurrent models: the slot holding its state after n_past positions,
+                                         // left holding the state after its new tokens (forward_executor); -1: none
 };
 
 struct forward_batch {

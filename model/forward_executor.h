@@ -61,6 +61,19 @@ class forward_executor {
   virtual void copy_kv_block_out(int32_t /*block*/, std::span<uint8_t> /*out*/) const {}
   virtual void copy_kv_block_in(int32_t /*block*/, std::span<const uint8_t> /*in*/) {}
 
+  // Recurrent state (hybrid models: Gated DeltaNet or Mamba layers beside
+  // attention). n_state_slots() slots of state_slot_bytes() bytes, each the
+  // fixed-size state of every recurrent layer for one sequence; a
+  // forward_seq's state_slot must then be a slot in [0, n_state_slots())
+  // (distinct within a batch). 0 slots (the default): no recurrent layer,
+  // state_slot is -1 everywhere. copy_state: dst = src's state; zero_state:
+  // dst = the state before a sequence's first token. Both: the calling
+  // thread, between forward passes.
+  virtual int32_t n_state_slots() const { return 0; }
+  virtual size_t state_slot_bytes() const { return 0; }
+  virtual void copy_state(int32_t /*src*/, int32_t /*dst*/) {}
+  virtual void zero_state(int32_t /*dst*/) {}
+
   // Runs fn(task) for every task in [0, n_tasks) on the executor's threads
   // (the engine's per-row work after a forward: masking and sampling), and
   // returns when all have run. Tasks may run concurrently and in any order, so

@@ -119,6 +119,7 @@ struct kv_shape {
   int32_t n_blocks = 64;
   int32_t block_size = 4;
   int32_t kv_window = 0;  // the fake model's sliding window (0: reads everything)
+  int32_t n_state_slots = 0;  // > 0: the fake has recurrent state (fake_executor's recurrent mode)
 };
 
 // A fake executor, the tiny tokenizer and an engine over them. The destructor
@@ -126,7 +127,7 @@ struct kv_shape {
 // parked while the engine joins it.
 struct harness {
   explicit harness(const engine_config& cfg = small_config(), kv_shape kv = {}, int32_t eos_at_length = 0)
-      : tok(tiny_vocab()), exec(tok.n_vocab(), kv.n_blocks, kv.block_size, eos_at_length, kv.kv_window),
+      : tok(tiny_vocab()), exec(tok.n_vocab(), kv.n_blocks, kv.block_size, eos_at_length, kv.kv_window, kv.n_state_slots),
         eng(std::make_unique<engine>(exec, tok, cfg)) {}
   ~harness() {
     exec.gate().open();
@@ -137,6 +138,7 @@ struct harness {
   void start() {
     eng->start();
     unwritten_reads_after_start = exec.n_unwritten_reads();
+    state_mismatches_after_start = exec.n_state_mismatches();  // warmup's dummy states start at n_past > 0
   }
 
   // Greedy request whose events go to log.
@@ -178,6 +180,7 @@ struct harness {
     EXPECT_EQ(log.n_callbacks_alive(), 0);
     EXPECT_EQ(exec.n_invalid_batches(), 0);
     EXPECT_EQ(exec.n_unwritten_reads(), unwritten_reads_after_start);  // requests read only KV they wrote
+    EXPECT_EQ(exec.n_state_mismatches(), state_mismatches_after_start);  // recurrent: every state was the sequence's own
   }
 
   tokenizer tok;
@@ -185,6 +188,7 @@ struct harness {
   event_log log;  // outlives the engine, whose callbacks point at it
   std::unique_ptr<engine> eng;
   int64_t unwritten_reads_after_start = 0;
+  int64_t state_mismatches_after_start = 0;
 };
 
 }  // namespace spate::test_engine

@@ -15,6 +15,14 @@
 // context positions read before any forward wrote them are counted in
 // n_unwritten_reads() (and read as <unk>).
 //
+// Recurrent mode (set_recurrent): the fake also keeps state slots, each the
+// FNV-1a hash of the tokens fed through it and their count, and picks the
+// next token from the sequence's slot instead of the KV (as a recurrent layer
+// would), so a request gets expected_tokens only if the engine zeroed, copied
+// and carried its state right. A slot whose count is not the sequence's
+// n_past, or whose hash disagrees with the context read back from the KV, is
+// counted in n_state_mismatches().
+//
 // Thread-safety: forward() and reserve() are called by one thread at a time
 // (the engine thread, or start()'s caller during warmup), as the interface
 // requires; every other member may be called from any thread.
@@ -172,11 +180,14 @@ class fake_executor final : public forward_executor {
   // eos_at_length: see fake_next_token (0: the model never emits EOS).
   // kv_window > 0: a sliding-window fake; the next token hashes only the last
   // kv_window tokens of the context, and only those positions are read back.
+  // n_state_slots > 0: recurrent mode (set_recurrent).
   fake_executor(int32_t n_vocab, int32_t n_kv_blocks, int32_t block_size, int32_t eos_at_length = 0,
-                int32_t kv_window = 0)
+                int32_t kv_window = 0, int32_t n_state_slots = 0)
       : n_vocab_(n_vocab), n_kv_blocks_(n_kv_blocks), block_size_(block_size), eos_at_length_(eos_at_length),
         kv_window_(kv_window),
-        kv_(static_cast<size_t>(n_kv_blocks) * static_cast<size_t>(block_size), -1) {}
+        kv_(static_cast<size_t>(n_kv_blocks) * static_cast<size_t>(block_size), -1) {
+    set_recurrent(n_state_slots);
+  }
 
   int32_t n_vocab() const override { return n_vocab_; }
   int32_t n_kv_blocks() const override { return n_kv_blocks_; }
@@ -217,6 +228,33 @@ class fake_executor final : public forward_executor {
   }
 
   forward_gate& gate() { return gate_; }
+
+  // Recurrent mode with n_slots state slots (see above). Before start().
+  void set_recurrent(int32_t n_slots) { states_.assign(static_cast<size_t>(n_slots), fake_state{}); }
+  int32_t n_state_slots() const override { return static_cast<int32_t>(states_.size()); }
+  size_t state_slot_bytes() const override { return sizeof(fake_state); }
+  void copy_state(int32_t src, int32_t dst) override {
+    states_.at(static_cast<size_t>(dst)) = states_.at(static_cast<size_t>(src));
+    std::lock_guard lk(mu_);
+    ++n_state_copies_;
+  }
+  void zero_state(int32_t dst) override {
+    states_.at(static_cast<size_t>(dst)) = fake_state{};
+    std::lock_guard lk(mu_);
+    ++n_state_zeroes_;
+  }
+  int64_t n_state_copies() const {
+    std::lock_guard lk(mu_);
+    return n_state_copies_;
+  }
+  int64_t n_state_zeroes() const {
+    std::lock_guard lk(mu_);
+    return n_state_zeroes_;
+  }
+  int64_t n_state_mismatches() const {
+    std::lock_guard lk(mu_);
+    return n_state_mismatches_;
+  }
 
   // KV copying (the disk tier): a block's bytes are its slots' token ids.
   // With copy_enabled false the fake cannot copy its KV (kv_block_bytes 0).
@@ -314,9 +352,39 @@ class fake_executor final : public forward_executor {
     return static_cast<size_t>(block) * static_cast<size_t>(block_size_) + static_cast<size_t>(pos % block_size_);
   }
 
+  struct fake_state {
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a of the tokens fed through it
+    int64_t n = 0;                           // how many
+  };
+
+  // Recurrent mode: checks the slots of the batch and feeds each sequence's new tokens through its own.
+  int64_t run_states(const forward_batch& batch) {
+    int64_t n_mismatches = 0;
+    std::vector<int32_t> used;
+    for (const auto& s : batch.seqs) {
+      if (states_.empty()) {
+        if (s.state_slot != -1) invalid("a state slot without recurrent layers");
+        continue;
+      }
+      if (s.state_slot < 0 || s.state_slot >= n_state_slots()) invalid("state slot " + std::to_string(s.state_slot) + " out of range");
+      if (std::find(used.begin(), used.end(), s.state_slot) != used.end()) invalid("two sequences share a state slot");
+      if (s.n_logits > 1) invalid("more than one logit row from a recurrent state");
+      used.push_back(s.state_slot);
+      fake_state& st = states_[static_cast<size_t>(s.state_slot)];
+      n_mismatches += st.n != s.n_past;
+      for (int32_t t : s.tokens) {
+        st.hash ^= static_cast<uint64_t>(static_cast<uint32_t>(t));
+        st.hash *= 1099511628211ull;
+        ++st.n;
+      }
+    }
+    return n_mismatches;
+  }
+
   // Writes every sequence's new tokens into the KV store, then fills the
   // logit rows from the contexts read back through the block tables.
   void run(const forward_batch& batch, float* logits, float* hidden) {
+    int64_t n_state_mismatches = run_states(batch);
     std::vector<size_t> written;
     for (const auto& s : batch.seqs) {
       if (s.tokens.empty() || s.n_past < 0) invalid("empty sequence or negative n_past");
@@ -348,6 +416,12 @@ class fake_executor final : public forward_executor {
         const bool eos = eos_at_length_ > 0 && last + 1 == eos_at_length_;
         if (soft_logits_) {
           fake_soft_logits(context, std::span<float>(row, static_cast<size_t>(n_vocab_)));
+        } else if (!states_.empty()) {
+          // From the state, as a recurrent layer decides; the KV only cross-checks it.
+          const fake_state& st = states_[static_cast<size_t>(s.state_slot)];
+          const int32_t from_state = k_first_word + static_cast<int32_t>(st.hash % k_n_words);
+          n_state_mismatches += kv_window_ == 0 && from_state != fake_next_token(context, 0);
+          row[eos ? k_eos : from_state] = 1.0f;
         } else {
           row[eos ? k_eos : fake_next_token(context, 0)] = 1.0f;
         }
@@ -364,17 +438,20 @@ class fake_executor final : public forward_executor {
     }
     std::lock_guard lk(mu_);
     n_unwritten_reads_ += n_unwritten_reads;
+    n_state_mismatches_ += n_state_mismatches;
   }
 
   const int32_t n_vocab_, n_kv_blocks_, block_size_, eos_at_length_, kv_window_;
   std::vector<int32_t> kv_;  // token id per KV slot, -1 never written; forward's thread only
   bool soft_logits_ = false;
   bool copy_enabled_ = true;
+  std::vector<fake_state> states_;  // recurrent mode's slots; forward's thread (and copy/zero between forwards)
   forward_gate gate_;
 
   mutable std::mutex mu_;  // guards the members below
   int64_t n_calls_ = 0, n_invalid_batches_ = 0, n_unwritten_reads_ = 0, max_batch_seqs_ = 0;
   int64_t n_blocks_copied_in_ = 0, n_forward_tokens_ = 0;
+  int64_t n_state_copies_ = 0, n_state_zeroes_ = 0, n_state_mismatches_ = 0;
   int64_t fail_at_call_ = -1;
   std::optional<std::vector<int32_t>> fail_prompt_;
   int64_t n_reserve_calls_ = 0, reserved_tokens_ = 0, reserved_rows_ = 0;

@@ -320,3 +320,83 @@ TEST(KvBlockManagerDiskTier, RefreshedPrefixIsEvictedLastAndItsFirstBlockLast) {
 
 }  // namespace
 }  // namespace spate
+
+namespace spate {
+namespace {
+
+// Recurrent models: a working state slot per admitted sequence, checkpoints
+// at block boundaries, reuse only up to a checkpoint.
+TEST(KvBlockManagerState, AdmissionTakesAWorkingSlotAllOrNothing) {
+  kv_block_manager m(16, 4, true, /*n_state_slots=*/1);
+  ASSERT_TRUE(m.recurrent());
+  const auto a = iota_tokens(6);
+  block_table ta(m.pool()), sa(*m.state_pool());
+  prefix_state pa;
+  EXPECT_EQ(m.admit(a, 6, ta, pa, true, 0, &sa), 0);
+  ASSERT_EQ(sa.n_blocks(), 1);
+  auto ops = m.take_state_ops();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].src, state_op::k_zero_state);
+  EXPECT_EQ(ops[0].dst, sa.ids()[0]);
+  // No slot left: a second sequence gets neither blocks nor a slot.
+  block_table tb(m.pool()), sb(*m.state_pool());
+  prefix_state pb;
+  EXPECT_EQ(m.admit(iota_tokens(6, 500), 6, tb, pb, true, 0, &sb), -1);
+  EXPECT_EQ(tb.n_blocks(), 0);
+  EXPECT_EQ(sb.n_blocks(), 0);
+  EXPECT_EQ(m.n_free_blocks(), 14);
+  m.free(ta, pa, &sa);
+  EXPECT_EQ(m.n_free_state_slots(), 1);
+  EXPECT_THROW(m.admit(a, 6, tb, pb), std::invalid_argument);  // a recurrent sequence without a slot
+}
+
+TEST(KvBlockManagerState, ReuseStopsAtTheLastCheckpoint) {
+  kv_block_manager m(32, 4, true, /*n_state_slots=*/4, /*checkpoint_interval_blocks=*/2);
+  const auto a = iota_tokens(20);
+  block_table ta(m.pool()), sa(*m.state_pool());
+  prefix_state pa;
+  ASSERT_EQ(m.admit(a, 4, ta, pa, true, 0, &sa), 0);
+  m.take_state_ops();
+  // Steps ending at 4 (1 block: under the interval), 8 (2 blocks: a checkpoint), 12 (no), 16 (a checkpoint).
+  for (int32_t n : {4, 8, 12, 16}) {
+    ASSERT_TRUE(m.grow(ta, n));
+    m.commit(a, n, ta, pa, 0, &sa);
+  }
+  const auto ops = m.take_state_ops();
+  ASSERT_EQ(ops.size(), 2u);
+  for (const state_op& op : ops) {
+    EXPECT_EQ(op.src, sa.ids()[0]);
+    EXPECT_EQ(op.release, op.dst);
+    m.release_state(op.release);
+  }
+  EXPECT_EQ(m.n_checkpoints(), 2);
+  EXPECT_EQ(m.pool().n_cached(), 4);
+  // 4 KV blocks are cached, but a recurrent sequence reuses up to the checkpoint at 16.
+  auto b = a;
+  b[18] = 999;
+  EXPECT_EQ(m.probe(b), 16);
+  // Up to the one at 8 when block 3 differs (its KV and the checkpoint at 16 do not apply).
+  auto c = a;
+  c[13] = 999;
+  EXPECT_EQ(m.probe(c), 8);
+  block_table tc(m.pool()), sc(*m.state_pool());
+  prefix_state pc;
+  EXPECT_EQ(m.admit(c, 20, tc, pc, true, 0, &sc), 8);
+  const auto restore = m.take_state_ops();
+  ASSERT_EQ(restore.size(), 1u);
+  EXPECT_EQ(restore[0].dst, sc.ids()[0]);
+  EXPECT_EQ(restore[0].release, restore[0].src);  // the checkpoint is held until the copy ran
+  EXPECT_EQ(m.state_pool()->ref_count(restore[0].src), 1);
+  m.release_state(restore[0].release);
+  // A prefix with KV but no checkpoint at all is not reused.
+  auto d = a;
+  d[5] = 999;
+  EXPECT_EQ(m.probe(d), 0);
+  m.free(ta, pa, &sa);
+  m.free(tc, pc, &sc);
+  EXPECT_EQ(m.n_free_state_slots(), 4);  // the checkpoints stay, evictable
+  EXPECT_EQ(m.n_checkpoints(), 2);
+}
+
+}  // namespace
+}  // namespace spate
