@@ -7,7 +7,10 @@
 // types per tensor and layer) and a Mixtral-style llama ("llama-moe"), whose
 // routers make top-k choices with wide gaps (make_random_models.py, Routing),
 // so that both engines pick the same experts; and gpt-oss (biases, attention
-// sinks, alternating 16-position windows, YaRN, MXFP4 experts with biases).
+// sinks, alternating 16-position windows, YaRN, MXFP4 experts with biases;
+// and "gpt-oss-q", 8 experts with 2 used, no rope scaling keys, the tensors
+// byte for byte those llama.cpp's llama-quantize MXFP4_MOE writes from an F32
+// file, its reference from tests/reference/llama_greedy_dump.cpp).
 //
 // The models are written by tests/reference/make_random_models.py into
 // SPATE_RANDOM_MODELS_DIR (scripts/test.sh does it, checking each file's
@@ -116,19 +119,24 @@ TEST_P(ReferenceRandom, ConfigIsTheArchitecture) {
                    : GetParam() == "qwen3moe-mixed" ? moe_shape{16, 4, 256}
                    : GetParam() == "llama-moe"      ? moe_shape{8, 2, 256}
                    : GetParam() == "gpt-oss"        ? moe_shape{8, 4, 128}
+                   : GetParam() == "gpt-oss-q"      ? moe_shape{8, 2, 128}
                                                     : moe_shape{0, 0, 0};
   EXPECT_EQ(c.n_expert, moe.n_expert);
   EXPECT_EQ(c.n_expert_used, moe.n_expert_used);
   EXPECT_EQ(c.n_ff_exp, moe.n_ff_exp);
-  if (GetParam() == "gpt-oss") {  // make_random_models.py's write_gpt_oss_model
+  if (fixture_.arch == "gpt-oss") {  // make_random_models.py's write_gpt_oss_model
     EXPECT_FALSE(c.expert_weights_norm);
     EXPECT_EQ(c.moe_gating, expert_gating::softmax_topk);
     EXPECT_TRUE(c.moe_biases && c.attn_sinks);
     EXPECT_EQ(c.ffn_act, ffn_activation::swiglu_oai);
     EXPECT_EQ(c.n_swa, 16);
     EXPECT_EQ(c.layer_swa, (std::vector<uint8_t>{1, 0, 1, 0, 1, 0}));
-    EXPECT_FLOAT_EQ(c.rope_yarn_factor, 32.0f);
-    EXPECT_EQ(c.n_ctx_orig, 4096);
+    if (GetParam() == "gpt-oss") {
+      EXPECT_FLOAT_EQ(c.rope_yarn_factor, 32.0f);
+      EXPECT_EQ(c.n_ctx_orig, 4096);
+    } else {
+      EXPECT_EQ(c.rope_yarn_factor, 0.0f);  // no rope scaling keys: plain NeoX RoPE
+    }
     EXPECT_FALSE(model().weights.layers[0].bo.empty());
   } else if (c.is_moe()) {
     EXPECT_TRUE(c.expert_weights_norm);
@@ -239,7 +247,7 @@ TEST_P(ReferenceRandom, FinalLogitSoftCapping) {
 // block held, so no layer reads outside its window. With the real config,
 // whose layer 5 reads everything, a released block is refused.
 TEST_P(ReferenceRandom, SlidingLayersNeverReadBehindTheirWindow) {
-  if (GetParam() != "gemma3" && GetParam() != "gpt-oss") GTEST_SKIP() << "gemma3 and gpt-oss have the sliding layers";
+  if (fixture_.arch != "gemma3" && fixture_.arch != "gpt-oss") GTEST_SKIP() << "gemma3 and gpt-oss have the sliding layers";
   runner_env env(model(), 64, 16);
   model_config all_swa = env.model.config;
   all_swa.layer_swa.assign(static_cast<size_t>(all_swa.n_layer), 1);
@@ -273,7 +281,8 @@ TEST_P(ReferenceRandom, SlidingLayersNeverReadBehindTheirWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ReferenceRandom,
-                         ::testing::Values("qwen3", "gemma3", "phi3", "qwen3moe", "qwen3moe-mixed", "llama-moe", "gpt-oss"),
+                         ::testing::Values("qwen3", "gemma3", "phi3", "qwen3moe", "qwen3moe-mixed", "llama-moe", "gpt-oss",
+                                           "gpt-oss-q"),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;  // a test name is [A-Za-z0-9_]
                            std::replace(n.begin(), n.end(), '-', '_');

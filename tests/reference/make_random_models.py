@@ -455,17 +455,16 @@ ARCHS = {"qwen3": 1003, "gemma3": 1004, "phi3": 1005}  # dense architecture -> s
 # name -> (GGUF architecture, writer); every model the fixture has
 MODELS = {**{a: (a, lambda p, v, a=a, s=s: write_model(a, p, v, s)) for a, s in ARCHS.items()},
           **{n: (m.arch, lambda p, v, m=m: write_moe_model(m, p, v)) for n, m in MOE_MODELS.items()},
-          "gpt-oss": ("gpt-oss", write_gpt_oss_model)}
-# Written only with --f32, and without a fixture entry yet (issue 54): gpt-oss-f32
-# (126 MB), the input of `llama-quantize random-gpt-oss-f32.gguf OUT MXFP4_MOE`,
-# and gpt-oss-q, what that quantizer should write from it.
-F32_MODELS = {"gpt-oss-f32": ("gpt-oss", lambda p, v: write_gpt_oss_model(p, v, GPT_OSS_F32, yarn=False)),
-              "gpt-oss-q": ("gpt-oss", lambda p, v: write_gpt_oss_model(p, v, GPT_OSS_Q, yarn=False,
-                                                                       file_type=LLAMA_FTYPE_MOSTLY_MXFP4_MOE))}
+          "gpt-oss": ("gpt-oss", write_gpt_oss_model),
+          # what llama.cpp's `llama-quantize random-gpt-oss-f32.gguf OUT MXFP4_MOE` writes (its tensors byte for byte)
+          "gpt-oss-q": ("gpt-oss", lambda p, v: write_gpt_oss_model(p, v, GPT_OSS_Q, yarn=False,
+                                                                   file_type=LLAMA_FTYPE_MOSTLY_MXFP4_MOE))}
+# Written only with --f32 (126 MB): gpt-oss-f32, the input of that quantizer.
+F32_MODELS = {"gpt-oss-f32": ("gpt-oss", lambda p, v: write_gpt_oss_model(p, v, GPT_OSS_F32, yarn=False))}
 
 
 
-# Hybrid models (issue 56): Gated DeltaNet ("linear attention") layers with a
+# Hybrid models (issue 55): Gated DeltaNet ("linear attention") layers with a
 # gated full-attention layer every 4th, as llama.cpp 0.3.36's qwen35,
 # qwen35moe and qwen3next graphs read them (src/models/qwen35.cpp,
 # qwen35moe.cpp, qwen3next.cpp). Tensors and keys as its converter writes them
