@@ -69,9 +69,11 @@ SPATE_REQUIRE_INSTRUCTOR=1 build/venv-instructor/bin/python -m pytest -q tests/i
     tests/integration/test_moe.py tests/integration/test_lora.py tests/integration/test_kv_cache_dtypes.py
 )
 # Open WebUI (PyPI, pinned) against spate in headless Chromium, both its Ollama and OpenAI
-# connections, in its own venv (build/venv-openwebui): scripts/openwebui-test.sh. 2026-12-07 on
-# 2 cores: install from scratch about 5 minutes (once per clone), the test 80 s.
-bash scripts/openwebui-test.sh
+# connections, in its own venv (build/venv-openwebui): scripts/openwebui-test.sh. Not run here:
+# it is not deterministic yet. Open WebUI 0.12 sends its built-in tools (native function
+# calling) with every chat and samples the answer, and SmolLM2 sometimes calls one (seen:
+# delete_memory) instead of answering, so "the answer streams" and "the long answer starts"
+# fail in some runs (2026-12-07: 5 of 5 passed in four runs, 3 of 5 in a fifth). Run it by hand.
 bash scripts/fuzz.sh all 30
 SANITIZE_CTEST_ARGS='-E ^(Models/ReferenceLlamaCpp|Engine\.|VocabTrie\.CachedMasksAlongADocumentEqualTheWalk)' \
   bash scripts/sanitize.sh asan tests/integration/test_http_hardening.py tests/integration/test_security.py \
